@@ -1,0 +1,28 @@
+# GEMM and power study of MoE inference kernels: hardware -> sweeps -> tables -> figures -> report.
+# Usage: `snakemake --cores 8` (everything), `snakemake report` (the HTML report),
+# `snakemake --forcerun sweep --allowed-rules sweep ...`: see README.md.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "report/workflow.rst"
+
+
+include: "rules/common.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/report/index.html",
+
+
+include: "rules/hardware.smk"
+include: "rules/sweep.smk"
+include: "rules/aggregate.smk"
+include: "rules/figures.smk"
+include: "rules/report.smk"

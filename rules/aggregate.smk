@@ -1,0 +1,15 @@
+rule aggregate:
+    input:
+        sweeps=expand("results/sweeps/{backend}.parquet", backend=BACKENDS),
+    output:
+        sweep=report(
+            "results/tables/sweep.csv",
+            caption="../report/captions/sweep_table.rst",
+            category="Tables",
+            labels={"table": "sweep"},
+        ),
+        support="results/tables/support.csv",
+    log:
+        "results/logs/aggregate.log",
+    script:
+        "../scripts/aggregate_sweeps.py"

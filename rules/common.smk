@@ -1,0 +1,41 @@
+import sys
+from pathlib import Path
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+# The study's library lives under scripts/ beside the entry scripts.
+sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
+
+from studylib.plan import (  # noqa: E402
+    check_config,
+    enabled_backends,
+    schema_problem,
+    stable_hash,
+    sweep_plan,
+)
+
+SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
+
+# One clear message naming the bad key, before any job runs.
+try:
+    validate(config, SCHEMA, set_default=True)
+except WorkflowError:
+    raise WorkflowError(f"invalid config: {schema_problem(config, SCHEMA)}") from None
+_problems = check_config(config)
+if _problems:
+    raise WorkflowError("invalid config: " + "; ".join(_problems))
+
+BACKENDS = enabled_backends(config)
+CONFIG_HASH = stable_hash(config)
+CONFIG_TEXT = yaml.safe_dump(config, sort_keys=False)
+
+
+wildcard_constraints:
+    backend="|".join(BACKENDS),
+
+
+def backend_plan(wildcards):
+    """Only this backend's slice of the config: its change reruns this backend alone."""
+    return sweep_plan(config, wildcards.backend)

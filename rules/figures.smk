@@ -1,0 +1,36 @@
+rule plot_latency:
+    input:
+        sweep="results/sweeps/{backend}.parquet",
+    output:
+        html=report(
+            "results/figures/latency_{backend}.html",
+            caption="../report/captions/latency.rst",
+            category="Kernel sweeps",
+            subcategory="Latency vs M",
+            labels={"backend": "{backend}", "figure": "latency vs M"},
+        ),
+        png="results/figures/latency_{backend}.png",
+        spec="results/figures/latency_{backend}.vl.json",
+    log:
+        "results/logs/figures/latency_{backend}.log",
+    script:
+        "../scripts/plot_latency.py"
+
+
+rule plot_support:
+    input:
+        support="results/tables/support.csv",
+    output:
+        html=report(
+            "results/figures/support.html",
+            caption="../report/captions/support.rst",
+            category="Kernel sweeps",
+            subcategory="Support matrix",
+            labels={"figure": "support matrix"},
+        ),
+        png="results/figures/support.png",
+        spec="results/figures/support.vl.json",
+    log:
+        "results/logs/figures/support.log",
+    script:
+        "../scripts/plot_support.py"

@@ -1,0 +1,19 @@
+rule report:
+    input:
+        hardware="results/hardware.json",
+        sweep="results/tables/sweep.csv",
+        support="results/tables/support.csv",
+        specs=[
+            "results/figures/support.vl.json",
+            *expand("results/figures/latency_{backend}.vl.json", backend=BACKENDS),
+        ],
+    output:
+        html="results/report/index.html",
+    log:
+        "results/logs/report.log",
+    params:
+        config_hash=CONFIG_HASH,
+        config_text=CONFIG_TEXT,
+        repo=workflow.basedir,
+    script:
+        "../scripts/render_report.py"

@@ -1,0 +1,12 @@
+"""Snakemake entry: every sweep -> results/tables/sweep.csv and support.csv."""
+
+from studylib.aggregate import aggregate
+from studylib.entry import setup_logging
+
+log = setup_logging(snakemake)  # noqa: F821
+sweep = aggregate(
+    snakemake.input.sweeps,  # noqa: F821
+    snakemake.output.sweep,  # noqa: F821
+    snakemake.output.support,  # noqa: F821
+)
+log.info("%d rows", len(sweep))

@@ -1,0 +1,10 @@
+"""Snakemake entry: one backend's sweep -> results/sweeps/{backend}.parquet."""
+
+import sys
+
+from studylib.entry import setup_logging
+from studylib.sweep import run_sweep
+
+log = setup_logging(snakemake)  # noqa: F821
+frame = run_sweep(snakemake.params.plan, snakemake.output[0], log_stream=sys.stderr)  # noqa: F821
+log.info("statuses: %s", frame["status"].value_counts().to_dict())

@@ -1,0 +1,1 @@
+"""Importable library behind the study's entry scripts (``scripts/*.py``)."""

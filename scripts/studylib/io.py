@@ -1,0 +1,56 @@
+"""Atomic output writing: a failed job never leaves a file that looks complete."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it over ``path`` on success only."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    # mkstemp makes 0600 files; outputs get the usual permissions (umask applied).
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_path, 0o666 & ~umask)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def write_frame(df, path: str | os.PathLike) -> None:
+    """Write a pandas frame as parquet or CSV, chosen by the file's suffix."""
+    suffix = Path(path).suffix
+    with atomic_path(path) as tmp:
+        if suffix == ".parquet":
+            df.to_parquet(tmp, index=False)
+        elif suffix == ".csv":
+            df.to_csv(tmp, index=False)
+        else:
+            raise ValueError(f"unsupported table format: {path}")

@@ -1,0 +1,136 @@
+"""Config -> per-backend sweep plans, and the config checks a JSON schema cannot express.
+
+A plan holds exactly what one backend's sweep depends on (its cases with their shapes
+resolved, its M grids, timing and checking settings), so Snakemake's params trigger reruns a
+backend's sweep when, and only when, something that backend uses changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+from .backends import catalogue
+
+
+def enabled_backends(config: dict) -> list[str]:
+    return [name for name, spec in config["backends"].items() if spec.get("enabled", True)]
+
+
+def check_config(config: dict) -> list[str]:
+    """Every problem found, each naming the key at fault."""
+    problems = []
+    ops = catalogue()
+    shapes = config.get("shapes", {})
+    if not enabled_backends(config):
+        problems.append("backends: every backend is disabled; enable at least one")
+    for backend, spec in config["backends"].items():
+        for i, case in enumerate(spec["cases"]):
+            where = f"backends.{backend}.cases[{i}]"
+            op = case["op"]
+            if op not in ops[backend]:
+                problems.append(
+                    f"{where}.op: {op!r} is not an op of {backend}; "
+                    f"known: {', '.join(sorted(ops[backend]))}"
+                )
+                continue
+            known = ops[backend][op]
+            for dtype in case["dtypes"]:
+                if dtype not in known["dtypes"]:
+                    problems.append(
+                        f"{where}.dtypes: {backend} {op} does not take {dtype!r}; "
+                        f"known: {', '.join(known['dtypes'])}"
+                    )
+            for impl in case.get("impls", []):
+                if impl not in known["impls"]:
+                    problems.append(
+                        f"{where}.impls: {impl!r} is not an implementation of {backend} {op}; "
+                        f"known: {', '.join(known['impls'])}"
+                    )
+            for shape in case["shapes"]:
+                if shape not in shapes:
+                    problems.append(
+                        f"{where}.shapes: no shape named {shape!r} under shapes: "
+                        f"(defined: {', '.join(sorted(shapes))})"
+                    )
+            if case.get("groups") and not known["grouped"]:
+                problems.append(f"{where}.groups: {backend} {op} is not a grouped GEMM")
+            if known["grouped"] and not case.get("groups"):
+                problems.append(f"{where}.groups: {backend} {op} is grouped and needs groups")
+    return problems
+
+
+def sweep_plan(config: dict, backend: str) -> dict:
+    """The slice of ``config`` that ``backend``'s sweep depends on, fully resolved."""
+    spec = config["backends"][backend]
+    cases = []
+    for case in spec["cases"]:
+        case = copy.deepcopy(case)
+        case["shapes"] = [
+            {"name": name, "N": config["shapes"][name]["N"], "K": config["shapes"][name]["K"]}
+            for name in case["shapes"]
+        ]
+        case.setdefault("m", config["m_grid"])
+        cases.append(case)
+    return {
+        "backend": backend,
+        "device": config["device"],
+        "cases": cases,
+        "timing": config["timing"],
+        "check": config["check"],
+    }
+
+
+def expand_points(plan: dict, device: str) -> list[dict]:
+    """Every (impl, op, dtype, shape, G, M) point of ``plan`` that applies to ``device``."""
+    ops = catalogue()[plan["backend"]]
+    points = []
+    for case in plan["cases"]:
+        if device not in case.get("devices", ["cuda", "cpu"]):
+            continue
+        impls = case.get("impls") or ops[case["op"]]["impls"]
+        for shape in case["shapes"]:
+            for dtype in case["dtypes"]:
+                for impl in impls:
+                    for groups in case.get("groups") or [None]:
+                        for m in case["m"][device]:
+                            points.append(
+                                {
+                                    "backend": plan["backend"],
+                                    "impl": impl,
+                                    "op": case["op"],
+                                    "dtype": dtype,
+                                    "shape": shape["name"],
+                                    "M": m,
+                                    "N": shape["N"],
+                                    "K": shape["K"],
+                                    "G": groups,
+                                }
+                            )
+    return points
+
+
+def stable_hash(data) -> str:
+    """A short hash of JSON-able ``data``, independent of key order."""
+    blob = json.dumps(data, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def schema_problem(config: dict, schema_path: str) -> str:
+    """One line naming the most relevant schema violation of ``config`` (for users)."""
+    import jsonschema
+    import yaml
+
+    with open(schema_path, encoding="utf-8") as f:
+        schema = yaml.safe_load(f)
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is None:
+        return "the config does not match config/schema.yaml"
+    where = ".".join(
+        f"[{p}]" if isinstance(p, int) else str(p) for p in error.absolute_path
+    ).replace(".[", "[")
+    if error.validator == "additionalProperties":
+        return f"config{'.' + where if where else ''}: {error.message}"
+    return f"config key {where or '(top level)'}: {error.message}"

@@ -1,0 +1,145 @@
+"""Timing written once for every backend: eager, graph-replayed and cold (HBM) modes.
+
+eager  one launch per sample between device events: what a Python caller sees, launch
+       cost included.
+graph  ``calls`` launches captured in one CUDA graph and replayed: kernel time without the
+       CPU's launch cost (time per replay / calls).
+cold   like eager, but rotating through input sets totalling several times the L2 size so
+       the weights stream from HBM, as they do in decode.
+
+Every mode samples under one stopping rule: at least ``min_samples``; then stop at
+``max_samples`` or ``max_time_s``, or once ``min_time_s`` has passed and the median's relative
+standard error is under ``rel_noise``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StopRule:
+    min_samples: int = 10
+    max_samples: int = 2000
+    min_time_s: float = 0.05
+    max_time_s: float = 1.0
+    rel_noise: float = 0.005
+
+    @classmethod
+    def from_config(cls, timing: dict, device: str) -> StopRule:
+        return cls(
+            min_samples=timing["min_samples"],
+            max_samples=timing["max_samples"],
+            min_time_s=timing["min_time_s"],
+            max_time_s=timing["max_time_s"][device],
+            rel_noise=timing["rel_noise"],
+        )
+
+
+def median_rel_stderr(samples: list[float]) -> float:
+    """Relative standard error of the median, from the IQR (robust to outliers)."""
+    n = len(samples)
+    if n < 4:
+        return math.inf
+    q1, _, q3 = statistics.quantiles(samples, n=4)
+    med = statistics.median(samples)
+    if med <= 0:
+        return math.inf
+    sigma = (q3 - q1) / 1.349  # IQR of a normal distribution is 1.349 sigma
+    return 1.2533 * sigma / math.sqrt(n) / med  # stderr of a median is ~1.2533 sigma/sqrt(n)
+
+
+def sample_until(take: Callable[[], float], rule: StopRule) -> list[float]:
+    """Call ``take`` (returns one sample, µs) until ``rule`` says stop."""
+    samples: list[float] = []
+    start = time.monotonic()
+    while True:
+        samples.append(take())
+        elapsed = time.monotonic() - start
+        n = len(samples)
+        if n >= rule.max_samples:
+            return samples
+        if n < rule.min_samples:
+            continue  # min_samples is a floor even past max_time_s
+        if elapsed >= rule.max_time_s:
+            return samples
+        if elapsed >= rule.min_time_s:
+            # Checking every sample costs O(n log n); every 8th keeps it cheap.
+            if n % 8 == 0 and median_rel_stderr(samples) <= rule.rel_noise:
+                return samples
+
+
+def summarize(samples: list[float], prefix: str) -> dict:
+    if not samples:
+        return {}
+    if len(samples) >= 4:
+        q1, med, q3 = statistics.quantiles(samples, n=4)
+        med = statistics.median(samples)
+    else:
+        q1 = q3 = med = statistics.median(samples)
+    return {
+        f"{prefix}_us": med,
+        f"{prefix}_iqr_us": q3 - q1,
+        f"{prefix}_samples": len(samples),
+    }
+
+
+class CpuTimer:
+    """Monotonic host clock; CPU kernels are synchronous, so it brackets the whole call."""
+
+    def eager(self, fn: Callable[[], object]) -> float:
+        t0 = time.perf_counter_ns()
+        fn()
+        return (time.perf_counter_ns() - t0) / 1e3
+
+
+class CudaTimer:
+    """Device events on the current stream."""
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def eager(self, fn: Callable[[], object]) -> float:
+        # The GPU is idle when `start` is recorded, so the span includes the CPU's launch.
+        self.torch.cuda.synchronize()
+        self.start.record()
+        fn()
+        self.end.record()
+        self.end.synchronize()
+        return self.start.elapsed_time(self.end) * 1e3
+
+    def capture(self, fn: Callable[[], object], calls: int):
+        """A CUDA graph of ``calls`` back-to-back calls of ``fn`` (captured on a side stream)."""
+        torch = self.torch
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm-up on the capture stream, as torch's docs require
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn()
+        torch.cuda.synchronize()
+        return graph
+
+    def replay(self, graph, calls: int) -> float:
+        self.torch.cuda.synchronize()
+        self.start.record()
+        graph.replay()
+        self.end.record()
+        self.end.synchronize()
+        return self.start.elapsed_time(self.end) * 1e3 / calls
+
+
+def timer_for(device: str):
+    return CudaTimer() if device == "cuda" else CpuTimer()

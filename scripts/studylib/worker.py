@@ -1,0 +1,222 @@
+"""The sweep worker: a child process that measures one point at a time.
+
+A CUDA trap poisons the process's CUDA context, a segfault kills it and a hang never
+returns, so points run here, not in the Snakemake job: the parent (``sweep.py``) records
+such a point as ``error`` and starts a fresh worker for the rest.
+
+Protocol: the parent writes one JSON object per line on stdin (``{"point": {...}}``); the
+worker answers one JSON line per message on the file descriptor given by ``--result-fd``
+(stdout and stderr stay free for the libraries' own chatter, which goes to the job's log).
+The first answer is the hello: the backend's environment on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import sys
+import time
+import traceback
+
+from .backends import adapter
+from .backends.base import Unsupported
+from .timing import StopRule, sample_until, summarize, timer_for
+
+# Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit"}.
+FAULTS_ENV = "STUDY_INJECT_FAULTS"
+
+
+def resolve_device(preference: str) -> tuple[str, str | None]:
+    """(device, reason it is unusable or None)."""
+    import torch
+
+    if preference == "cpu":
+        return "cpu", None
+    if torch.cuda.is_available():
+        return "cuda", None
+    if preference == "cuda":
+        return "cuda", "no CUDA device (device: cuda was requested)"
+    return "cpu", None
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        import torch
+
+        try:
+            return torch.cuda.get_device_name()
+        except Exception:  # noqa: BLE001 - the name is informative only
+            return "cuda (unavailable)"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text[:4000]
+
+
+def compare(out, ref) -> dict:
+    """Correctness metrics of ``out`` against the fp64 reference."""
+    import torch
+
+    out64 = out.double()
+    ref64 = ref.double()
+    diff = torch.linalg.vector_norm(out64 - ref64).item()
+    ref_norm = torch.linalg.vector_norm(ref64).item()
+    out_norm = torch.linalg.vector_norm(out64).item()
+    dot = (out64 * ref64).sum().item()
+    return {
+        "rel_err": diff / ref_norm if ref_norm > 0 else float("inf"),
+        "cos_sim": dot / (out_norm * ref_norm) if out_norm > 0 and ref_norm > 0 else 0.0,
+        "all_zero": bool(out_norm == 0.0),
+        "has_nan": bool(torch.isnan(out64).any().item() or torch.isinf(out64).any().item()),
+    }
+
+
+def verdict(metrics: dict, dtype: str, check: dict) -> str | None:
+    """Why the result is wrong, or None."""
+    if metrics["has_nan"]:
+        return "output has NaN or Inf"
+    if metrics["all_zero"]:
+        return "output is all zeros"
+    cos_min = check.get("cos_sim_min", {}).get(dtype)
+    if cos_min is not None and metrics["cos_sim"] < cos_min:
+        return f"cosine similarity {metrics['cos_sim']:.4f} < {cos_min}"
+    err_max = check.get("rel_err_max", {}).get(dtype)
+    if err_max is not None and metrics["rel_err"] > err_max:
+        return f"relative error {metrics['rel_err']:.3g} > {err_max}"
+    return None
+
+
+def inject_fault(point: dict) -> None:
+    spec = os.environ.get(FAULTS_ENV)
+    if not spec:
+        return
+    fault = json.loads(spec).get(f"{point['op']}:{point['M']}")
+    if fault == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif fault == "hang":
+        time.sleep(3600)
+    elif fault == "raise":
+        raise RuntimeError("injected fault")
+    elif fault == "exit":
+        os._exit(7)
+
+
+class Measurer:
+    def __init__(self, backend: str, device: str, plan: dict):
+        self.module = adapter(backend)
+        self.device = device
+        self.timing = plan["timing"]
+        self.check = plan["check"]
+        self.rule = StopRule.from_config(self.timing, device)
+        self.timer = timer_for(device)
+
+    def context_alive(self) -> bool:
+        """False when a CUDA error poisoned this process (the parent then restarts us)."""
+        if self.device != "cuda":
+            return True
+        import torch
+
+        try:
+            torch.cuda.synchronize()
+            return True
+        except Exception:  # noqa: BLE001 - any failure here means the context is gone
+            return False
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    def measure(self, point: dict) -> dict:
+        started = time.monotonic()
+        try:
+            inject_fault(point)
+            row = self._measure(point)
+        except Unsupported as exc:
+            row = {"status": "unsupported", "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - one point's failure is a result
+            classify = getattr(self.module, "is_unsupported_error", None)
+            if classify is not None and classify(exc):
+                row = {"status": "unsupported", "error": describe(exc)}
+            else:
+                traceback.print_exc()
+                row = {"status": "error", "error": describe(exc)}
+            row["fatal"] = not self.context_alive()
+        row["point_s"] = time.monotonic() - started
+        return row
+
+    def _measure(self, point: dict) -> dict:
+        prepared = self.module.prepare(point, self.device)
+        out = prepared.run()
+        self.sync()
+        metrics = compare(out, prepared.reference())
+        del out
+        wrong = verdict(metrics, point["dtype"], self.check)
+        for _ in range(self.timing["warmup_iters"]):
+            prepared.run()
+        self.sync()
+        samples = sample_until(lambda: self.timer.eager(prepared.run), self.rule)
+        row = {
+            "status": "mismatch" if wrong else "ok",
+            "error": wrong or "",
+            **metrics,
+            **summarize(samples, "eager"),
+            "flops": prepared.flops,
+            "bytes": prepared.bytes,
+        }
+        return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--backend", required=True)
+    parser.add_argument("--plan", required=True, help="path of the plan JSON")
+    parser.add_argument("--result-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    results = os.fdopen(args.result_fd, "w", buffering=1, encoding="utf-8")
+
+    def send(obj: dict) -> None:
+        results.write(json.dumps(obj, default=str) + "\n")
+        results.flush()
+
+    with open(args.plan, encoding="utf-8") as f:
+        plan = json.load(f)
+    module = adapter(args.backend)
+    device, unusable = resolve_device(plan["device"])
+    hello = {"device": device, "device_name": device_name(device)}
+    try:
+        hello.update(module.environment(device))
+    except Exception as exc:  # noqa: BLE001 - recorded on every row
+        hello.update({"library_version": None, "unsupported": describe(exc)})
+    if unusable:
+        hello["unsupported"] = unusable
+    send({"hello": hello})
+    if hello.get("unsupported"):
+        return 0
+    measurer = Measurer(args.backend, device, plan)
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "point" not in message:
+            break
+        row = measurer.measure(message["point"])
+        send(row)
+        if row.get("fatal"):
+            return 3  # poisoned context: the parent starts a fresh worker
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

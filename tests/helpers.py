@@ -1,0 +1,31 @@
+"""Shared test fixtures' building blocks."""
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_config() -> dict:
+    """The repository's default config with the schema's defaults filled in."""
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
+    return config
+
+
+def tiny_config() -> dict:
+    """A CPU study that runs in seconds: two M values, one shape, quick timing."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["shapes"] = {"expert_up": {"N": 256, "K": 128}, "expert_down": {"N": 128, "K": 256}}
+    config["m_grid"] = {"cuda": [1, 16], "cpu": [1, 16]}
+    config["timing"] = {
+        "warmup_iters": 1, "min_samples": 5, "max_samples": 50, "min_time_s": 0.0,
+        "max_time_s": {"cuda": 0.05, "cpu": 0.05}, "rel_noise": 0.05, "point_timeout_s": 60,
+    }  # fmt: skip
+    for spec in config["backends"].values():
+        for case in spec["cases"]:
+            case["shapes"] = ["expert_up", "expert_down"]
+    return config

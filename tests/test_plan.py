@@ -1,0 +1,63 @@
+import copy
+
+from helpers import default_config
+from studylib.plan import check_config, enabled_backends, expand_points, stable_hash, sweep_plan
+
+
+def test_default_config_is_clean():
+    assert check_config(default_config()) == []
+
+
+def test_problems_name_the_key():
+    config = default_config()
+    torch_cases = config["backends"]["torch"]["cases"]
+    torch_cases[0]["op"] = "matmull"
+    torch_cases[1]["shapes"] = ["expert_up", "nope"]
+    config["backends"]["flashinfer"]["cases"][1]["impls"] = ["cublas", "magic"]
+    config["backends"]["flashinfer"]["cases"][0]["dtypes"] = ["bf16"]
+    problems = check_config(config)
+    assert any("backends.torch.cases[0].op" in p and "matmull" in p for p in problems)
+    assert any("backends.torch.cases[1].shapes" in p and "'nope'" in p for p in problems)
+    assert any("backends.flashinfer.cases[1].impls" in p and "'magic'" in p for p in problems)
+    assert any("backends.flashinfer.cases[0].dtypes" in p and "'bf16'" in p for p in problems)
+
+
+def test_all_disabled_is_a_problem():
+    config = default_config()
+    for spec in config["backends"].values():
+        spec["enabled"] = False
+    assert enabled_backends(config) == []
+    assert any("every backend is disabled" in p for p in check_config(config))
+
+
+def test_plan_is_sliced_per_backend():
+    config = default_config()
+    before = {b: stable_hash(sweep_plan(config, b)) for b in config["backends"]}
+    changed = copy.deepcopy(config)
+    changed["backends"]["torch"]["cases"][0]["m"] = {"cuda": [1, 2], "cpu": [3]}
+    after = {b: stable_hash(sweep_plan(changed, b)) for b in config["backends"]}
+    assert before["torch"] != after["torch"]
+    assert before["flashinfer"] == after["flashinfer"]
+    assert before["sgl_kernel"] == after["sgl_kernel"]
+
+
+def test_unused_shape_does_not_touch_a_plan():
+    config = default_config()
+    before = stable_hash(sweep_plan(config, "torch"))
+    config["shapes"]["unused"] = {"N": 8, "K": 8}
+    assert stable_hash(sweep_plan(config, "torch")) == before
+
+
+def test_expand_points_follows_device_and_overrides():
+    config = default_config()
+    plan = sweep_plan(config, "torch")
+    cpu = expand_points(plan, "cpu")
+    cuda = expand_points(plan, "cuda")
+    # fp32 is declared for the CPU only
+    assert {p["dtype"] for p in cpu} == {"bf16", "fp32"}
+    assert {p["dtype"] for p in cuda} == {"bf16"}
+    assert {p["M"] for p in cpu} == set(config["m_grid"]["cpu"])
+    assert len(cuda) == 3 * len(config["m_grid"]["cuda"])
+    fi = expand_points(sweep_plan(config, "flashinfer"), "cuda")
+    assert {p["impl"] for p in fi if p["op"] == "mm_fp4"} == {"cutlass", "cudnn", "trtllm", "auto"}
+    assert all(p["G"] is None for p in fi)

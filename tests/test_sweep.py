@@ -1,0 +1,92 @@
+"""The sweep runner on the CPU: real torch points, and injected faults in the worker."""
+
+import json
+
+import pandas as pd
+import pytest
+from helpers import ROOT, tiny_config
+from snakemake.utils import validate
+from studylib.plan import sweep_plan
+from studylib.sweep import COLUMNS, run_sweep
+
+
+def plan_for(backend="torch", **timing):
+    config = tiny_config()
+    validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
+    config["device"] = "cpu"
+    config["timing"].update(timing)
+    plan = sweep_plan(config, backend)
+    return plan
+
+
+@pytest.fixture
+def log_file(tmp_path):
+    with open(tmp_path / "sweep.log", "w") as f:
+        yield f
+
+
+def test_torch_cpu_sweep_rows_are_valid(tmp_path, log_file):
+    out = tmp_path / "torch.parquet"
+    frame = run_sweep(plan_for(), out, log_stream=log_file)
+    assert list(frame.columns[: len(COLUMNS)]) == COLUMNS
+    assert len(frame) == 2 * 2 * 2  # two shapes x two dtypes (bf16, fp32 on cpu) x two M
+    assert (frame["status"] == "ok").all(), frame[["status", "error"]]
+    assert (frame["eager_us"] > 0).all()
+    assert (frame["eager_samples"] >= 5).all()
+    assert (frame["cos_sim"] > 0.99).all()
+    assert (frame.loc[frame.dtype == "fp32", "rel_err"] < 1e-5).all()
+    assert (frame["device"] == "cpu").all()
+    assert frame["flops"].tolist() == (2.0 * frame.M * frame.N * frame.K).tolist()
+    assert pd.read_parquet(out).equals(frame)
+    assert not (tmp_path / ".torch.work").exists()
+
+
+def test_gpu_only_backend_on_cpu_is_unsupported(tmp_path, log_file):
+    frame = run_sweep(plan_for("flashinfer"), tmp_path / "fi.parquet", log_stream=log_file)
+    assert len(frame) > 0
+    assert (frame["status"] == "unsupported").all()
+    assert (frame["error"] == "no CUDA device").all()
+    assert frame["eager_us"].isna().all()
+
+
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("segfault", "killed by signal SIGSEGV"),
+        ("exit", "exited with code 7"),
+        ("hang", "timed out after 3 s"),
+        ("raise", "RuntimeError: injected fault"),
+    ],
+)
+def test_a_fault_costs_one_point(tmp_path, log_file, monkeypatch, fault, message):
+    monkeypatch.setenv("STUDY_INJECT_FAULTS", json.dumps({"matmul:16": fault}))
+    # The hang must cost only its timeout; every other point is far quicker.
+    frame = run_sweep(plan_for(point_timeout_s=3), tmp_path / "t.parquet", log_stream=log_file)
+    bad = frame[frame.M == 16]
+    good = frame[frame.M == 1]
+    assert len(frame) == 8
+    assert (bad["status"] == "error").all()
+    assert bad["error"].str.contains(message).all(), bad["error"].tolist()
+    assert (good["status"] == "ok").all(), good["error"].tolist()
+
+
+def test_interrupted_sweep_resumes(tmp_path, log_file, monkeypatch):
+    out = tmp_path / "t.parquet"
+    plan = plan_for()
+    work = tmp_path / ".t.work"
+    # First run dies (the parent's write fails) after measuring every point.
+    monkeypatch.setattr("studylib.sweep.write_frame", lambda *a: (_ for _ in ()).throw(OSError()))
+    with pytest.raises(OSError):
+        run_sweep(plan, out, log_stream=log_file)
+    assert not out.exists()
+    progress = list(work.glob("progress-*.jsonl"))
+    assert len(progress) == 1
+    measured = [json.loads(line) for line in progress[0].read_text().splitlines()]
+    assert len(measured) == 8
+    monkeypatch.undo()
+    # No worker may measure again: poison every point; rows must come from the progress file.
+    poison = {"matmul:1": "raise", "matmul:16": "raise"}
+    monkeypatch.setenv("STUDY_INJECT_FAULTS", json.dumps(poison))
+    frame = run_sweep(plan, out, log_stream=log_file)
+    assert (frame["status"] == "ok").all()
+    assert sorted(frame["eager_us"]) == sorted(r["eager_us"] for r in measured)
