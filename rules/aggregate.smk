@@ -11,5 +11,7 @@ rule aggregate:
         support="results/tables/support.csv",
     log:
         "results/logs/aggregate.log",
+    conda:
+        "../envs/study.yaml"
     script:
         "../scripts/aggregate_sweeps.py"

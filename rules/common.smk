@@ -30,6 +30,9 @@ if _problems:
 BACKENDS = enabled_backends(config)
 CONFIG_HASH = stable_hash(config)
 CONFIG_TEXT = yaml.safe_dump(config, sort_keys=False)
+REPORT_TEMPLATES = sorted(
+    str(path) for path in (Path(workflow.basedir) / "report" / "templates").glob("*")
+)
 
 
 wildcard_constraints:

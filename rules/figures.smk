@@ -13,6 +13,8 @@ rule plot_latency:
         spec="results/figures/latency_{backend}.vl.json",
     log:
         "results/logs/figures/latency_{backend}.log",
+    conda:
+        "../envs/study.yaml"
     script:
         "../scripts/plot_latency.py"
 
@@ -32,5 +34,7 @@ rule plot_support:
         spec="results/figures/support.vl.json",
     log:
         "results/logs/figures/support.log",
+    conda:
+        "../envs/study.yaml"
     script:
         "../scripts/plot_support.py"

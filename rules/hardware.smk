@@ -3,6 +3,8 @@ rule hardware:
         "results/hardware.json",
     log:
         "results/logs/hardware.log",
+    conda:
+        "../envs/sweep.yaml"
     params:
         repo=workflow.basedir,
     script:

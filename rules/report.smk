@@ -7,10 +7,14 @@ rule report:
             "results/figures/support.vl.json",
             *expand("results/figures/latency_{backend}.vl.json", backend=BACKENDS),
         ],
+        # A template edit re-renders the report alone.
+        templates=REPORT_TEMPLATES,
     output:
         html="results/report/index.html",
     log:
         "results/logs/report.log",
+    conda:
+        "../envs/study.yaml"
     params:
         config_hash=CONFIG_HASH,
         config_text=CONFIG_TEXT,

@@ -3,9 +3,11 @@ rule sweep:
         "results/sweeps/{backend}.parquet",
     log:
         "results/logs/sweep/{backend}.log",
-    params:
-        plan=backend_plan,
+    conda:
+        "../envs/sweep.yaml"
     resources:
         gpu=1,
+    params:
+        plan=backend_plan,
     script:
         "../scripts/run_sweep.py"

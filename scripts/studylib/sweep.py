@@ -31,7 +31,10 @@ COLUMNS = [
     "backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G", "status", "error",
     "device", "device_name", "library_version",
     "eager_us", "eager_iqr_us", "eager_samples",
-    "rel_err", "cos_sim", "all_zero", "has_nan", "flops", "bytes", "tflops", "gbps", "point_s",
+    "graph_us", "graph_iqr_us", "graph_samples", "graph_calls",
+    "cold_us", "cold_iqr_us", "cold_samples", "cold_sets",
+    "rel_err", "cos_sim", "all_zero", "has_nan", "flops", "bytes", "tflops", "gbps",
+    "launch_overhead_us", "sm_clock_mhz", "throttle", "first_call_ms", "point_s",
 ]  # fmt: skip
 
 
@@ -143,11 +146,13 @@ def point_key(point: dict) -> str:
 
 
 def derive(row: dict) -> dict:
-    """Throughput columns from the eager median."""
-    us = row.get("eager_us")
+    """Throughput from the best kernel-only time (graph replay, else eager) and launch cost."""
+    us = row.get("graph_us") or row.get("eager_us")
     if us and us > 0:
         row["tflops"] = row["flops"] / (us * 1e-6) / 1e12
         row["gbps"] = row["bytes"] / (us * 1e-6) / 1e9
+    if row.get("graph_us") and row.get("eager_us"):
+        row["launch_overhead_us"] = row["eager_us"] - row["graph_us"]
     return row
 
 
@@ -240,8 +245,9 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
         frame[column] = frame[column].astype("int64")
     frame["G"] = pd.to_numeric(frame["G"]).astype("Int64")
     frame["error"] = frame["error"].fillna("").astype(str)
+    frame["throttle"] = frame["throttle"].fillna("").astype(str)
     for column in frame.columns:
-        if column.endswith(("_us", "_samples")) or column in (
+        if column.endswith(("_us", "_samples", "_calls", "_sets", "_ms", "_mhz")) or column in (
             "rel_err", "cos_sim", "flops", "bytes", "tflops", "gbps", "point_s"
         ):  # fmt: skip
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")

@@ -23,6 +23,7 @@ import traceback
 
 from .backends import adapter
 from .backends.base import Unsupported
+from .nvml import open_clock_watch_factory
 from .timing import StopRule, sample_until, summarize, timer_for
 
 # Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit"}.
@@ -121,6 +122,12 @@ class Measurer:
         self.check = plan["check"]
         self.rule = StopRule.from_config(self.timing, device)
         self.timer = timer_for(device)
+        self.clock_watch = open_clock_watch_factory(device)
+        self.l2_bytes = 0
+        if device == "cuda":
+            import torch
+
+            self.l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
 
     def context_alive(self) -> bool:
         """False when a CUDA error poisoned this process (the parent then restarts us)."""
@@ -160,24 +167,75 @@ class Measurer:
 
     def _measure(self, point: dict) -> dict:
         prepared = self.module.prepare(point, self.device)
-        out = prepared.run()
+        started = time.monotonic()
+        out = prepared.run()  # the first call pays JIT builds and autotuning, untimed
         self.sync()
+        first_call_ms = (time.monotonic() - started) * 1e3
         metrics = compare(out, prepared.reference())
         del out
         wrong = verdict(metrics, point["dtype"], self.check)
         for _ in range(self.timing["warmup_iters"]):
             prepared.run()
         self.sync()
-        samples = sample_until(lambda: self.timer.eager(prepared.run), self.rule)
         row = {
             "status": "mismatch" if wrong else "ok",
             "error": wrong or "",
             **metrics,
-            **summarize(samples, "eager"),
             "flops": prepared.flops,
             "bytes": prepared.bytes,
+            "first_call_ms": first_call_ms,
         }
+        watch = self.clock_watch() if self.clock_watch else None
+        with watch or _nothing():
+            eager = sample_until(lambda: self.timer.eager(prepared.run), self.rule)
+            row.update(summarize(eager, "eager"))
+            if self.device == "cuda":
+                row.update(self._graph(prepared.run, row["eager_us"], "graph"))
+                row.update(self._cold(prepared, row["eager_us"]))
+        if watch:
+            row.update(watch.result())
         return row
+
+    def _graph(self, fn, eager_us: float, prefix: str, calls: int | None = None) -> dict:
+        """Replay ``calls`` captured calls per sample: kernel time without launch cost."""
+        if calls is None:
+            # About 2 ms per replay: long enough for event resolution, short for memory.
+            calls = int(min(max(2000.0 / max(eager_us, 1.0), 10), 200))
+        graph = self.timer.capture(fn, calls)
+        try:
+            samples = sample_until(lambda: self.timer.replay(graph, calls), self.rule)
+        finally:
+            del graph
+        return {**summarize(samples, prefix), f"{prefix}_calls": calls}
+
+    def _cold(self, prepared, eager_us: float) -> dict:
+        """Graph replay over input sets totalling >= cold_l2_multiple x L2: weights from HBM."""
+        if prepared.variants is None or not self.l2_bytes:
+            return {}
+        multiple = self.timing["cold_l2_multiple"]
+        sets = int(min(max(-(-multiple * self.l2_bytes // max(prepared.bytes, 1)), 2), 512))
+        runs = prepared.variants(sets)
+
+        def sweep_all():
+            for run in runs:
+                run()
+
+        self.sync()
+        result = self._graph(sweep_all, eager_us * sets, "cold", calls=1)
+        # One replay runs every set once: per-call time is the replay over the set count.
+        for key in ("cold_us", "cold_iqr_us"):
+            result[key] /= sets
+        result["cold_sets"] = sets
+        result.pop("cold_calls")
+        return result
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
 def main(argv=None) -> int:

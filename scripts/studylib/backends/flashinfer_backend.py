@@ -1,7 +1,10 @@
 """FlashInfer's GEMMs: NVFP4 ``mm_fp4`` and FP8 ``bmm_fp8``, each with every backend it has.
 
 FP4 tensor-core GEMMs need Blackwell (sm_100/sm_120); on Hopper ``mm_fp4`` raises
-``BackendSupportedError`` and those points are ``unsupported`` rows with that text.
+``BackendSupportedError`` and those points are ``unsupported`` rows carrying that text.
+Inputs follow ``mm_fp4``'s documented recipe: ``nvfp4_quantize`` with 128x4 scale factors,
+B's scale factors shuffled for the trtllm backend; the reference dequantises the very same
+FP4 values and scales with FlashInfer's ``e2m1_and_ufp8sf_scale_to_float``.
 """
 
 from __future__ import annotations
@@ -9,9 +12,17 @@ from __future__ import annotations
 from .base import Prepared, Unsupported, gemm_bytes, gemm_flops
 
 OPS = {
-    "mm_fp4": {"dtypes": ["nvfp4"], "impls": ["cutlass", "cudnn", "trtllm", "auto"], "grouped": False},
+    "mm_fp4": {
+        "dtypes": ["nvfp4"],
+        "impls": ["cutlass", "cudnn", "trtllm", "auto"],
+        "grouped": False,
+    },
     "bmm_fp8": {"dtypes": ["fp8_e4m3"], "impls": ["cublas", "cudnn", "cutlass"], "grouped": False},
 }
+
+FP8_MAX = 448.0
+FP4_MAX = 6.0
+BLOCK = 16  # NVFP4: one e4m3 scale per 16 values
 
 
 def environment(device: str) -> dict:
@@ -24,17 +35,20 @@ def environment(device: str) -> dict:
     if device != "cuda":
         return {"library_version": version, "unsupported": "no CUDA device"}
     try:
-        import flashinfer  # noqa: F401
+        import flashinfer
     except Exception as exc:  # noqa: BLE001 - a missing or broken install is a result
         return {
             "library_version": version,
             "unsupported": f"flashinfer not importable: {type(exc).__name__}: {exc}",
         }
-    return {"library_version": version or getattr(flashinfer, "__version__", None), "unsupported": None}
+    return {
+        "library_version": version or getattr(flashinfer, "__version__", None),
+        "unsupported": None,
+    }
 
 
 def is_unsupported_error(exc: BaseException) -> bool:
-    """FlashInfer's own 'this backend/arch cannot do it' errors."""
+    """FlashInfer's own 'this backend or arch cannot do it' errors."""
     name = type(exc).__name__
     text = str(exc).lower()
     return name in ("BackendSupportedError", "NotImplementedError") or "not supported" in text
@@ -43,20 +57,111 @@ def is_unsupported_error(exc: BaseException) -> bool:
 def prepare(point: dict, device: str) -> Prepared:
     if device != "cuda":
         raise Unsupported("no CUDA device")
-    op = point["op"]
-    if op == "mm_fp4":
+    if point["op"] == "mm_fp4":
         return _mm_fp4(point)
-    if op == "bmm_fp8":
+    if point["op"] == "bmm_fp8":
         return _bmm_fp8(point)
-    raise Unsupported(f"flashinfer adapter has no op {op!r}")
+    raise Unsupported(f"flashinfer adapter has no op {point['op']!r}")
+
+
+def _global_scale(x):
+    """NVFP4's two-level recipe: the per-tensor scale that maps amax onto e4m3 x e2m1."""
+    return (FP8_MAX * FP4_MAX) / x.float().abs().amax().clamp(min=1e-12)
 
 
 def _mm_fp4(point: dict) -> Prepared:
-    raise Unsupported("mm_fp4 adapter not implemented yet")
+    import flashinfer
+    import torch
+
+    m, n, k, impl = point["M"], point["N"], point["K"], point["impl"]
+    if k % BLOCK:
+        raise Unsupported(f"K={k} is not a multiple of the NVFP4 block ({BLOCK})")
+    layout = flashinfer.SfLayout.layout_128x4
+
+    def make():
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = (torch.randn(n, k, device="cuda") / k**0.5).to(torch.bfloat16)
+        a_gs, w_gs = _global_scale(a), _global_scale(w)
+        a_fp4, a_sf = flashinfer.nvfp4_quantize(a, a_gs, sfLayout=layout, do_shuffle=False)
+        # trtllm wants B's scale factors shuffled; the reference dequantises unshuffled ones.
+        w_fp4, w_sf = flashinfer.nvfp4_quantize(w, w_gs, sfLayout=layout, do_shuffle=False)
+        w_fp4_run, w_sf_run = w_fp4, w_sf
+        if impl == "trtllm":
+            w_fp4_run, w_sf_run = flashinfer.nvfp4_quantize(
+                w, w_gs, sfLayout=layout, do_shuffle=True
+            )
+        alpha = (1.0 / (a_gs * w_gs)).float().reshape(1)
+        run_args = (a_fp4, w_fp4_run.T, a_sf, w_sf_run.T, alpha)
+        ref_args = (a_fp4, a_sf, a_gs, w_fp4, w_sf, w_gs)
+        return run_args, ref_args
+
+    run_args, ref_args = make()
+
+    def call(a, b, sa, sb, alpha):
+        return flashinfer.mm_fp4(a, b, sa, sb, alpha, torch.bfloat16, None, backend=impl)
+
+    def dequant(fp4, sf, gs, rows):
+        full = flashinfer.e2m1_and_ufp8sf_scale_to_float(
+            fp4.view(torch.uint8).cpu(),
+            sf.view(torch.uint8).cpu().reshape(-1),
+            (1.0 / gs).float().cpu().reshape(1),
+            BLOCK,
+            1,  # e4m3 scale factors
+            True,  # swizzled 128x4 layout
+        )
+        return full[:rows].to("cuda", torch.float64)
+
+    def reference():
+        a_fp4, a_sf, a_gs, w_fp4, w_sf, w_gs = ref_args
+        return dequant(a_fp4, a_sf, a_gs, m) @ dequant(w_fp4, w_sf, w_gs, n).T
+
+    def variants(count: int):
+        sets = [make()[0] for _ in range(count)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    # Packed e2m1 (4 bits) plus one e4m3 scale per 16 values, bf16 out.
+    return Prepared(
+        run=lambda: call(*run_args),
+        reference=reference,
+        flops=gemm_flops(m, n, k),
+        bytes=gemm_bytes(m, n, k, 4 + 8 / BLOCK, 4 + 8 / BLOCK, 16),
+        variants=variants,
+    )
 
 
 def _bmm_fp8(point: dict) -> Prepared:
-    raise Unsupported("bmm_fp8 adapter not implemented yet")
+    import flashinfer
+    import torch
 
+    m, n, k, impl = point["M"], point["N"], point["K"], point["impl"]
 
-__all__ = ["OPS", "environment", "prepare", "is_unsupported_error", "gemm_bytes", "gemm_flops"]
+    def quantize(x):
+        scale = x.abs().amax().float().clamp(min=1e-12) / FP8_MAX
+        return (x / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), scale
+
+    def make():
+        a, sa = quantize(torch.randn(1, m, k, device="cuda"))
+        w, sw = quantize(torch.randn(1, n, k, device="cuda") / k**0.5)
+        # B is (b, k, n) column-major: the transpose of a row-major (b, n, k) weight.
+        return a, w.transpose(1, 2), sa, sw
+
+    args = make()
+
+    def call(a, b, sa, sb):
+        return flashinfer.bmm_fp8(a, b, sa, sb, torch.bfloat16, backend=impl)
+
+    def reference():
+        a, b, sa, sb = args
+        return (a.double() * sa.double()) @ (b.double() * sb.double())
+
+    def variants(count: int):
+        sets = [make() for _ in range(count)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    return Prepared(
+        run=lambda: call(*args),
+        reference=reference,
+        flops=gemm_flops(m, n, k),
+        bytes=gemm_bytes(m, n, k, 8, 8, 16) + 8,
+        variants=variants,
+    )

@@ -1,0 +1,14 @@
+"""Snakemake entry: latency-vs-M figure of one backend's sweep (HTML, PNG, Vega-Lite JSON)."""
+
+from studylib.entry import setup_logging
+from studylib.figures import plot_latency
+
+log = setup_logging(snakemake)  # noqa: F821
+log.info("latency figure from %s", snakemake.input.sweep)  # noqa: F821
+plot_latency(
+    snakemake.input.sweep,  # noqa: F821
+    out_html=snakemake.output.html,  # noqa: F821
+    out_png=snakemake.output.png,  # noqa: F821
+    out_spec=snakemake.output.spec,  # noqa: F821
+    backend=snakemake.wildcards.get("backend"),  # noqa: F821
+)

@@ -1,0 +1,13 @@
+"""Snakemake entry: support-matrix heat-map (HTML, PNG, Vega-Lite JSON)."""
+
+from studylib.entry import setup_logging
+from studylib.figures import plot_support
+
+log = setup_logging(snakemake)  # noqa: F821
+log.info("support figure from %s", snakemake.input.support)  # noqa: F821
+plot_support(
+    snakemake.input.support,  # noqa: F821
+    out_html=snakemake.output.html,  # noqa: F821
+    out_png=snakemake.output.png,  # noqa: F821
+    out_spec=snakemake.output.spec,  # noqa: F821
+)

@@ -1,0 +1,26 @@
+"""Snakemake entry: render the self-contained HTML report from tables, figures and provenance."""
+
+from pathlib import Path
+
+from studylib.entry import setup_logging
+from studylib.report import render_report
+
+log = setup_logging(snakemake)  # noqa: F821
+# The config shown in the report: params.config_text, else the snapshot file input.config.
+config_text = snakemake.params.get("config_text")  # noqa: F821
+config_path = snakemake.input.get("config")  # noqa: F821
+if config_text is None and config_path:
+    config_text = Path(config_path).read_text(encoding="utf-8")
+specs = snakemake.input.get("specs", [])  # noqa: F821
+specs = [specs] if isinstance(specs, str) else list(specs)
+log.info("report from %d figure specs", len(specs))
+render_report(
+    hardware_json=snakemake.input.hardware,  # noqa: F821
+    sweep_csv=snakemake.input.sweep,  # noqa: F821
+    support_csv=snakemake.input.support,  # noqa: F821
+    spec_paths=specs,
+    out_html=snakemake.output.html,  # noqa: F821
+    config_hash=snakemake.params.get("config_hash"),  # noqa: F821
+    template_dir=Path(snakemake.scriptdir).parent / "report" / "templates",  # noqa: F821
+    config_yaml_text=config_text,
+)

@@ -1,0 +1,568 @@
+"""Altair figures of the study, and saving them as offline HTML, PNG and Vega-Lite JSON.
+
+Every figure uses the same colour per backend (:data:`BACKEND_COLORS`) and per status
+(:data:`STATUS_COLORS`). Charts carry their data inline (no external data files), and the
+HTML written here embeds the Vega/Vega-Lite/vega-embed JavaScript bundled by vl-convert, so
+it opens without any network access.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from .io import atomic_path, write_text
+
+# ---------------------------------------------------------------------------------------------
+# Colours and scales
+# ---------------------------------------------------------------------------------------------
+
+BACKEND_COLORS: dict[str, str] = {
+    "torch": "#4c78a8",  # blue
+    "flashinfer": "#e45756",  # red
+    "sgl_kernel": "#54a24b",  # green
+}
+FALLBACK_COLORS: tuple[str, ...] = ("#b279a2", "#f58518", "#72b7b2", "#9d755d", "#bab0ac")
+
+STATUS_ORDER: tuple[str, ...] = ("ok", "partial", "mismatch", "unsupported", "error")
+STATUS_COLORS: dict[str, str] = {
+    "ok": "#2ca02c",
+    "partial": "#f0a30a",
+    "unsupported": "#b0b0b0",
+    "error": "#d62728",
+    "mismatch": "#8e44ad",
+}
+
+#: Timing modes of a sweep row: column -> (label, stroke dash).
+TIMING_MODES: dict[str, tuple[str, list[int]]] = {
+    "eager_us": ("eager", [1, 0]),
+    "graph_us": ("graph", [8, 3]),
+    "cold_us": ("cold", [3, 2]),
+    "floor_us": ("roofline floor", [1, 4]),
+}
+
+#: Optional sweep columns shown in tooltips when present.
+TOOLTIP_EXTRA: tuple[tuple[str, str, str], ...] = (
+    ("eager_iqr_us", "eager IQR (µs)", ".3g"),
+    ("eager_samples", "samples", "d"),
+    ("graph_us", "graph (µs)", ".4g"),
+    ("cold_us", "cold (µs)", ".4g"),
+    ("floor_us", "floor (µs)", ".4g"),
+    ("launch_overhead_us", "launch overhead (µs)", ".3g"),
+    ("tflops", "TFLOP/s", ".4g"),
+    ("gbps", "GB/s", ".4g"),
+    ("efficiency", "efficiency", ".1%"),
+    ("rel_err", "rel. error", ".2e"),
+    ("cos_sim", "cos sim", ".6f"),
+    ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
+    ("throttle", "throttle", ""),
+)
+
+VL_VERSION = "v" + alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0].replace(".", "_")
+EMBED_OPTIONS: dict[str, Any] = {
+    # No "open in editor" action: it would reach the network.
+    "actions": {"export": True, "source": True, "compiled": False, "editor": False},
+    "renderer": "svg",
+}
+_MAX_REASON = 160
+#: Axis labels for M: 1 … 512, then 1k, 2k, … (powers of two).
+M_LABEL_EXPR = (
+    "datum.value >= 1024 ? format(datum.value / 1024, '~g') + 'k' : format(datum.value, '~g')"
+)
+
+
+def backend_color(backend: str) -> str:
+    """The fixed colour of a backend; unknown backends get a stable fallback colour."""
+    if backend in BACKEND_COLORS:
+        return BACKEND_COLORS[backend]
+    index = sum(backend.encode()) % len(FALLBACK_COLORS)
+    return FALLBACK_COLORS[index]
+
+
+def backend_scale(backends: Iterable[str] | None = None) -> alt.Scale:
+    """Colour scale mapping each backend to its fixed colour (for cross-backend figures)."""
+    names = list(dict.fromkeys(backends)) if backends is not None else list(BACKEND_COLORS)
+    return alt.Scale(domain=names, range=[backend_color(b) for b in names])
+
+
+def status_scale() -> alt.Scale:
+    return alt.Scale(domain=list(STATUS_ORDER), range=[STATUS_COLORS[s] for s in STATUS_ORDER])
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _has_data(df: pd.DataFrame, column: str) -> bool:
+    return column in df.columns and pd.to_numeric(df[column], errors="coerce").notna().any()
+
+
+def _shorten(text: str, limit: int = _MAX_REASON) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def distinct_reasons(df: pd.DataFrame, limit: int = 5) -> list[str]:
+    """Distinct non-empty error texts of the non-ok rows, most frequent first."""
+    if df.empty or "error" not in df.columns:
+        return []
+    bad = df[df["status"].astype(str) != "ok"] if "status" in df.columns else df
+    texts = bad["error"].fillna("").astype(str).map(lambda t: " ".join(t.split()))
+    texts = texts[texts != ""]
+    if texts.empty:
+        statuses = sorted(set(bad["status"].astype(str))) if "status" in bad.columns else []
+        return [f"status {s} (no message)" for s in statuses]
+    counts = texts.value_counts()
+    out = [_shorten(t) + (f" (×{n})" if n > 1 else "") for t, n in counts.items()]
+    if len(out) > limit:
+        out = out[:limit] + [f"… and {len(out) - limit} more"]
+    return out
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else int(f)
+
+
+def shape_label(shape: Any, n: Any, k: Any, g: Any = None) -> str:
+    """Facet title of a shape: ``expert_up · N×K = 6144×2048`` (and ``· G=8`` if grouped)."""
+    n_, k_, g_ = _int_or_none(n), _int_or_none(k), _int_or_none(g)
+    text = f"{shape} · N×K = {n_ if n_ is not None else '?'}×{k_ if k_ is not None else '?'}"
+    if g_ is not None:
+        text += f" · G={g_}"
+    return text
+
+
+def log_ticks(values: pd.Series) -> list[float]:
+    """1-2-5 ticks covering ``values`` (positive), for readable log axes."""
+    v = pd.to_numeric(values, errors="coerce")
+    v = v[v > 0]
+    if v.empty:
+        return []
+    lo, hi = math.floor(math.log10(v.min())), math.ceil(math.log10(v.max()))
+    ticks = [m * 10.0**e for e in range(lo, hi + 1) for m in (1, 2, 5)]
+    inside = [t for t in ticks if v.min() / 2.5 <= t <= v.max() * 2.5]
+    if len(inside) > 10:
+        inside = [t for t in inside if round(t / 10 ** math.floor(math.log10(t))) == 1]
+    return inside
+
+
+def _first(df: pd.DataFrame, column: str, default: str = "") -> str:
+    if column not in df.columns:
+        return default
+    values = df[column].dropna().astype(str)
+    values = values[values != ""]
+    return values.iloc[0] if not values.empty else default
+
+
+# ---------------------------------------------------------------------------------------------
+# Latency vs M
+# ---------------------------------------------------------------------------------------------
+
+
+def latency_long(df: pd.DataFrame) -> pd.DataFrame:
+    """Successful sweep rows in long form: one row per (point, timing mode) with data."""
+    if df.empty or "status" not in df.columns:
+        return pd.DataFrame()
+    good = df[df["status"].astype(str).isin(["ok", "mismatch"])].copy()
+    modes = [c for c in TIMING_MODES if _has_data(good, c)]
+    if good.empty or not modes:
+        return pd.DataFrame()
+    for column in ("impl", "op", "dtype", "shape"):
+        if column not in good.columns:
+            good[column] = ""
+        good[column] = good[column].fillna("").astype(str)
+    if "G" not in good.columns:
+        good["G"] = float("nan")
+    good["series"] = good["impl"] + " · " + good["op"] + " · " + good["dtype"]
+    good["shape_label"] = [
+        shape_label(s, n, k, g)
+        for s, n, k, g in zip(good["shape"], good["N"], good["K"], good["G"], strict=True)
+    ]
+    keep = ["backend", "series", "impl", "op", "dtype", "shape", "shape_label", "M", "N", "K"]
+    keep += ["G", "status"] + [c for c, _, _ in TOOLTIP_EXTRA if c in good.columns]
+    keep += [c for c in ("eager_us",) if c not in keep]
+    keep = list(dict.fromkeys(c for c in keep if c in good.columns))
+    frames = []
+    for column in modes:
+        part = good[keep].copy()
+        part["mode"] = TIMING_MODES[column][0]
+        part["latency_us"] = pd.to_numeric(good[column], errors="coerce")
+        part = part[part["latency_us"] > 0]
+        if column == "eager_us" and "eager_iqr_us" in good.columns:
+            half = pd.to_numeric(part["eager_iqr_us"], errors="coerce") / 2
+            part["iqr_lo"] = (part["latency_us"] - half).clip(lower=part["latency_us"] * 0.05)
+            part["iqr_hi"] = part["latency_us"] + half
+        frames.append(part)
+    long = pd.concat(frames, ignore_index=True)
+    long["M"] = pd.to_numeric(long["M"], errors="coerce")
+    return long[long["M"] > 0].reset_index(drop=True)
+
+
+def latency_chart(df: pd.DataFrame, backend: str | None = None) -> alt.TopLevelMixin:
+    """Latency (µs, log) against M (log), per (impl, op, dtype) and timing mode, by shape."""
+    backend = backend or _first(df, "backend", "unknown backend")
+    device_name = _first(df, "device_name") or _first(df, "device", "unknown device")
+    title_text = f"{backend}: GEMM latency vs M on {device_name}"
+    long = latency_long(df)
+    n_points = len(df)
+    n_good = int(df["status"].astype(str).isin(["ok", "mismatch"]).sum()) if n_points else 0
+
+    if long.empty:
+        reasons = distinct_reasons(df) or ["no sweep rows"]
+        subtitle = ["no successful points: " + reasons[0], *reasons[1:]]
+        empty = pd.DataFrame({"M": pd.Series(dtype=float), "latency_us": pd.Series(dtype=float)})
+        return (
+            alt.Chart(empty)
+            .mark_point()
+            .encode(
+                x=alt.X(
+                    "M:Q",
+                    scale=alt.Scale(type="log", base=2, domain=[1, 16384]),
+                    axis=alt.Axis(labelExpr=M_LABEL_EXPR),
+                    title="M (tokens)",
+                ),
+                y=alt.Y(
+                    "latency_us:Q",
+                    scale=alt.Scale(type="log", domain=[1, 1000]),
+                    title="latency (µs)",
+                ),
+            )
+            .properties(
+                width=480,
+                height=200,
+                title=alt.TitleParams(
+                    title_text, subtitle=subtitle, color=backend_color(backend), anchor="start"
+                ),
+            )
+        )
+
+    subtitle = [f"{n_good} of {n_points} points ran"]
+    if n_good < n_points:
+        failed = df[~df["status"].astype(str).isin(["ok", "mismatch"])]
+        subtitle[0] += "; the others: " + "; ".join(distinct_reasons(failed, limit=3))
+    modes_present = [m for m, _ in TIMING_MODES.values() if m in set(long["mode"])]
+    dashes = [d for m, d in TIMING_MODES.values() if m in modes_present]
+    if "eager" in modes_present:
+        subtitle.append("eager bars: interquartile range (width centred on the median)")
+
+    tooltip: list[alt.Tooltip] = [
+        alt.Tooltip("backend:N"),
+        alt.Tooltip("impl:N"),
+        alt.Tooltip("op:N"),
+        alt.Tooltip("dtype:N"),
+        alt.Tooltip("shape:N"),
+        alt.Tooltip("M:Q", format="d"),
+        alt.Tooltip("N:Q", format="d"),
+        alt.Tooltip("K:Q", format="d"),
+        alt.Tooltip("mode:N"),
+        alt.Tooltip("latency_us:Q", title="latency (µs)", format=".4g"),
+        alt.Tooltip("status:N"),
+    ]
+    if _has_data(long, "G"):
+        tooltip.insert(8, alt.Tooltip("G:Q", format="d"))
+    for column, title, fmt in TOOLTIP_EXTRA:
+        if column in long.columns and (column == "throttle" or _has_data(long, column)):
+            kind = "N" if column == "throttle" else "Q"
+            tooltip.append(
+                alt.Tooltip(f"{column}:{kind}", title=title, format=fmt or alt.Undefined)
+            )
+
+    series = sorted(set(long["series"]))
+    m_values = sorted({int(m) for m in long["M"] if m >= 1 and (int(m) & (int(m) - 1)) == 0})
+    if len(m_values) > 9:  # keep labels readable: powers of four only
+        m_values = [m for m in m_values if (m.bit_length() - 1) % 2 == 0]
+    x = alt.X(
+        "M:Q",
+        scale=alt.Scale(type="log", base=2, nice=False),
+        axis=alt.Axis(
+            values=m_values or alt.Undefined,
+            labelExpr=M_LABEL_EXPR,
+            labelOverlap=True,
+            labelFontSize=10,
+        ),
+        title="M (tokens)",
+    )
+    y = alt.Y(
+        "latency_us:Q",
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(values=log_ticks(long["latency_us"]) or alt.Undefined),
+        title="latency (µs)",
+    )
+    color = alt.Color(
+        "series:N",
+        title="impl · op · dtype",
+        scale=alt.Scale(domain=series, scheme="tableau10"),
+        legend=alt.Legend(orient="bottom", columns=2, labelLimit=400),
+    )
+    dash = alt.StrokeDash(
+        "mode:N",
+        title="timing",
+        scale=alt.Scale(domain=modes_present, range=dashes),
+        legend=alt.Legend(orient="bottom"),
+    )
+    base = alt.Chart().encode(x=x, y=y, color=color)
+    lines = base.mark_line(strokeWidth=1.6).encode(strokeDash=dash, detail="series:N")
+    points = base.mark_point(size=28, filled=True).encode(
+        shape=alt.Shape(
+            "status:N",
+            scale=alt.Scale(domain=["ok", "mismatch"], range=["circle", "cross"]),
+            legend=alt.Legend(orient="bottom", title="status"),
+        ),
+        tooltip=tooltip,
+    )
+    layers: list[alt.Chart] = [lines, points]
+    if "iqr_lo" in long.columns and _has_data(long, "iqr_lo"):
+        bars = (
+            alt.Chart()
+            .mark_rule(strokeWidth=1, opacity=0.7)
+            .encode(x=x, y=alt.Y("iqr_lo:Q"), y2="iqr_hi:Q", color=color)
+            .transform_filter("datum.mode == 'eager' && isValid(datum.iqr_lo)")
+        )
+        layers.insert(0, bars)
+
+    n_shapes = long["shape_label"].nunique()
+    return (
+        alt.layer(*layers, data=long)
+        .properties(width=300, height=220)
+        .facet(
+            facet=alt.Facet(
+                "shape_label:N",
+                title=None,
+                sort=list(long["shape_label"].unique()),
+                header=alt.Header(labelFontSize=12),
+            ),
+            columns=min(3, n_shapes),
+        )
+        .resolve_scale(y="shared")
+        .properties(
+            title=alt.TitleParams(
+                title_text, subtitle=subtitle, color=backend_color(backend), anchor="start"
+            )
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Support matrix
+# ---------------------------------------------------------------------------------------------
+
+
+def support_chart(support_df: pd.DataFrame) -> alt.TopLevelMixin:
+    """Heat-map of backend · impl × op · dtype, coloured by status, reason in the tooltip."""
+    title = "Support matrix: which backend runs which op and dtype"
+    if support_df.empty:
+        empty = pd.DataFrame({"x": pd.Series(dtype=str), "y": pd.Series(dtype=str)})
+        return (
+            alt.Chart(empty)
+            .mark_rect()
+            .encode(x="x:N", y="y:N")
+            .properties(title=alt.TitleParams(title, subtitle=["no support data"]))
+        )
+    df = support_df.copy()
+    for column in ("backend", "impl", "op", "dtype", "status", "reason"):
+        if column not in df.columns:
+            df[column] = ""
+        df[column] = df[column].fillna("").astype(str)
+    for column in ("points", "ok", "unsupported", "error", "mismatch"):
+        if column not in df.columns:
+            df[column] = 0
+        df[column] = pd.to_numeric(df[column], errors="coerce").fillna(0).astype(int)
+    df["row"] = df["backend"] + " · " + df["impl"]
+    df["col"] = df["op"] + " · " + df["dtype"]
+    df["reason_short"] = df["reason"].map(lambda r: _shorten(r, 300) if r else "—")
+    df["label"] = df["ok"].astype(str) + "/" + df["points"].astype(str)
+    df = df[
+        ["backend", "impl", "op", "dtype", "row", "col", "status", "reason_short", "label"]
+        + ["points", "ok", "unsupported", "error", "mismatch"]
+    ]
+    rows = df[["backend", "impl", "row"]].drop_duplicates().sort_values(["backend", "impl"])["row"]
+    cols = df[["op", "dtype", "col"]].drop_duplicates().sort_values(["op", "dtype"])["col"]
+    # Colour each y label by its backend.
+    label_expr = "".join(
+        f"indexof(datum.value, {json.dumps(b + ' ·')}) == 0 ? {json.dumps(backend_color(b))} : "
+        for b in sorted(set(df["backend"]))
+    )
+    label_color = alt.ExprRef(expr=label_expr + '"#333"')
+    x = alt.X("col:N", sort=list(cols), title="op · dtype", axis=alt.Axis(labelAngle=-30))
+    y = alt.Y(
+        "row:N",
+        sort=list(rows),
+        title="backend · impl",
+        axis=alt.Axis(labelColor=label_color, labelFontWeight="bold", labelLimit=300),
+    )
+    tooltip = [
+        alt.Tooltip("backend:N"),
+        alt.Tooltip("impl:N"),
+        alt.Tooltip("op:N"),
+        alt.Tooltip("dtype:N"),
+        alt.Tooltip("status:N"),
+        alt.Tooltip("points:Q"),
+        alt.Tooltip("ok:Q"),
+        alt.Tooltip("unsupported:Q"),
+        alt.Tooltip("error:Q"),
+        alt.Tooltip("mismatch:Q"),
+        alt.Tooltip("reason_short:N", title="reason"),
+    ]
+    base = alt.Chart(df).encode(x=x, y=y)
+    rect = base.mark_rect(stroke="white", strokeWidth=2).encode(
+        color=alt.Color("status:N", scale=status_scale(), title="status"),
+        tooltip=tooltip,
+    )
+    text = base.mark_text(fontSize=11, color="black").encode(text="label:N", tooltip=tooltip)
+    return (rect + text).properties(
+        width=max(160, 90 * len(cols)),
+        height=max(60, 28 * len(rows)),
+        title=alt.TitleParams(title, subtitle=["cell text: ok points / points"], anchor="start"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def vega_bundle() -> str:
+    """Vega + Vega-Lite + vega-embed as one script (sets window.vegaEmbed), safe in <script>."""
+    import vl_convert as vlc
+
+    js = vlc.javascript_bundle(vl_version=VL_VERSION)
+    # Never let the bundle close its own <script> element or open an HTML comment.
+    return js.replace("</script", "<\\/script").replace("<!--", "<\\!--")
+
+
+def json_for_script(data: Any) -> str:
+    """JSON text that is also safe to place inside an HTML <script> element."""
+    text = json.dumps(data, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def chart_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The Vega-Lite spec of a chart with every dataset inline (no files, no row limit)."""
+    with alt.data_transformers.enable("default", max_rows=None):
+        return chart.to_dict()
+
+
+_STANDALONE_HTML = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+body {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1.5rem; }}
+#vis.vega-embed {{ width: 100%; display: flex; }}
+#vis.vega-embed details, #vis.vega-embed details summary {{ position: relative; }}
+</style>
+<script type="text/javascript">
+// vega-embed bundle with Vega-Lite {vl_version} (vl-convert)
+{bundle}
+</script>
+</head>
+<body>
+<div id="vis"></div>
+<noscript>This chart needs JavaScript; see the PNG next to this file.</noscript>
+<script type="application/json" id="vis-spec">{spec}</script>
+<script type="text/javascript">
+{{
+  const spec = JSON.parse(document.getElementById("vis-spec").textContent);
+  vegaEmbed("#vis", spec, {options}).catch(console.error);
+}}
+</script>
+</body>
+</html>
+"""
+
+
+def standalone_html(spec: dict[str, Any], title: str = "chart") -> str:
+    """One HTML page that shows ``spec`` offline (JavaScript inlined, JSON escaped)."""
+    import html
+
+    return _STANDALONE_HTML.format(
+        title=html.escape(title),
+        vl_version=VL_VERSION,
+        bundle=vega_bundle(),
+        spec=json_for_script(spec),
+        options=json_for_script(EMBED_OPTIONS),
+    )
+
+
+def _title_of(spec: dict[str, Any]) -> str:
+    title = spec.get("title", "chart")
+    if isinstance(title, dict):
+        title = title.get("text", "chart")
+    if isinstance(title, list):
+        title = " ".join(map(str, title))
+    return str(title)
+
+
+def save_chart(
+    chart: alt.TopLevelMixin,
+    html_path: str | os.PathLike,
+    png_path: str | os.PathLike,
+    spec_path: str | os.PathLike,
+) -> dict[str, Any]:
+    """Write the chart as offline HTML, PNG (scale 2) and Vega-Lite JSON; returns the spec."""
+    import vl_convert as vlc
+
+    spec = chart_spec(chart)
+    spec_text = json.dumps(spec, allow_nan=False, indent=1, ensure_ascii=False) + "\n"
+    png = vlc.vegalite_to_png(spec, vl_version=VL_VERSION, scale=2)
+    with atomic_path(png_path) as tmp:
+        Path(tmp).write_bytes(png)
+    write_text(html_path, standalone_html(spec, _title_of(spec)))
+    write_text(spec_path, spec_text)
+    return spec
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points (called by scripts/plot_*.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def read_table(path: str | os.PathLike) -> pd.DataFrame:
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    return pd.read_csv(path, keep_default_na=True)
+
+
+def plot_latency(
+    sweep_parquet: str | os.PathLike,
+    out_html: str | os.PathLike,
+    out_png: str | os.PathLike,
+    out_spec: str | os.PathLike,
+    backend: str | None = None,
+) -> dict[str, Any]:
+    df = read_table(sweep_parquet)
+    if backend is None and "backend" not in df.columns:
+        backend = Path(sweep_parquet).stem
+    return save_chart(latency_chart(df, backend=backend), out_html, out_png, out_spec)
+
+
+def plot_support(
+    support_csv: str | os.PathLike,
+    out_html: str | os.PathLike,
+    out_png: str | os.PathLike,
+    out_spec: str | os.PathLike,
+) -> dict[str, Any]:
+    df = read_table(support_csv)
+    return save_chart(support_chart(df), out_html, out_png, out_spec)

@@ -1,0 +1,486 @@
+"""The study's HTML report: one self-contained page rendered with Jinja2.
+
+Everything that came from the machine, a library or a log is escaped (autoescape on); charts
+are embedded from their Vega-Lite specs with the vega-embed JavaScript inlined once, so the
+page opens offline with no network request.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup
+
+from .figures import (
+    BACKEND_COLORS,
+    EMBED_OPTIONS,
+    STATUS_COLORS,
+    backend_color,
+    distinct_reasons,
+    json_for_script,
+    vega_bundle,
+)
+from .io import read_json, write_text
+
+TEMPLATE = "index.html.j2"
+DASH = "—"
+LONG_TEXT = 120
+
+#: Sweep table columns, in order; optional ones are shown only when they hold data.
+SWEEP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("backend", "backend"),
+    ("impl", "impl"),
+    ("op", "op"),
+    ("dtype", "dtype"),
+    ("shape", "shape"),
+    ("M", "M"),
+    ("N", "N"),
+    ("K", "K"),
+    ("G", "G"),
+    ("status", "status"),
+    ("eager_us", "eager µs"),
+    ("eager_iqr_us", "IQR µs"),
+    ("eager_samples", "samples"),
+    ("graph_us", "graph µs"),
+    ("cold_us", "cold µs"),
+    ("floor_us", "floor µs"),
+    ("launch_overhead_us", "launch µs"),
+    ("efficiency", "efficiency"),
+    ("tflops", "TFLOP/s"),
+    ("gbps", "GB/s"),
+    ("rel_err", "rel. err"),
+    ("cos_sim", "cos sim"),
+    ("sm_clock_mhz", "SM MHz"),
+    ("throttle", "throttle"),
+    ("error", "error"),
+)
+ALWAYS_SHOWN = {"backend", "impl", "op", "dtype", "shape", "M", "N", "K", "status", "eager_us"}
+TEXT_COLUMNS = {"backend", "impl", "op", "dtype", "shape", "status", "error", "throttle"}
+INT_COLUMNS = {"M", "N", "K", "G", "eager_samples"}
+GOOD = ("ok", "mismatch")
+
+
+# ---------------------------------------------------------------------------------------------
+# Small formatting helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    if isinstance(value, str) and value.strip() == "":
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def dash(value: Any) -> Any:
+    """The value, or an em dash when it is missing."""
+    return DASH if is_missing(value) else value
+
+
+def fmt_us(value: float) -> str:
+    if value < 10:
+        return f"{value:.2f}"
+    if value < 100:
+        return f"{value:.1f}"
+    return f"{value:,.0f}"
+
+
+def fmt_cell(column: str, value: Any) -> str:
+    """Readable text for a sweep-table cell ('' when missing)."""
+    if is_missing(value):
+        return ""
+    if column in TEXT_COLUMNS:
+        return str(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if column in INT_COLUMNS:
+        return f"{int(v)}"
+    if column.endswith("_us"):
+        return fmt_us(v)
+    if column == "rel_err":
+        return f"{v:.2e}"
+    if column == "cos_sim":
+        return f"{v:.6f}"
+    if column == "efficiency":
+        return f"{v:.1%}" if v <= 2 else f"{v:.2f}"
+    if column in ("tflops", "gbps"):
+        return f"{v:,.1f}"
+    return f"{v:.4g}"
+
+
+def sort_key(column: str, value: Any) -> str:
+    """Value used by the table's client-side sort (numbers as plain decimals)."""
+    if is_missing(value):
+        return ""
+    if column in TEXT_COLUMNS:
+        return str(value)
+    try:
+        return repr(float(value))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def long_text(text: Any, limit: int = LONG_TEXT) -> dict[str, Any]:
+    """A message split for display: short head, and the full text when it is long."""
+    full = "" if is_missing(text) else str(text)
+    one_line = " ".join(full.split())
+    if len(one_line) <= limit and "\n" not in full.strip():
+        return {"short": one_line, "full": None}
+    return {"short": one_line[: limit - 1] + "…", "full": full}
+
+
+def relative_link(target: str | os.PathLike, out_html: str | os.PathLike) -> str:
+    """Path of ``target`` relative to the report's folder, with forward slashes."""
+    base = Path(out_html).resolve().parent
+    return Path(os.path.relpath(Path(target).resolve(), base)).as_posix()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "chart"
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_csv(path: str | os.PathLike | None) -> pd.DataFrame:
+    if path is None or not Path(path).exists() or Path(path).stat().st_size == 0:
+        return pd.DataFrame()
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def _clean_text_columns(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
+    for column in columns:
+        if column in df.columns:
+            df[column] = df[column].fillna("").astype(str)
+    return df
+
+
+def load_hardware(path: str | os.PathLike | None) -> dict[str, Any]:
+    if path is None or not Path(path).exists():
+        return {}
+    data = read_json(path)
+    return data if isinstance(data, dict) else {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Context builders
+# ---------------------------------------------------------------------------------------------
+
+
+def provenance(hw: dict[str, Any], config_hash: str | None) -> dict[str, Any]:
+    host = hw.get("host") if isinstance(hw.get("host"), dict) else {}
+    nvml = hw.get("nvml") if isinstance(hw.get("nvml"), dict) else {}
+    gpus = [g for g in (hw.get("gpus") or []) if isinstance(g, dict)]
+    commit = hw.get("git_commit")
+    dirty = hw.get("git_dirty")
+    if is_missing(commit):
+        git = DASH
+    else:
+        git = str(commit) + (" (uncommitted changes)" if dirty else "")
+        if dirty is None:
+            git += " (dirty state unknown)"
+    if nvml.get("available") is True:
+        nvml_text = "available"
+    elif nvml:
+        nvml_text = "not available" + (f": {nvml['error']}" if nvml.get("error") else "")
+    else:
+        nvml_text = DASH
+    hw_hash = hw.get("config_hash")
+    machine = [
+        ("device", dash(hw.get("device"))),
+        ("host", dash(host.get("hostname"))),
+        ("CPU", dash(host.get("cpu_model"))),
+        ("CPU cores", dash(host.get("cpu_count"))),
+        ("memory (GiB)", dash(host.get("memory_gib"))),
+        ("OS", dash(host.get("os"))),
+        ("Python", dash(host.get("python"))),
+        ("NVIDIA driver", dash(hw.get("driver_version"))),
+        ("CUDA", dash(hw.get("cuda_version"))),
+        ("NVML", nvml_text),
+    ]
+    run = [
+        ("config hash", dash(config_hash)),
+        ("git commit", git),
+        ("hardware collected at", dash(hw.get("collected_at"))),
+    ]
+    if not is_missing(hw_hash) and not is_missing(config_hash) and hw_hash != config_hash:
+        run.append(("hardware collected under config", hw_hash))
+    packages = hw.get("packages") if isinstance(hw.get("packages"), dict) else {}
+    gpu_columns = [
+        ("index", "#"),
+        ("name", "name"),
+        ("compute_capability", "compute cap."),
+        ("sm_count", "SMs"),
+        ("memory_total_mib", "memory (MiB)"),
+        ("l2_cache_mib", "L2 (MiB)"),
+        ("power_limit_w", "power limit (W)"),
+        ("max_sm_clock_mhz", "max SM clock (MHz)"),
+        ("max_mem_clock_mhz", "max mem clock (MHz)"),
+    ]
+    return {
+        "machine": machine,
+        "run": run,
+        "gpu_columns": gpu_columns,
+        "gpus": [{k: dash(g.get(k)) for k, _ in gpu_columns} for g in gpus],
+        "packages": [(name, dash(v)) for name, v in sorted(packages.items())],
+        "collected": bool(hw),
+        "device": dash(hw.get("device")),
+        "config_hash": dash(config_hash),
+        "collected_at": dash(hw.get("collected_at")),
+    }
+
+
+def backend_summaries(sweep: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per backend: point counts by status, and why nothing ran when nothing did."""
+    if sweep.empty or "backend" not in sweep.columns:
+        return []
+    out = []
+    for backend, group in sweep.groupby("backend", sort=True):
+        status = group["status"].astype(str) if "status" in group.columns else pd.Series([])
+        counts = {s: int((status == s).sum()) for s in ("ok", "unsupported", "error", "mismatch")}
+        good = int(status.isin(GOOD).sum())
+        devices = sorted(
+            {str(d) for d in group.get("device_name", pd.Series(dtype=str)) if not is_missing(d)}
+        )
+        versions = sorted(
+            {
+                str(v)
+                for v in group.get("library_version", pd.Series(dtype=str))
+                if not is_missing(v)
+            }
+        )
+        out.append(
+            {
+                "backend": str(backend),
+                "color": backend_color(str(backend)),
+                "points": len(group),
+                "counts": counts,
+                "good": good,
+                "no_success": good == 0,
+                "reasons": [long_text(r, 300) for r in distinct_reasons(group, limit=8)],
+                "device_name": ", ".join(devices) or DASH,
+                "library_version": ", ".join(versions) or DASH,
+            }
+        )
+    return out
+
+
+def support_rows(support: pd.DataFrame) -> list[dict[str, Any]]:
+    if support.empty:
+        return []
+    df = _clean_text_columns(support.copy(), ("backend", "impl", "op", "dtype", "status", "reason"))
+    keys = [c for c in ("backend", "impl", "op", "dtype") if c in df.columns]
+    df = df.sort_values(keys) if keys else df
+    rows = []
+    for rec in df.to_dict("records"):
+        rows.append(
+            {
+                "backend": rec.get("backend", ""),
+                "impl": rec.get("impl", ""),
+                "op": rec.get("op", ""),
+                "dtype": rec.get("dtype", ""),
+                "status": rec.get("status", "") or "unknown",
+                "counts": {
+                    k: fmt_cell("M", rec.get(k))
+                    for k in ("points", "ok", "unsupported", "error", "mismatch")
+                },
+                "reason": long_text(rec.get("reason", "")),
+            }
+        )
+    return rows
+
+
+def fastest_table(sweep: pd.DataFrame) -> dict[str, Any] | None:
+    """Fastest backend/impl per (dtype, shape, M) by eager median, as a pivot."""
+    need = {"status", "eager_us", "dtype", "shape", "M", "backend", "impl"}
+    if sweep.empty or not need <= set(sweep.columns):
+        return None
+    good = sweep[sweep["status"].astype(str) == "ok"].copy()
+    good["eager_us"] = pd.to_numeric(good["eager_us"], errors="coerce")
+    good = good[good["eager_us"] > 0]
+    if good.empty:
+        return None
+    good["M"] = pd.to_numeric(good["M"], errors="coerce").astype("Int64")
+    best = good.loc[good.groupby(["dtype", "shape", "M"])["eager_us"].idxmin()]
+    ms = sorted(int(m) for m in best["M"].dropna().unique())
+    rows = []
+    for (dtype, shape), group in best.groupby(["dtype", "shape"], sort=True):
+        contenders = good[(good["dtype"] == dtype) & (good["shape"] == shape)]
+        cells = {}
+        for rec in group.to_dict("records"):
+            cells[int(rec["M"])] = {
+                "who": f"{rec['backend']}/{rec['impl']}",
+                "op": str(rec.get("op", "")),
+                "us": fmt_us(float(rec["eager_us"])),
+                "color": backend_color(str(rec["backend"])),
+            }
+        rows.append(
+            {
+                "dtype": dtype,
+                "shape": shape,
+                "contenders": contenders[["backend", "impl"]].drop_duplicates().shape[0],
+                "cells": [cells.get(m) for m in ms],
+            }
+        )
+    return {"ms": ms, "rows": rows}
+
+
+def sweep_table(sweep: pd.DataFrame) -> dict[str, Any]:
+    if sweep.empty:
+        return {"columns": [], "rows": []}
+    columns = [
+        (c, label)
+        for c, label in SWEEP_COLUMNS
+        if c in sweep.columns and (c in ALWAYS_SHOWN or sweep[c].replace("", pd.NA).notna().any())
+    ]
+    rows = []
+    for rec in sweep.to_dict("records"):
+        cells = []
+        for column, _ in columns:
+            value = rec.get(column)
+            cell = {"key": sort_key(column, value), "num": column not in TEXT_COLUMNS}
+            if column == "error":
+                cell["long"] = long_text(value, 80)
+            else:
+                cell["text"] = fmt_cell(column, value)
+            cells.append(cell)
+        rows.append({"status": str(rec.get("status", "")), "cells": cells})
+    return {"columns": columns, "rows": rows}
+
+
+def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html) -> list[dict[str, Any]]:
+    """One entry per spec file, named from ``latency_<backend>.vl.json`` / ``support.vl.json``."""
+    entries = []
+    for path in sorted(map(Path, spec_paths or []), key=lambda p: p.name):
+        name = path.name.removesuffix(".json").removesuffix(".vl")
+        if name == "support":
+            kind, backend = "support", None
+        elif name.startswith("latency_"):
+            kind, backend = "latency", name.removeprefix("latency_")
+        else:
+            kind, backend = "other", None
+        stem = path.with_name(name)
+        links = [
+            (label, relative_link(stem.with_suffix(suffix), out_html))
+            for label, suffix in (("interactive HTML", ".html"), ("PNG", ".png"))
+            if stem.with_suffix(suffix).exists()
+        ]
+        links.append(("Vega-Lite spec", relative_link(path, out_html)))
+        entries.append(
+            {
+                "name": name,
+                "kind": kind,
+                "backend": backend,
+                "div_id": "chart-" + _slug(name),
+                "spec_json": Markup(json_for_script(read_json(path))),
+                "links": links,
+            }
+        )
+    return entries
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------------------------
+
+
+def environment(template_dir: str | os.PathLike) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["dash"] = dash
+    return env
+
+
+def build_context(
+    hardware_json,
+    sweep_csv,
+    support_csv,
+    spec_paths,
+    out_html,
+    config_hash,
+    config_yaml_text=None,
+) -> dict[str, Any]:
+    hw = load_hardware(hardware_json)
+    sweep = _clean_text_columns(
+        _read_csv(sweep_csv),
+        ("backend", "impl", "op", "dtype", "shape", "status", "error", "device_name"),
+    )
+    support = _read_csv(support_csv)
+    charts = chart_entries(spec_paths, out_html)
+    summaries = backend_summaries(sweep)
+    latency = {c["backend"]: c for c in charts if c["kind"] == "latency"}
+    backends = sorted(set(latency) | {s["backend"] for s in summaries})
+    by_backend = {s["backend"]: s for s in summaries}
+    table_links = [
+        (label, relative_link(path, out_html))
+        for label, path in (
+            ("sweep.csv", sweep_csv),
+            ("support.csv", support_csv),
+            ("hardware.json", hardware_json),
+        )
+        if path is not None
+    ]
+    return {
+        "title": "GEMM performance study",
+        "prov": provenance(hw, config_hash),
+        "config_yaml": config_yaml_text,
+        "summaries": summaries,
+        "support_chart": next((c for c in charts if c["kind"] == "support"), None),
+        "support_rows": support_rows(support),
+        "latency": [
+            {"backend": b, "chart": latency.get(b), "summary": by_backend.get(b)} for b in backends
+        ],
+        "other_charts": [c for c in charts if c["kind"] == "other"],
+        "charts": charts,
+        "fastest": fastest_table(sweep),
+        "sweep": sweep_table(sweep),
+        "table_links": table_links,
+        "vega_js": Markup(vega_bundle()) if charts else None,
+        "embed_options": Markup(json_for_script(EMBED_OPTIONS)),
+        "status_colors": STATUS_COLORS,
+        "backend_colors": BACKEND_COLORS,
+    }
+
+
+def render_report(
+    hardware_json: str | os.PathLike,
+    sweep_csv: str | os.PathLike,
+    support_csv: str | os.PathLike,
+    spec_paths: list,
+    out_html: str | os.PathLike,
+    config_hash: str | None,
+    template_dir: str | os.PathLike,
+    config_yaml_text: str | None = None,
+) -> str:
+    """Render the report to ``out_html`` (atomically) and return the HTML text."""
+    context = build_context(
+        hardware_json, sweep_csv, support_csv, spec_paths, out_html, config_hash, config_yaml_text
+    )
+    html = environment(template_dir).get_template(TEMPLATE).render(**context)
+    write_text(out_html, html)
+    return html

@@ -1,0 +1,109 @@
+"""Offline checks of the GPU wheel bundle inputs (no network, fast).
+
+envs/gpu-offline.txt must pin exactly the wheels the H200 image lacks, and the
+bundle scripts must at least parse.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PINS = REPO / "envs" / "gpu-offline.txt"
+SCRIPTS = [REPO / "tools" / "build_gpu_bundle.sh", REPO / "tools" / "install_gpu_bundle.sh"]
+
+# Python packages already installed in the H200 image (must not be bundled).
+IMAGE_PACKAGES = """
+absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs
+botorch build certifi charset-normalizer chex click cloudpickle cmake colorama contourpy
+coverage cuda-bindings cuda-core cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython
+einops filelock flatbuffers fonttools frozenlist fsspec h11 h5py hf-xet httpcore httpx
+huggingface-hub humanize hypothesis idna imageio iniconfig jax jaxlib jinja2 joblib
+kiwisolver lxml markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpmath
+msgpack multidict networkx ninja numba numpy nvidia-ml-py onnx packaging pandas pathspec
+patsy pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow
+pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pytest pytest-benchmark pytest-cov
+pytest-mock pytest-timeout pytest-xdist python-dateutil pyyaml regex requests rich
+safetensors scikit-build-core scikit-learn scipy seaborn sentencepiece setuptools
+shellingham simplejson six sortedcontainers statsmodels sympy tabulate threadpoolctl
+tiktoken timm tokenizers toolz torch torchaudio torchvision tqdm transformers triton typer
+typing-extensions typing-inspect urllib3 uvloop werkzeug wheel wrapt xxhash yarl zipp
+""".split()
+IMAGE_PREFIXES = ("nvidia-",)  # nvidia-cublas, nvidia-cudnn, nvidia-nccl, ...
+
+REQUIRED = ["snakemake", "altair", "vl-convert-python", "flashinfer-python", "apache-tvm-ffi"]
+GROUPS = {"snakemake", "report", "flashinfer", "sgl_kernel"}
+PIN_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)")
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned_lines() -> list[tuple[int, str, str]]:
+    """(line number, requirement part, comment part) of each non-blank, non-comment line."""
+    out = []
+    for n, raw in enumerate(PINS.read_text(encoding="utf-8").splitlines(), 1):
+        req, _, comment = raw.partition("#")
+        if req.strip():
+            out.append((n, req.strip(), comment))
+    return out
+
+
+def pins() -> list[tuple[str, str]]:
+    """(normalized name, version) of each well-formed pin, in file order."""
+    matches = (PIN_RE.fullmatch(req) for _, req, _ in pinned_lines())
+    return [(norm(m.group(1)), m.group(2)) for m in matches if m]
+
+
+def pinned() -> dict[str, str]:
+    return dict(pins())
+
+
+def test_every_line_is_pinned_with_a_group():
+    lines = pinned_lines()
+    assert lines, f"{PINS} lists nothing"
+    for n, req, comment in lines:
+        assert PIN_RE.fullmatch(req), f"line {n}: {req!r} is not 'name==version'"
+        m = re.search(r"\[([a-z_]+)\]", comment)
+        assert m and m.group(1) in GROUPS, f"line {n}: needs a [group] tag in {sorted(GROUPS)}"
+
+
+def test_no_duplicates():
+    names = [name for name, _ in pins()]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    assert not dups, f"duplicated: {dups}"
+
+
+def test_no_image_package_is_bundled():
+    image = {norm(p) for p in IMAGE_PACKAGES}
+    clash = sorted(n for n in pinned() if n in image or n.startswith(IMAGE_PREFIXES))
+    assert not clash, f"already in the H200 image, do not bundle: {clash}"
+
+
+def test_required_packages_present():
+    names = pinned()
+    missing = [r for r in REQUIRED if norm(r) not in names]
+    assert not missing, f"missing from {PINS.name}: {missing}"
+    assert names["snakemake"] == "9.27.1"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_shell_script_syntax(script):
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash not available")
+    assert script.is_file(), f"{script} missing"
+    res = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_scripts_name_no_index_host(script):
+    text = script.read_text(encoding="utf-8") + PINS.read_text(encoding="utf-8")
+    assert not re.search(r"https?://", text), f"{script.name}: no URLs / index hosts here"

@@ -1,0 +1,195 @@
+"""The whole study through Snakemake on this (CPU) machine, in a scratch copy of the repo."""
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from helpers import ROOT, tiny_config
+
+pytestmark = pytest.mark.e2e
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "config", "report", "profiles", "envs"]
+
+
+def snakemake(workdir, *args, check=True):
+    proc = subprocess.run(
+        [SNAKEMAKE, "--cores", "2", *args], cwd=workdir, capture_output=True, text=True
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {args} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def planned_outputs(workdir, *args) -> set[str]:
+    """Outputs of the jobs a dry run would execute."""
+    proc = snakemake(workdir, "--dry-run", *args)
+    text = proc.stdout + proc.stderr
+    if "Nothing to be done" in text:
+        return set()
+    outputs = set()
+    for match in re.finditer(r"^\s+output: (.+)$", text, flags=re.M):
+        outputs.update(part.strip() for part in match.group(1).split(","))
+    return outputs
+
+
+def write_config(workdir, config):
+    (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("study")
+    for name in WORKFLOW_FILES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, workdir / name)
+    write_config(workdir, tiny_config())
+    started = time.monotonic()
+    snakemake(workdir)
+    print(f"full CPU study: {time.monotonic() - started:.1f} s")
+    return workdir
+
+
+def test_outputs_exist_and_hold_valid_rows(study):
+    results = study / "results"
+    hardware = yaml.safe_load((results / "hardware.json").read_text())
+    assert hardware["device"] == "cpu"
+    assert hardware["packages"]["torch"]
+    for backend in ("torch", "flashinfer", "sgl_kernel"):
+        assert (results / "sweeps" / f"{backend}.parquet").stat().st_size > 0
+        for ext in ("html", "png", "vl.json"):
+            assert (results / "figures" / f"latency_{backend}.{ext}").stat().st_size > 0
+    sweep = pd.read_csv(results / "tables" / "sweep.csv", keep_default_na=False)
+    required = ["backend", "impl", "op", "dtype", "M", "N", "K", "status", "error", "eager_us"]
+    assert set(required) <= set(sweep.columns)
+    assert set(sweep["status"]) <= {"ok", "unsupported", "error", "mismatch"}
+    torch_rows = sweep[sweep.backend == "torch"]
+    assert len(torch_rows) == 8 and (torch_rows.status == "ok").all()
+    assert (pd.to_numeric(torch_rows.eager_us) > 0).all()
+    gpu_only = sweep[sweep.backend != "torch"]
+    assert len(gpu_only) > 0
+    assert (gpu_only.status == "unsupported").all()
+    assert (gpu_only.error == "no CUDA device").all()
+    support = pd.read_csv(results / "tables" / "support.csv")
+    assert set(support.backend) == {"torch", "flashinfer", "sgl_kernel"}
+    html = (results / "report" / "index.html").read_text()
+    assert "no CUDA device" in html
+    assert not re.search(r"""(src|href)=["']https?://""", html)
+    for log in ("hardware.log", "aggregate.log", "report.log", "sweep/torch.log"):
+        assert (results / "logs" / log).exists()
+
+
+def test_second_run_does_nothing(study):
+    assert planned_outputs(study) == set()
+    started = time.monotonic()
+    proc = snakemake(study)
+    elapsed = time.monotonic() - started
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+    print(f"no-op rerun: {elapsed:.2f} s")
+
+
+DOWNSTREAM = {
+    "results/tables/sweep.csv",
+    "results/tables/support.csv",
+    "results/figures/support.html",
+    "results/report/index.html",
+}
+
+
+def sweeps_in(outputs):
+    return {o for o in outputs if o.startswith("results/sweeps/")}
+
+
+def test_changing_one_backend_reruns_only_it(study):
+    original = tiny_config()
+    try:
+        config = tiny_config()
+        config["backends"]["torch"]["cases"][0]["m"] = {"cuda": [1], "cpu": [1, 2, 16]}
+        write_config(study, config)
+        planned = planned_outputs(study)
+        assert sweeps_in(planned) == {"results/sweeps/torch.parquet"}
+        assert DOWNSTREAM <= planned
+        assert "results/figures/latency_torch.html" in planned
+        assert "results/figures/latency_flashinfer.html" not in planned
+
+        config = tiny_config()
+        config["backends"]["flashinfer"]["cases"][0]["impls"] = ["cutlass"]
+        write_config(study, config)
+        assert sweeps_in(planned_outputs(study)) == {"results/sweeps/flashinfer.parquet"}
+
+        # A new shape used by sgl_kernel alone touches no other backend.
+        config = tiny_config()
+        config["shapes"]["extra"] = {"N": 64, "K": 64}
+        config["backends"]["sgl_kernel"]["cases"][0]["shapes"].append("extra")
+        write_config(study, config)
+        assert sweeps_in(planned_outputs(study)) == {"results/sweeps/sgl_kernel.parquet"}
+    finally:
+        write_config(study, original)
+    assert planned_outputs(study) == set()
+
+
+def test_readme_command_reruns_one_backend(study):
+    target = "results/sweeps/flashinfer.parquet"
+    planned = planned_outputs(study, "--forcerun", target)
+    assert sweeps_in(planned) == {target}
+    before = (study / target).stat().st_mtime
+    snakemake(study, "--forcerun", target)
+    assert (study / target).stat().st_mtime > before
+    assert planned_outputs(study) == set()
+
+
+def test_template_edit_reruns_report_only(study):
+    template = next((study / "report" / "templates").glob("*.j2"))
+    text = template.read_text()
+    try:
+        template.write_text(text + "\n{# edited #}\n")
+        assert planned_outputs(study) == {"results/report/index.html"}
+        started = time.monotonic()
+        snakemake(study)
+        print(f"report-only rerun: {time.monotonic() - started:.2f} s")
+    finally:
+        template.write_text(text)
+    assert planned_outputs(study) == {"results/report/index.html"}
+    snakemake(study)
+
+
+BAD_CONFIGS = [
+    (lambda c: c.update(colour="blue"), "'colour' was unexpected"),
+    (lambda c: c.update(device="tpu"), "config key device: 'tpu' is not one of"),
+    (lambda c: c["m_grid"].update(cpu=[0]), "config key m_grid.cpu[0]: 0 is less than"),
+    (lambda c: c["shapes"]["expert_up"].update(N="big"), "shapes.expert_up.N: 'big' is not"),
+    (
+        lambda c: c["backends"]["torch"]["cases"][0].update(dtypes=["bf8"]),
+        "backends.torch.cases[0].dtypes[0]: 'bf8' is not one of",
+    ),
+    (
+        lambda c: c["backends"]["torch"]["cases"][0].update(shapes=["nope"]),
+        "backends.torch.cases[0].shapes: no shape named 'nope'",
+    ),
+    (
+        lambda c: c["backends"]["flashinfer"]["cases"][0].update(op="mm_fp5"),
+        "backends.flashinfer.cases[0].op: 'mm_fp5' is not an op of flashinfer",
+    ),
+]
+
+
+@pytest.mark.parametrize("mutate, message", BAD_CONFIGS)
+def test_bad_config_is_one_clear_message(study, tmp_path, mutate, message):
+    config = tiny_config()
+    mutate(config)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    proc = snakemake(study, "--dry-run", "--configfile", str(bad), check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert message in output, output
+    assert "Traceback" not in output
+    assert output.count("invalid config") == 1
