@@ -22,6 +22,7 @@ rule all:
 
 
 include: "rules/hardware.smk"
+include: "rules/peaks.smk"
 include: "rules/sweep.smk"
 include: "rules/aggregate.smk"
 include: "rules/figures.smk"

@@ -1,6 +1,7 @@
 rule aggregate:
     input:
         sweeps=expand("results/sweeps/{backend}.parquet", backend=BACKENDS),
+        peaks="results/peaks.json",
     output:
         sweep=report(
             "results/tables/sweep.csv",

@@ -6,6 +6,7 @@ from studylib.entry import setup_logging
 log = setup_logging(snakemake)  # noqa: F821
 sweep = aggregate(
     snakemake.input.sweeps,  # noqa: F821
+    snakemake.input.peaks,  # noqa: F821
     snakemake.output.sweep,  # noqa: F821
     snakemake.output.support,  # noqa: F821
 )

@@ -1,5 +1,8 @@
+import json
+
+import numpy as np
 import pandas as pd
-from studylib.aggregate import aggregate, support_matrix
+from studylib.aggregate import add_roofline, aggregate, support_matrix
 from studylib.sweep import to_frame
 
 
@@ -35,10 +38,43 @@ def test_aggregate_concatenates_and_writes(tmp_path):
         path = tmp_path / f"{backend}.parquet"
         to_frame(rows(backend, "x", ["ok", "unsupported"])).to_parquet(path)
         paths.append(path)
-    aggregate(paths, tmp_path / "sweep.csv", tmp_path / "support.csv")
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({"bf16_tflops": 1.0, "copy_gbps": 1.0}))
+    aggregate(paths, peaks, tmp_path / "sweep.csv", tmp_path / "support.csv")
     sweep = pd.read_csv(tmp_path / "sweep.csv")
     assert list(sweep.columns[:11]) == [
         "backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G", "status", "error"
     ]  # fmt: skip
     assert len(sweep) == 4
     assert set(pd.read_csv(tmp_path / "support.csv")["status"]) == {"partial"}
+
+
+def test_roofline_floor_and_efficiency():
+    base = {"backend": "t", "impl": "x", "op": "mm", "shape": "s", "N": 1, "K": 1, "G": None,
+            "status": "ok", "error": ""}  # fmt: skip
+    frame = to_frame(
+        [
+            # 2e6 FLOPs at 1 TFLOP/s = 2 us; 1e3 bytes at 1 GB/s = 1 us: compute-bound
+            {
+                **base,
+                "dtype": "bf16",
+                "M": 1,
+                "flops": 2e6,
+                "bytes": 1e3,
+                "eager_us": 8.0,
+                "graph_us": 4.0,
+            },
+            # memory-bound: 4e3 bytes = 4 us; no graph time: efficiency from eager
+            {**base, "dtype": "bf16", "M": 2, "flops": 2e3, "bytes": 4e3, "eager_us": 16.0},
+            # no fp8 peak measured: the memory floor alone, and it says so
+            {**base, "dtype": "fp8_e4m3", "M": 3, "flops": 2e9, "bytes": 1e3, "eager_us": 2.0},
+            {**base, "dtype": "bf16", "M": 4, "status": "unsupported", "flops": None},
+        ]  # fmt: skip
+    )
+    out = add_roofline(frame, {"bf16_tflops": 1.0, "fp8_tflops": None, "copy_gbps": 1.0})
+    assert np.allclose(out["floor_us"][:3], [2.0, 4.0, 1.0])
+    assert out["floor_basis"][:3].tolist() == [
+        "compute", "memory", "memory (no compute peak measured)"
+    ]  # fmt: skip
+    assert np.allclose(out["efficiency"][:3], [0.5, 0.25, 0.5])
+    assert np.isnan(out["efficiency"][3])

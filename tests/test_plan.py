@@ -53,11 +53,18 @@ def test_expand_points_follows_device_and_overrides():
     plan = sweep_plan(config, "torch")
     cpu = expand_points(plan, "cpu")
     cuda = expand_points(plan, "cuda")
+    matmul_cpu = [p for p in cpu if p["op"] == "matmul"]
+    matmul_cuda = [p for p in cuda if p["op"] == "matmul"]
     # fp32 is declared for the CPU only
-    assert {p["dtype"] for p in cpu} == {"bf16", "fp32"}
-    assert {p["dtype"] for p in cuda} == {"bf16"}
-    assert {p["M"] for p in cpu} == set(config["m_grid"]["cpu"])
-    assert len(cuda) == 3 * len(config["m_grid"]["cuda"])
+    assert {p["dtype"] for p in matmul_cpu} == {"bf16", "fp32"}
+    assert {p["dtype"] for p in matmul_cuda} == {"bf16"}
+    assert {p["M"] for p in matmul_cpu} == set(config["m_grid"]["cpu"])
+    assert len(matmul_cuda) == 3 * len(config["m_grid"]["cuda"])
+    # grouped cases: their own m grid, one point per G
+    grouped = [p for p in cuda if p["op"] == "grouped_mm"]
+    assert {p["G"] for p in grouped} == {8, 32, 256}
+    assert max(p["M"] for p in grouped) == 256
+    assert len(grouped) == 2 * 3 * 9
     fi = expand_points(sweep_plan(config, "flashinfer"), "cuda")
     assert {p["impl"] for p in fi if p["op"] == "mm_fp4"} == {"cutlass", "cudnn", "trtllm", "auto"}
-    assert all(p["G"] is None for p in fi)
+    assert all(p["G"] is None for p in fi if p["op"] != "grouped_mm_bf16")

@@ -63,6 +63,8 @@ def test_outputs_exist_and_hold_valid_rows(study):
     hardware = yaml.safe_load((results / "hardware.json").read_text())
     assert hardware["device"] == "cpu"
     assert hardware["packages"]["torch"]
+    peaks = yaml.safe_load((results / "peaks.json").read_text())
+    assert peaks["copy_gbps"] > 0 and peaks["bf16_tflops"] > 0
     for backend in ("torch", "flashinfer", "sgl_kernel"):
         assert (results / "sweeps" / f"{backend}.parquet").stat().st_size > 0
         for ext in ("html", "png", "vl.json"):
@@ -71,10 +73,12 @@ def test_outputs_exist_and_hold_valid_rows(study):
     required = ["backend", "impl", "op", "dtype", "M", "N", "K", "status", "error", "eager_us"]
     assert set(required) <= set(sweep.columns)
     assert set(sweep["status"]) <= {"ok", "unsupported", "error", "mismatch"}
-    torch_rows = sweep[sweep.backend == "torch"]
+    torch_rows = sweep[(sweep.backend == "torch") & (sweep.op == "matmul")]
     assert len(torch_rows) == 8 and (torch_rows.status == "ok").all()
     assert (pd.to_numeric(torch_rows.eager_us) > 0).all()
-    gpu_only = sweep[sweep.backend != "torch"]
+    assert (pd.to_numeric(torch_rows.floor_us) > 0).all()
+    assert (pd.to_numeric(torch_rows.efficiency) > 0).all()
+    gpu_only = sweep[(sweep.backend != "torch") | (sweep.op != "matmul")]
     assert len(gpu_only) > 0
     assert (gpu_only.status == "unsupported").all()
     assert (gpu_only.error == "no CUDA device").all()

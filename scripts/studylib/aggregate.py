@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .io import write_frame
+from .io import read_json, write_frame
+from .peaks import PEAK_FOR_DTYPE
 from .sweep import COLUMNS
 
 STATUSES = ["ok", "unsupported", "error", "mismatch"]
@@ -46,8 +47,35 @@ def support_matrix(sweep: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SUPPORT_COLUMNS)
 
 
-def aggregate(sweep_paths, out_sweep_csv, out_support_csv) -> pd.DataFrame:
-    sweep = load_sweeps(sweep_paths)
+def add_roofline(sweep: pd.DataFrame, peaks: dict) -> pd.DataFrame:
+    """floor_us = max(FLOPs / peak[dtype], bytes / copy bandwidth); efficiency = floor / time.
+
+    The time is the graph-replayed (kernel-only) median where there is one, else eager. A
+    dtype whose peak could not be measured here gets the memory floor alone and says so.
+    """
+    sweep = sweep.copy()
+    bandwidth = peaks.get("copy_gbps")
+    compute_peak = sweep["dtype"].map(lambda d: peaks.get(PEAK_FOR_DTYPE.get(d, ""), None))
+    compute_peak = pd.to_numeric(compute_peak, errors="coerce")
+    compute_us = sweep["flops"] / (compute_peak * 1e12) * 1e6
+    memory_us = sweep["bytes"] / (bandwidth * 1e9) * 1e6 if bandwidth else float("nan")
+    sweep["compute_floor_us"] = compute_us
+    sweep["memory_floor_us"] = memory_us
+    sweep["floor_us"] = pd.concat(
+        [compute_us, pd.Series(memory_us, index=sweep.index)], axis=1
+    ).max(axis=1, skipna=True)
+    sweep["floor_basis"] = (compute_us >= memory_us).map({True: "compute", False: "memory"})
+    sweep.loc[compute_us.isna(), "floor_basis"] = "memory (no compute peak measured)"
+    measured = sweep["graph_us"].where(sweep["graph_us"].notna(), sweep["eager_us"])
+    sweep["efficiency"] = sweep["floor_us"] / measured
+    not_timed = measured.isna()
+    sweep.loc[not_timed, ["floor_basis"]] = ""
+    sweep.loc[not_timed, ["efficiency"]] = float("nan")
+    return sweep
+
+
+def aggregate(sweep_paths, peaks_path, out_sweep_csv, out_support_csv) -> pd.DataFrame:
+    sweep = add_roofline(load_sweeps(sweep_paths), read_json(peaks_path))
     write_frame(sweep, out_sweep_csv)
     write_frame(support_matrix(sweep), out_support_csv)
     return sweep

@@ -18,6 +18,13 @@ OPS = {
         "grouped": False,
     },
     "bmm_fp8": {"dtypes": ["fp8_e4m3"], "impls": ["cublas", "cudnn", "cutlass"], "grouped": False},
+    "mm_bf16": {
+        "dtypes": ["bf16"],
+        "impls": ["cublaslt", "cudnn", "cutlass", "tinygemm"],
+        "grouped": False,
+    },
+    # MoE layout: G experts x m tokens each (M is m).
+    "grouped_mm_bf16": {"dtypes": ["bf16"], "impls": ["cudnn"], "grouped": True},
 }
 
 FP8_MAX = 448.0
@@ -51,7 +58,11 @@ def is_unsupported_error(exc: BaseException) -> bool:
     """FlashInfer's own 'this backend or arch cannot do it' errors."""
     name = type(exc).__name__
     text = str(exc).lower()
-    return name in ("BackendSupportedError", "NotImplementedError") or "not supported" in text
+    return (
+        name in ("BackendSupportedError", "NotImplementedError")
+        or "not supported" in text
+        or "does not support" in text
+    )
 
 
 def prepare(point: dict, device: str) -> Prepared:
@@ -61,6 +72,10 @@ def prepare(point: dict, device: str) -> Prepared:
         return _mm_fp4(point)
     if point["op"] == "bmm_fp8":
         return _bmm_fp8(point)
+    if point["op"] == "mm_bf16":
+        return _mm_bf16(point)
+    if point["op"] == "grouped_mm_bf16":
+        return _grouped_mm_bf16(point)
     raise Unsupported(f"flashinfer adapter has no op {point['op']!r}")
 
 
@@ -163,5 +178,70 @@ def _bmm_fp8(point: dict) -> Prepared:
         reference=reference,
         flops=gemm_flops(m, n, k),
         bytes=gemm_bytes(m, n, k, 8, 8, 16) + 8,
+        variants=variants,
+    )
+
+
+def _require(name: str):
+    import flashinfer
+
+    fn = getattr(flashinfer, name, None)
+    if fn is None:
+        raise Unsupported(f"flashinfer {flashinfer.__version__} has no {name}")
+    return fn
+
+
+def _mm_bf16(point: dict) -> Prepared:
+    import torch
+
+    mm_bf16 = _require("mm_bf16")
+    m, n, k, impl = point["M"], point["N"], point["K"], point["impl"]
+
+    def make():
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = (torch.randn(n, k, device="cuda") / k**0.5).to(torch.bfloat16)
+        return a, w  # b is (k, n) column-major: w.T
+
+    a, w = make()
+
+    def variants(count: int):
+        sets = [make() for _ in range(count)]
+        return [lambda s=s: mm_bf16(s[0], s[1].T, backend=impl) for s in sets]
+
+    return Prepared(
+        run=lambda: mm_bf16(a, w.T, backend=impl),
+        reference=lambda: a.double() @ w.double().T,
+        flops=gemm_flops(m, n, k),
+        bytes=gemm_bytes(m, n, k, 16, 16, 16),
+        variants=variants,
+    )
+
+
+def _grouped_mm_bf16(point: dict) -> Prepared:
+    import torch
+
+    grouped = _require("grouped_mm_bf16")
+    g, m, n, k, impl = point["G"], point["M"], point["N"], point["K"], point["impl"]
+    indptr = torch.arange(0, g + 1, device="cuda", dtype=torch.int32) * m
+
+    def make():
+        a = torch.randn(g * m, k, device="cuda", dtype=torch.bfloat16)
+        w = (torch.randn(g, n, k, device="cuda") / k**0.5).to(torch.bfloat16)
+        return a, w
+
+    a, w = make()
+
+    def reference():
+        return (a.double().view(g, m, k) @ w.double().transpose(-2, -1)).reshape(g * m, n)
+
+    def variants(count: int):
+        sets = [make() for _ in range(count)]
+        return [lambda s=s: grouped(s[0], s[1], indptr, backend=impl) for s in sets]
+
+    return Prepared(
+        run=lambda: grouped(a, w, indptr, backend=impl),
+        reference=reference,
+        flops=gemm_flops(m, n, k, g),
+        bytes=gemm_bytes(m, n, k, 16, 16, 16, g),
         variants=variants,
     )

@@ -7,6 +7,9 @@ from .base import Prepared, Unsupported, gemm_bytes, gemm_flops, require_cuda
 OPS = {
     "matmul": {"dtypes": ["bf16", "fp16", "fp32"], "impls": ["aten"], "grouped": False},
     "scaled_mm": {"dtypes": ["fp8_e4m3"], "impls": ["per_tensor", "rowwise"], "grouped": False},
+    # MoE layout: G experts x m tokens each (M is m), one launch for all experts.
+    "grouped_mm": {"dtypes": ["bf16"], "impls": ["aten"], "grouped": True},
+    "scaled_grouped_mm": {"dtypes": ["fp8_e4m3"], "impls": ["rowwise"], "grouped": True},
 }
 
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8_e4m3": 8}
@@ -31,6 +34,10 @@ def prepare(point: dict, device: str) -> Prepared:
         return _matmul(point, device)
     if op == "scaled_mm":
         return _scaled_mm(point, device)
+    if op == "grouped_mm":
+        return _grouped_mm(point, device)
+    if op == "scaled_grouped_mm":
+        return _scaled_grouped_mm(point, device)
     raise Unsupported(f"torch adapter has no op {op!r}")
 
 
@@ -104,5 +111,86 @@ def _scaled_mm(point: dict, device: str) -> Prepared:
         reference=reference,
         flops=gemm_flops(m, n, k),
         bytes=gemm_bytes(m, n, k, 8, 8, 16) + scale_bytes,
+        variants=variants,
+    )
+
+
+def _offsets(groups: int, m: int, device: str):
+    """Cumulative row ends of G equal groups (int32, as _grouped_mm wants)."""
+    import torch
+
+    return torch.arange(1, groups + 1, device=device, dtype=torch.int32) * m
+
+
+def _grouped_reference(a, w, groups: int, m: int):
+    """fp64 per-expert products: a [G*m, K] (dequantised), w [G, N, K] -> [G*m, N]."""
+    k = a.shape[1]
+    return (a.double().view(groups, m, k) @ w.double().transpose(-2, -1)).reshape(groups * m, -1)
+
+
+def _grouped_mm(point: dict, device: str) -> Prepared:
+    import torch
+
+    require_cuda(device)
+    g, m, n, k = point["G"], point["M"], point["N"], point["K"]
+    offs = _offsets(g, m, device)
+
+    def make():
+        a = torch.randn(g * m, k, device=device, dtype=torch.bfloat16)
+        # Experts' weights stored [G, N, K] and passed as [G, K, N] column-major views.
+        w = (torch.randn(g, n, k, device=device) / k**0.5).to(torch.bfloat16)
+        return a, w
+
+    a, w = make()
+
+    def call(a, w):
+        return torch._grouped_mm(a, w.transpose(-2, -1), offs=offs, out_dtype=torch.bfloat16)
+
+    def variants(count: int):
+        sets = [make() for _ in range(count)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    return Prepared(
+        run=lambda: call(a, w),
+        reference=lambda: _grouped_reference(a, w, g, m),
+        flops=gemm_flops(m, n, k, g),
+        bytes=gemm_bytes(m, n, k, 16, 16, 16, g),
+        variants=variants,
+    )
+
+
+def _scaled_grouped_mm(point: dict, device: str) -> Prepared:
+    import torch
+
+    require_cuda(device)
+    g, m, n, k = point["G"], point["M"], point["N"], point["K"]
+    offs = _offsets(g, m, device)
+
+    def make():
+        a, sa = quantize_fp8(torch.randn(g * m, k, device=device), rowwise=True)
+        w, sw = quantize_fp8(torch.randn(g * n, k, device=device) / k**0.5, rowwise=True)
+        return a, w.view(g, n, k), sa.reshape(g * m), sw.reshape(g, n)
+
+    a, w, sa, sw = make()
+
+    def call(a, w, sa, sw):
+        return torch._scaled_grouped_mm(
+            a, w.transpose(-2, -1), sa, sw, offs=offs, out_dtype=torch.bfloat16
+        )
+
+    def reference():
+        a_deq = a.double() * sa.double()[:, None]
+        w_deq = w.double() * sw.double()[..., None]
+        return _grouped_reference(a_deq, w_deq, g, m)
+
+    def variants(count: int):
+        sets = [make() for _ in range(count)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    return Prepared(
+        run=lambda: call(a, w, sa, sw),
+        reference=reference,
+        flops=gemm_flops(m, n, k, g),
+        bytes=gemm_bytes(m, n, k, 8, 8, 16, g) + 4 * g * (m + n),
         variants=variants,
     )

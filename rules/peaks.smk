@@ -1,0 +1,13 @@
+rule peaks:
+    output:
+        "results/peaks.json",
+    log:
+        "results/logs/peaks.log",
+    conda:
+        "../envs/sweep.yaml"
+    resources:
+        gpu=1,
+    params:
+        device=config["device"],
+    script:
+        "../scripts/measure_peaks.py"
