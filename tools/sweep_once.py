@@ -32,7 +32,7 @@ def main() -> int:
 
         validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
     except ImportError:
-        sys.exit("snakemake is needed for the schema defaults (install the bundle first)")
+        print("snakemake missing: config used as written, without schema defaults")
     plan = sweep_plan(config, args.backend)
     if args.m:
         keep = {int(v) for v in args.m.split(",")}
