@@ -62,6 +62,8 @@ def is_unsupported_error(exc: BaseException) -> bool:
         name in ("BackendSupportedError", "NotImplementedError")
         or "not supported" in text
         or "does not support" in text
+        # e.g. "cuDNN is not available. Please install ...": an optional dependency absent
+        or "is not available" in text
     )
 
 
