@@ -18,13 +18,18 @@ VENV_FLAGS :=
 TORCH_REQ := -r envs/requirements-torch.txt
 endif
 
-.PHONY: study test report lint clean-results
+.PHONY: study test report sweep lint clean-results
 
 study: $(VENV)/.study-$(STACK)
 	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
 
 report: $(VENV)/.study-$(STACK)
 	$(BIN)/snakemake --cores $(CORES) report
+
+# Rerun one backend's sweep and what depends on it: make sweep BACKEND=flashinfer
+sweep: $(VENV)/.study-$(STACK)
+	@test -n "$(BACKEND)" || (echo "usage: make sweep BACKEND=torch|flashinfer|sgl_kernel" >&2; exit 2)
+	$(BIN)/snakemake --cores $(CORES) --forcerun results/sweeps/$(BACKEND).parquet $(SNAKEMAKE_ARGS)
 
 test: $(VENV)/.dev-$(STACK)
 	$(BIN)/python -m pytest -q

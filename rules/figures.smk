@@ -1,6 +1,7 @@
 rule plot_latency:
     input:
         sweep="results/sweeps/{backend}.parquet",
+        peaks="results/peaks.json",
     output:
         html=report(
             "results/figures/latency_{backend}.html",
@@ -38,3 +39,26 @@ rule plot_support:
         "../envs/study.yaml"
     script:
         "../scripts/plot_support.py"
+
+
+rule plot_sweep_table:
+    input:
+        sweep="results/tables/sweep.csv",
+    output:
+        html=report(
+            "results/figures/{figure}.html",
+            caption="../report/captions/{figure}.rst",
+            category="Kernel sweeps",
+            subcategory="Across backends",
+            labels={"figure": "{figure}"},
+        ),
+        png="results/figures/{figure}.png",
+        spec="results/figures/{figure}.vl.json",
+    log:
+        "results/logs/figures/{figure}.log",
+    wildcard_constraints:
+        figure="efficiency|launch_overhead",
+    conda:
+        "../envs/study.yaml"
+    script:
+        "../scripts/plot_sweep_table.py"

@@ -5,6 +5,8 @@ rule report:
         support="results/tables/support.csv",
         specs=[
             "results/figures/support.vl.json",
+            "results/figures/efficiency.vl.json",
+            "results/figures/launch_overhead.vl.json",
             *expand("results/figures/latency_{backend}.vl.json", backend=BACKENDS),
         ],
         # A template edit re-renders the report alone.
@@ -18,6 +20,5 @@ rule report:
     params:
         config_hash=CONFIG_HASH,
         config_text=CONFIG_TEXT,
-        repo=workflow.basedir,
     script:
         "../scripts/render_report.py"

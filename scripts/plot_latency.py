@@ -11,4 +11,5 @@ plot_latency(
     out_png=snakemake.output.png,  # noqa: F821
     out_spec=snakemake.output.spec,  # noqa: F821
     backend=snakemake.wildcards.get("backend"),  # noqa: F821
+    peaks_json=snakemake.input.get("peaks"),  # noqa: F821
 )

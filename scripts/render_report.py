@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from studylib.entry import setup_logging
+from studylib.hardware import git_info
 from studylib.report import render_report
 
 log = setup_logging(snakemake)  # noqa: F821
@@ -23,4 +24,5 @@ render_report(
     config_hash=snakemake.params.get("config_hash"),  # noqa: F821
     template_dir=Path(snakemake.scriptdir).parent / "report" / "templates",  # noqa: F821
     config_yaml_text=config_text,
+    git=git_info(Path(snakemake.scriptdir).parent),  # noqa: F821
 )

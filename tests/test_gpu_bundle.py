@@ -33,8 +33,11 @@ safetensors scikit-build-core scikit-learn scipy seaborn sentencepiece setuptool
 shellingham simplejson six sortedcontainers statsmodels sympy tabulate threadpoolctl
 tiktoken timm tokenizers toolz torch torchaudio torchvision tqdm transformers triton typer
 typing-extensions typing-inspect urllib3 uvloop werkzeug wheel wrapt xxhash yarl zipp
+nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13
+nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13
+nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx
 """.split()
-IMAGE_PREFIXES = ("nvidia-",)  # nvidia-cublas, nvidia-cudnn, nvidia-nccl, ...
+IMAGE_PREFIXES = ("jax-cuda",)  # jax-cuda13-pjrt, jax-cuda13-plugin
 
 REQUIRED = ["snakemake", "altair", "vl-convert-python", "flashinfer-python", "apache-tvm-ffi"]
 GROUPS = {"snakemake", "report", "flashinfer", "sgl_kernel"}

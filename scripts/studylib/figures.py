@@ -551,8 +551,14 @@ def plot_latency(
     out_png: str | os.PathLike,
     out_spec: str | os.PathLike,
     backend: str | None = None,
+    peaks_json: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     df = read_table(sweep_parquet)
+    if peaks_json is not None:
+        from .aggregate import add_roofline
+        from .io import read_json
+
+        df = add_roofline(df, read_json(peaks_json))
     if backend is None and "backend" not in df.columns:
         backend = Path(sweep_parquet).stem
     return save_chart(latency_chart(df, backend=backend), out_html, out_png, out_spec)
@@ -566,3 +572,128 @@ def plot_support(
 ) -> dict[str, Any]:
     df = read_table(support_csv)
     return save_chart(support_chart(df), out_html, out_png, out_spec)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-backend figures: achieved throughput, efficiency, launch overhead
+# ---------------------------------------------------------------------------------------------
+
+
+def _timed_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Successful rows with a label per (backend, impl, op, dtype) series and per shape."""
+    good = df[df["status"].astype(str).isin(["ok", "mismatch"])].copy()
+    if good.empty:
+        return good
+    good["series"] = (
+        good["backend"].astype(str)
+        + " · "
+        + good["impl"].astype(str)
+        + " · "
+        + good["op"].astype(str)
+        + " · "
+        + good["dtype"].astype(str)
+    )
+    g = good["G"] if "G" in good.columns else pd.Series(float("nan"), index=good.index)
+    good["shape_label"] = [
+        shape_label(s, n, k, gg)
+        for s, n, k, gg in zip(good["shape"], good["N"], good["K"], g, strict=True)
+    ]
+    return good
+
+
+def _by_backend_lines(
+    data: pd.DataFrame, y: str, y_title: str, log_y: bool, title: str, subtitle: list[str]
+) -> alt.TopLevelMixin:
+    backends = sorted(set(data["backend"]))
+    tooltip = [
+        alt.Tooltip("series:N", title="backend · impl · op · dtype"),
+        alt.Tooltip("shape_label:N", title="shape"),
+        alt.Tooltip("M:Q", format="d"),
+        alt.Tooltip(f"{y}:Q", title=y_title, format=".4g"),
+    ]
+    extra = []
+    for column, label, fmt in TOOLTIP_EXTRA:
+        if column not in (y, "throttle") and column in data.columns and _has_data(data, column):
+            tooltip.append(alt.Tooltip(f"{column}:Q", title=label, format=fmt))
+            extra.append(column)
+    columns = ["backend", "series", "shape_label", "M", y, *extra]
+    # Only the columns drawn, NaN as null: Vega-Lite specs must be strict JSON.
+    data = data[columns].astype(object).where(data[columns].notna(), None)
+    chart = (
+        alt.Chart(data)
+        .mark_line(point=alt.OverlayMarkDef(size=22, filled=True), strokeWidth=1.4)
+        .encode(
+            x=alt.X(
+                "M:Q",
+                scale=alt.Scale(type="log", base=2, nice=False),
+                axis=alt.Axis(labelExpr=M_LABEL_EXPR, labelOverlap=True),
+                title="M (tokens)",
+            ),
+            y=alt.Y(f"{y}:Q", scale=alt.Scale(type="log" if log_y else "linear"), title=y_title),
+            color=alt.Color(
+                "backend:N",
+                scale=backend_scale(backends),
+                legend=alt.Legend(orient="bottom", title="backend"),
+            ),
+            detail="series:N",
+            tooltip=tooltip,
+        )
+        .properties(width=260, height=200)
+    )
+    return chart.facet(facet=alt.Facet("shape_label:N", title=None), columns=3).properties(
+        title=alt.TitleParams(title, subtitle=subtitle, anchor="start")
+    )
+
+
+def _no_data_chart(title: str, reason: str) -> alt.TopLevelMixin:
+    return (
+        alt.Chart(pd.DataFrame({"x": []}))
+        .mark_point()
+        .properties(width=300, height=60, title=alt.TitleParams(title, subtitle=[reason]))
+    )
+
+
+def efficiency_chart(df: pd.DataFrame) -> alt.TopLevelMixin:
+    """Achieved TFLOP/s and roofline efficiency against M, every backend, by shape."""
+    good = _timed_rows(df)
+    title = "Achieved TFLOP/s and efficiency (roofline floor / kernel time)"
+    if good.empty or not _has_data(good, "tflops"):
+        return _no_data_chart(title, "no successful timed points")
+    device = _first(df, "device_name", "")
+    tflops = _by_backend_lines(
+        good, "tflops", "TFLOP/s", True, title, [f"{device}; kernel time = graph replay"]
+    )
+    if not _has_data(good, "efficiency"):
+        return tflops
+    eff = _by_backend_lines(
+        good,
+        "efficiency",
+        "efficiency",
+        False,
+        "Efficiency: floor_us / measured (1 = at this GPU's measured ceiling)",
+        ["floor = max(FLOPs / peak of the dtype, bytes / copy bandwidth)"],
+    )
+    return alt.vconcat(tflops, eff)
+
+
+def launch_overhead_chart(df: pd.DataFrame) -> alt.TopLevelMixin:
+    """eager − graph (µs) against M: what each call costs beyond the kernel itself."""
+    good = _timed_rows(df)
+    title = "Launch overhead: eager − graph-replayed time per call"
+    if good.empty or not _has_data(good, "launch_overhead_us"):
+        return _no_data_chart(title, "no point has both eager and graph times (graph needs CUDA)")
+    good = good[pd.to_numeric(good["launch_overhead_us"], errors="coerce").notna()]
+    return _by_backend_lines(
+        good,
+        "launch_overhead_us",
+        "launch overhead (µs)",
+        False,
+        title,
+        [f"{_first(df, 'device_name', '')}: CPU-side cost of one Python call, kernel excluded"],
+    )
+
+
+def plot_table_figure(kind: str, sweep_csv, out_html, out_png, out_spec) -> dict[str, Any]:
+    """A cross-backend figure of the sweep table: ``efficiency`` or ``launch_overhead``."""
+    builders = {"efficiency": efficiency_chart, "launch_overhead": launch_overhead_chart}
+    return save_chart(builders[kind](read_table(sweep_csv)), out_html, out_png, out_spec)

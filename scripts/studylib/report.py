@@ -424,8 +424,12 @@ def build_context(
     out_html,
     config_hash,
     config_yaml_text=None,
+    git: dict | None = None,
 ) -> dict[str, Any]:
     hw = load_hardware(hardware_json)
+    if git:
+        # The commit the report is rendered from, not the one hardware.json was collected at.
+        hw = {**hw, **git}
     sweep = _clean_text_columns(
         _read_csv(sweep_csv),
         ("backend", "impl", "op", "dtype", "shape", "status", "error", "device_name"),
@@ -476,10 +480,18 @@ def render_report(
     config_hash: str | None,
     template_dir: str | os.PathLike,
     config_yaml_text: str | None = None,
+    git: dict | None = None,
 ) -> str:
     """Render the report to ``out_html`` (atomically) and return the HTML text."""
     context = build_context(
-        hardware_json, sweep_csv, support_csv, spec_paths, out_html, config_hash, config_yaml_text
+        hardware_json,
+        sweep_csv,
+        support_csv,
+        spec_paths,
+        out_html,
+        config_hash,
+        config_yaml_text,
+        git,
     )
     html = environment(template_dir).get_template(TEMPLATE).render(**context)
     write_text(out_html, html)

@@ -1,0 +1,13 @@
+"""Snakemake entry: a cross-backend figure of the sweep table (efficiency, launch overhead)."""
+
+from studylib.entry import setup_logging
+from studylib.figures import plot_table_figure
+
+log = setup_logging(snakemake)
+plot_table_figure(
+    snakemake.wildcards.figure,
+    snakemake.input.sweep,
+    snakemake.output.html,
+    snakemake.output.png,
+    snakemake.output.spec,
+)

@@ -1,0 +1,41 @@
+"""The style gates CI enforces: ruff, snakefmt and snakemake --lint."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def run(*cmd):
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+
+
+def test_ruff_check():
+    proc = run(str(BIN / "ruff"), "check", "scripts", "tests", "tools")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_format():
+    proc = run(str(BIN / "ruff"), "format", "--check", "scripts", "tests", "tools")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_snakefmt():
+    proc = run(str(BIN / "snakefmt"), "--check", "Snakefile", "rules")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_snakemake_lint():
+    proc = run(str(BIN / "snakemake"), "--lint", "--cores", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Congratulations" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "config" / "examples").glob("*.yaml")))
+def test_examples_are_valid(example, tmp_path):
+    proc = run(str(BIN / "snakemake"), "--dry-run", "--cores", "1", "--configfile", str(example))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
