@@ -26,7 +26,7 @@ from .backends.base import Unsupported
 from .nvml import open_clock_watch_factory
 from .timing import StopRule, sample_until, summarize, timer_for
 
-# Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit"}.
+# Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit" | "cuda_trap"}.
 FAULTS_ENV = "STUDY_INJECT_FAULTS"
 
 
@@ -112,6 +112,11 @@ def inject_fault(point: dict) -> None:
         raise RuntimeError("injected fault")
     elif fault == "exit":
         os._exit(7)
+    elif fault == "cuda_trap":
+        import torch
+
+        # An out-of-bounds gather trips a device-side assert: the CUDA context is poisoned.
+        torch.zeros(4, device="cuda")[torch.tensor([1 << 20], device="cuda")].sum().item()
 
 
 class Measurer:

@@ -64,6 +64,8 @@ def is_unsupported_error(exc: BaseException) -> bool:
         or "does not support" in text
         # e.g. "cuDNN is not available. Please install ...": an optional dependency absent
         or "is not available" in text
+        # e.g. "cuDNN grouped_mm_bf16 requires backend version >= 92100, found 91900"
+        or "requires backend version" in text
     )
 
 
