@@ -24,6 +24,7 @@ rule all:
 include: "rules/hardware.smk"
 include: "rules/peaks.smk"
 include: "rules/sweep.smk"
+include: "rules/kernel_power.smk"
 include: "rules/aggregate.smk"
 include: "rules/figures.smk"
 include: "rules/report.smk"

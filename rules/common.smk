@@ -12,6 +12,7 @@ from studylib.plan import (  # noqa: E402
     check_config,
     enabled_backends,
     schema_problem,
+    kernel_power_plan,
     stable_hash,
     sweep_plan,
 )
@@ -28,6 +29,8 @@ if _problems:
     raise WorkflowError("invalid config: " + "; ".join(_problems))
 
 BACKENDS = enabled_backends(config)
+# Backends with kernel-power points (and enabled).
+POWER_BACKENDS = [b for b in BACKENDS if config["kernel_power"]["backends"].get(b)]
 CONFIG_HASH = stable_hash(config)
 CONFIG_TEXT = yaml.safe_dump(config, sort_keys=False)
 REPORT_TEMPLATES = sorted(
@@ -42,3 +45,7 @@ wildcard_constraints:
 def backend_plan(wildcards):
     """Only this backend's slice of the config: its change reruns this backend alone."""
     return sweep_plan(config, wildcards.backend)
+
+
+def backend_power_plan(wildcards):
+    return kernel_power_plan(config, wildcards.backend)

@@ -58,7 +58,7 @@ def check_config(config: dict) -> list[str]:
                 problems.append(f"{where}.groups: {backend} {op} is not a grouped GEMM")
             if known["grouped"] and not case.get("groups"):
                 problems.append(f"{where}.groups: {backend} {op} is grouped and needs groups")
-    return problems
+    return problems + check_kernel_power(config)
 
 
 def sweep_plan(config: dict, backend: str) -> dict:
@@ -134,3 +134,54 @@ def schema_problem(config: dict, schema_path: str) -> str:
     if error.validator == "additionalProperties":
         return f"config{'.' + where if where else ''}: {error.message}"
     return f"config key {where or '(top level)'}: {error.message}"
+
+
+def kernel_power_plan(config: dict, backend: str) -> dict:
+    """What ``backend``'s kernel-power job depends on: its points, loop lengths, sampling."""
+    spec = config["kernel_power"]
+    points = []
+    for entry in spec["backends"].get(backend, []):
+        shape = config["shapes"][entry["shape"]]
+        for m in entry["M"]:
+            points.append(
+                {"backend": backend, "impl": entry["impl"], "op": entry["op"],
+                 "dtype": entry["dtype"], "shape": entry["shape"], "M": m,
+                 "N": shape["N"], "K": shape["K"], "G": entry.get("G")}
+            )  # fmt: skip
+    return {
+        "backend": backend,
+        "device": config["device"],
+        "points": points,
+        "modes": spec["modes"],
+        "seconds": spec["seconds"],
+        "idle_s": spec["idle_s"],
+        "cooldown_s": spec["cooldown_s"],
+        "sample_hz": spec["sample_hz"],
+        "timing": config["timing"],
+        "check": config["check"],
+    }
+
+
+def check_kernel_power(config: dict) -> list[str]:
+    problems = []
+    ops = catalogue()
+    spec = config.get("kernel_power", {})
+    for backend, entries in spec.get("backends", {}).items():
+        for i, entry in enumerate(entries):
+            where = f"kernel_power.backends.{backend}[{i}]"
+            known = ops[backend].get(entry["op"])
+            if known is None:
+                problems.append(f"{where}.op: {entry['op']!r} is not an op of {backend}")
+                continue
+            if entry["dtype"] not in known["dtypes"]:
+                problems.append(f"{where}.dtype: {backend} {entry['op']} does not take "
+                                f"{entry['dtype']!r}")  # fmt: skip
+            if entry["impl"] not in known["impls"]:
+                problems.append(f"{where}.impl: {entry['impl']!r} is not an implementation of "
+                                f"{backend} {entry['op']}")  # fmt: skip
+            if entry["shape"] not in config["shapes"]:
+                problems.append(f"{where}.shape: no shape named {entry['shape']!r}")
+            if known["grouped"] != ("G" in entry):
+                problems.append(f"{where}.G: {'needed' if known['grouped'] else 'not allowed'} "
+                                f"for {backend} {entry['op']}")  # fmt: skip
+    return problems

@@ -78,9 +78,12 @@ class WorkerClient:
         return self._receive(timeout)["hello"]
 
     def measure(self, point: dict, timeout: float) -> dict:
+        return self.request({"point": point}, timeout)
+
+    def request(self, message: dict, timeout: float) -> dict:
         assert self.proc is not None and self.proc.stdin is not None
         try:
-            self.proc.stdin.write((json.dumps({"point": point}) + "\n").encode())
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise WorkerGone(self._death()) from None

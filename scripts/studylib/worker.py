@@ -201,6 +201,60 @@ class Measurer:
             row.update(watch.result())
         return row
 
+    def sustain(self, point: dict, mode: str, seconds: float) -> dict:
+        """Run one point back to back for ``seconds`` (eager launches or graph replays).
+
+        Returns the loop's span on the host's monotonic clock (shared with the parent's power
+        sampler), bracketed by device synchronisation, and the number of calls made.
+        """
+        started = time.monotonic()
+        try:
+            inject_fault(point)
+            prepared = self.module.prepare(point, self.device)
+            prepared.run()  # JIT builds and autotuning before the window
+            for _ in range(self.timing["warmup_iters"]):
+                prepared.run()
+            self.sync()
+            if mode == "graph":
+                if self.device != "cuda":
+                    raise Unsupported("graph mode needs CUDA")
+                t = self.timer.eager(prepared.run)
+                per_replay = int(min(max(2000.0 / max(t, 1.0), 10), 200))
+                graph = self.timer.capture(prepared.run, per_replay)
+                step, calls_per_step = graph.replay, per_replay
+            else:
+                step, calls_per_step = prepared.run, 1
+            step()
+            self.sync()
+            t0 = time.monotonic()
+            steps = 0
+            # No syncs inside the loop: the device runs back to back as a caller's loop would
+            # (a full launch queue blocks the CPU); the final sync closes the window.
+            while time.monotonic() - t0 < seconds:
+                step()
+                steps += 1
+            self.sync()
+            t1 = time.monotonic()
+            calls = steps * calls_per_step
+            row = {
+                "status": "ok",
+                "error": "",
+                "t_start": t0,
+                "t_end": t1,
+                "calls": calls,
+                "us_per_call": (t1 - t0) * 1e6 / calls,
+            }
+        except Unsupported as exc:
+            row = {"status": "unsupported", "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - one point's failure is a result
+            classify = getattr(self.module, "is_unsupported_error", None)
+            status = "unsupported" if classify is not None and classify(exc) else "error"
+            if status == "error":
+                traceback.print_exc()
+            row = {"status": status, "error": describe(exc), "fatal": not self.context_alive()}
+        row["point_s"] = time.monotonic() - started
+        return row
+
     def _graph(self, fn, eager_us: float, prefix: str, calls: int | None = None) -> dict:
         """Replay ``calls`` captured calls per sample: kernel time without launch cost."""
         if calls is None:
@@ -272,9 +326,12 @@ def main(argv=None) -> int:
     measurer = Measurer(args.backend, device, plan)
     for line in sys.stdin:
         message = json.loads(line)
-        if "point" not in message:
+        if "point" in message:
+            row = measurer.measure(message["point"])
+        elif "loop" in message:
+            row = measurer.sustain(message["loop"], message["mode"], message["seconds"])
+        else:
             break
-        row = measurer.measure(message["point"])
         send(row)
         if row.get("fatal"):
             return 3  # poisoned context: the parent starts a fresh worker

@@ -1,0 +1,32 @@
+rule kernel_power:
+    output:
+        windows="results/kernel_power/{backend}.parquet",
+        timeline="results/kernel_power/{backend}_timeline.parquet",
+    log:
+        "results/logs/kernel_power/{backend}.log",
+    conda:
+        "../envs/sweep.yaml"
+    resources:
+        gpu=1,
+    params:
+        plan=backend_power_plan,
+    script:
+        "../scripts/run_kernel_power.py"
+
+
+rule aggregate_kernel_power:
+    input:
+        windows=expand("results/kernel_power/{backend}.parquet", backend=POWER_BACKENDS),
+    output:
+        report(
+            "results/tables/kernel_power.csv",
+            caption="../report/captions/kernel_power_table.rst",
+            category="Tables",
+            labels={"table": "kernel power"},
+        ),
+    log:
+        "results/logs/aggregate_kernel_power.log",
+    conda:
+        "../envs/study.yaml"
+    script:
+        "../scripts/aggregate_kernel_power.py"

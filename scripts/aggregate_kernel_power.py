@@ -1,0 +1,8 @@
+"""Snakemake entry: every backend's kernel-power windows -> results/tables/kernel_power.csv."""
+
+from studylib.entry import setup_logging
+from studylib.kernel_power import aggregate_kernel_power
+
+log = setup_logging(snakemake)
+table = aggregate_kernel_power(snakemake.input.windows, snakemake.output[0])
+log.info("%d rows", len(table))

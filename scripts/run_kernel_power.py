@@ -1,0 +1,12 @@
+"""Snakemake entry: one backend's sustained kernel loops under the power sampler."""
+
+import sys
+
+from studylib.entry import setup_logging
+from studylib.kernel_power import run_kernel_power
+
+log = setup_logging(snakemake)
+windows = run_kernel_power(
+    snakemake.params.plan, snakemake.output.windows, snakemake.output.timeline, sys.stderr
+)
+log.info("%d window rows: %s", len(windows), windows["status"].value_counts().to_dict())
