@@ -3,10 +3,13 @@ rule report:
         hardware="results/hardware.json",
         sweep="results/tables/sweep.csv",
         support="results/tables/support.csv",
+        kernel_power="results/tables/kernel_power.csv",
         specs=[
             "results/figures/support.vl.json",
             "results/figures/efficiency.vl.json",
             "results/figures/launch_overhead.vl.json",
+            "results/figures/power_timeline.vl.json",
+            "results/figures/power_vs_util.vl.json",
             *expand("results/figures/latency_{backend}.vl.json", backend=BACKENDS),
         ],
         # A template edit re-renders the report alone.

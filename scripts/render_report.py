@@ -25,4 +25,6 @@ render_report(
     template_dir=Path(snakemake.scriptdir).parent / "report" / "templates",  # noqa: F821
     config_yaml_text=config_text,
     git=git_info(Path(snakemake.scriptdir).parent),  # noqa: F821
+    # Optional: the kernel-power windows table adds the "Kernel power" section.
+    kernel_power_csv=snakemake.input.get("kernel_power"),  # noqa: F821
 )

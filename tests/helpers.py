@@ -28,4 +28,11 @@ def tiny_config() -> dict:
     for spec in config["backends"].values():
         for case in spec["cases"]:
             case["shapes"] = ["expert_up", "expert_down"]
+    config["kernel_power"].update(
+        seconds={"cuda": 1, "cpu": 0.3}, idle_s={"cuda": 1, "cpu": 0.3},
+        cooldown_s={"cuda": 0.5, "cpu": 0.1},
+    )  # fmt: skip
+    for points in config["kernel_power"]["backends"].values():
+        for point in points:
+            point["M"] = [16]
     return config

@@ -40,7 +40,7 @@ class FakeReader:
         self.gpm, self.reasons, self.fail_from = gpm, reasons, fail_from
         self.freed = 0
 
-    def read(self):
+    def read(self, slow=True):
         t = self.clock()
         if self.fail_from is not None and t >= self.fail_from:
             raise RuntimeError("GPU fell off the bus")
@@ -48,9 +48,12 @@ class FakeReader:
             COUNTER_MODULUS
         )
         self.last_t = t
-        return {"power_w": self.watts(t), "power_avg_w": self.watts(t), "energy_mj": self.energy_mj,
-                "sm_clock_mhz": 1980, "mem_clock_mhz": 3201, "temp_c": 40 + t % 5,
-                "power_limit_w": 700.0, "reasons": self.reasons}  # fmt: skip
+        sample = {"power_w": self.watts(t), "power_avg_w": self.watts(t),
+                  "energy_mj": int(self.energy_mj)}  # fmt: skip
+        if slow:
+            sample.update(sm_clock_mhz=1980, mem_clock_mhz=3201, temp_c=40 + t % 5,
+                          power_limit_w=700.0, reasons=self.reasons)  # fmt: skip
+        return sample
 
     def gpm_supported(self):
         return self.gpm
@@ -180,6 +183,7 @@ class FakeNvml:
 
     NVMLError = FakeNvmlError
     NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_POWER_AVERAGE = 186, 185
+    NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83
     NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
 
     def __init__(self, missing=()):
@@ -206,7 +210,11 @@ class FakeNvml:
                 self.value.uiVal = mw
 
         self._get("fields", None)
-        return [Field(0, 512_000), Field(3 if "average_field" in self.missing else 0, 300_000)]
+        return [
+            Field(0, 512_000),
+            Field(3 if "average_field" in self.missing else 0, 300_000),
+            Field(3 if "energy_field" in self.missing else 0, 123_456),
+        ]
 
     def nvmlDeviceGetPowerUsage(self, h):
         return self._get("usage", 299_000)
@@ -236,12 +244,41 @@ def test_nvml_reader_fields_and_units():
 
 
 def test_nvml_reader_missing_fields_are_none_and_fall_back():
-    sample = NvmlReader(FakeNvml(missing={"temp", "energy", "average_field"}), 0).read()
+    sample = NvmlReader(
+        FakeNvml(missing={"temp", "energy", "energy_field", "average_field"}), 0
+    ).read()
     assert sample["temp_c"] is None and sample["energy_mj"] is None
     assert sample["power_avg_w"] == 299.0  # from nvmlDeviceGetPowerUsage
     assert sample["power_w"] == 512.0
     with pytest.raises(RuntimeError, match="every NVML read failed"):
         NvmlReader(FakeNvml(missing={"all", "average_field"}), 0).read()
+    # The energy counter comes from the batched field query, or its own call as a fallback.
+    assert NvmlReader(FakeNvml(missing={"energy_field"}), 0).read()["energy_mj"] == 123_456
+
+
+def test_fast_ticks_read_power_only():
+    fast = NvmlReader(FakeNvml(), 0).read(slow=False)
+    assert set(fast) == {"power_w", "power_avg_w", "energy_mj"}
+    clock = FakeClock()
+    sampler = Sampler([FakeReader(clock)], slow_every=4, clock=clock)
+    drive(sampler, clock, 1.0)  # 20 ticks
+    slow = [s for s in sampler.samples[0] if "sm_clock_mhz" in s]
+    assert len(sampler.samples[0]) == 20 and len(slow) == 5
+    (w,) = sampler.window(1000.1, 1000.9)
+    assert w["sm_clock_mhz"] == 1980 and w["power_limit_w"] == 700.0
+
+
+def test_window_right_after_a_loop_waits_for_the_closing_sample():
+    # The kernel loop ends between two samples; the window must still get its energy.
+    reader = FakeReader(time.monotonic, watts=lambda t: 300.0)
+    with Sampler([reader], rate_hz=20) as sampler:
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        time.sleep(0.5)
+        t1 = time.monotonic()
+        (w,) = sampler.window(t0, t1)
+    assert w["energy_j"] == pytest.approx(300 * (t1 - t0), rel=0.02)
+    assert w["avg_w"] == pytest.approx(300, rel=0.02)
 
 
 def test_thread_samples_and_stops_even_when_measured_code_raises():

@@ -87,6 +87,20 @@ def test_outputs_exist_and_hold_valid_rows(study):
     html = (results / "report" / "index.html").read_text()
     assert "no CUDA device" in html
     assert not re.search(r"""(src|href)=["']https?://""", html)
+    power = pd.read_csv(results / "tables" / "kernel_power.csv", keep_default_na=False)
+    assert set(power.backend) == {"torch", "flashinfer", "sgl_kernel"}
+    assert (power.power_source == "none").all()  # no NVML or RAPL on this machine: no watts
+    assert (power.avg_w == "").all()
+    idle = power[power["mode"] == "idle"]
+    assert len(idle) == 3 and (idle.status == "ok").all()
+    cpu_loops = power[
+        (power.backend == "torch") & (power["mode"] == "eager") & (power.op == "matmul")
+    ]
+    assert len(cpu_loops) > 0 and (cpu_loops.status == "ok").all()
+    assert (pd.to_numeric(cpu_loops.calls) > 0).all()
+    for fig in ("power_timeline", "power_vs_util"):
+        assert (results / "figures" / f"{fig}.png").stat().st_size > 0
+    assert "Kernel power" in html and "no power was measured" in html
     for log in ("hardware.log", "aggregate.log", "report.log", "sweep/torch.log"):
         assert (results / "logs" / log).exists()
 
@@ -128,6 +142,17 @@ def test_changing_one_backend_reruns_only_it(study):
         config["backends"]["flashinfer"]["cases"][0]["impls"] = ["cutlass"]
         write_config(study, config)
         assert sweeps_in(planned_outputs(study)) == {"results/sweeps/flashinfer.parquet"}
+
+        # Kernel-power points of one backend rerun that backend's power job alone.
+        config = tiny_config()
+        config["kernel_power"]["backends"]["sgl_kernel"][0]["M"] = [16, 32]
+        write_config(study, config)
+        planned = planned_outputs(study)
+        assert {o for o in planned if o.startswith("results/kernel_power/")} == {
+            "results/kernel_power/sgl_kernel.parquet",
+            "results/kernel_power/sgl_kernel_timeline.parquet",
+        }
+        assert sweeps_in(planned) == set()
 
         # A new shape used by sgl_kernel alone touches no other backend.
         config = tiny_config()

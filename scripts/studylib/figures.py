@@ -167,6 +167,35 @@ def _first(df: pd.DataFrame, column: str, default: str = "") -> str:
     return values.iloc[0] if not values.empty else default
 
 
+def _text_or_none(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def strict_frame(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
+    """Only ``columns`` (those present), numbers as float and text as str or None.
+
+    Vega-Lite specs must be strict JSON. Altair turns NaN into null in float columns, but not
+    in object columns that hold numbers (its sanitiser re-infers them as float and keeps NaN),
+    so numeric columns stay float here and only text columns are objects.
+    """
+    out = pd.DataFrame(index=range(len(df)))
+    for column in dict.fromkeys(columns):
+        if column not in df.columns:
+            continue
+        values = df[column].reset_index(drop=True)
+        numbers = pd.to_numeric(values, errors="coerce")
+        if pd.api.types.is_numeric_dtype(values) or (
+            values.notna().any() and numbers.notna().sum() == values.notna().sum()
+        ):
+            out[column] = numbers.astype(float)
+        else:
+            out[column] = values.map(_text_or_none).astype(object)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Latency vs M
 # ---------------------------------------------------------------------------------------------
@@ -616,9 +645,8 @@ def _by_backend_lines(
         if column not in (y, "throttle") and column in data.columns and _has_data(data, column):
             tooltip.append(alt.Tooltip(f"{column}:Q", title=label, format=fmt))
             extra.append(column)
-    columns = ["backend", "series", "shape_label", "M", y, *extra]
     # Only the columns drawn, NaN as null: Vega-Lite specs must be strict JSON.
-    data = data[columns].astype(object).where(data[columns].notna(), None)
+    data = strict_frame(data, ["backend", "series", "shape_label", "M", y, *extra])
     chart = (
         alt.Chart(data)
         .mark_line(point=alt.OverlayMarkDef(size=22, filled=True), strokeWidth=1.4)

@@ -28,6 +28,7 @@ from .figures import (
     vega_bundle,
 )
 from .io import read_json, write_text
+from .power_figures import CLASS_COLORS, CLASSES, CLASSIFICATION_RULE, classify_windows
 
 TEMPLATE = "index.html.j2"
 DASH = "—"
@@ -65,6 +66,34 @@ ALWAYS_SHOWN = {"backend", "impl", "op", "dtype", "shape", "M", "N", "K", "statu
 TEXT_COLUMNS = {"backend", "impl", "op", "dtype", "shape", "status", "error", "throttle"}
 INT_COLUMNS = {"M", "N", "K", "G", "eager_samples"}
 GOOD = ("ok", "mismatch")
+
+#: Figure specs shown in the kernel-power section (when it is rendered), in this order.
+POWER_FIGURES: tuple[str, ...] = ("power_timeline", "power_vs_util")
+#: Kernel-power window table: column -> (label, format); ``None`` for text.
+KERNEL_POWER_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("backend", "backend", None),
+    ("impl", "impl", None),
+    ("op", "op", None),
+    ("dtype", "dtype", None),
+    ("shape", "shape", None),
+    ("M", "M", "{:.0f}"),
+    ("gpu", "GPU", "{:.0f}"),
+    ("mode", "mode", None),
+    ("seconds", "seconds", "{:.1f}"),
+    ("avg_w", "avg W", "{:.1f}"),
+    ("avg_w_samples", "avg W (samples)", "{:.1f}"),
+    ("energy_gap_pct", "counter vs samples gap %", "{:+.1f}"),
+    ("pct_limit", "% of limit", "{:.1f}"),
+    ("sm_clock_mhz", "SM MHz", "{:.0f}"),
+    ("throttle_reasons", "reasons", None),
+    ("sm_util", "SM util %", "{:.0f}"),
+    ("tensor_util", "tensor util %", "{:.0f}"),
+    ("dram_util", "DRAM util %", "{:.0f}"),
+    ("class", "class", None),
+    ("why", "why", None),
+    ("status", "status", None),
+    ("error", "error", None),
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,8 +397,80 @@ def sweep_table(sweep: pd.DataFrame) -> dict[str, Any]:
     return {"columns": columns, "rows": rows}
 
 
+def _kp_cell(value: Any, fmt: str | None) -> dict[str, Any]:
+    if is_missing(value):
+        return {"text": "", "key": "", "num": fmt is not None}
+    if fmt is None:
+        return {"text": str(value), "key": str(value), "num": False}
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return {"text": str(value), "key": str(value), "num": False}
+    return {"text": fmt.format(v), "key": repr(v), "num": True}
+
+
+def kernel_power_section(
+    path: str | os.PathLike | None, charts: list[dict[str, Any]], out_html
+) -> dict[str, Any] | None:
+    """The kernel-power section's context, or None when no table was given."""
+    if path is None:
+        return None
+    windows = _read_csv(path)
+    columns = list(KERNEL_POWER_COLUMNS)
+    if not windows.empty and "gpu" in windows.columns:
+        if pd.to_numeric(windows["gpu"], errors="coerce").nunique() <= 1:
+            columns = [c for c in columns if c[0] != "gpu"]
+    rows = []
+    no_power: list[str] = []
+    sources: list[str] = []
+    if not windows.empty:
+        windows = _clean_text_columns(
+            classify_windows(windows),
+            ("backend", "impl", "op", "dtype", "shape", "mode", "throttle_reasons", "status")
+            + ("error", "power_source", "why", "class"),
+        )
+        for rec in windows.to_dict("records"):
+            cells = []
+            for column, _, fmt in columns:
+                value = rec.get(column)
+                if column == "error":
+                    cells.append({"long": long_text(value, 80), "key": str(value or "")})
+                else:
+                    cells.append(_kp_cell(value, fmt))
+            rows.append(
+                {"cells": cells, "class": rec["class"], "status": str(rec.get("status", ""))}
+            )
+        sources = sorted({s or "none" for s in windows["power_source"]})
+        if "backend" in windows.columns:
+            by_backend = windows.groupby("backend")["power_source"].agg(
+                lambda s: {v or "none" for v in s}
+            )
+            no_power = sorted(b for b, v in by_backend.items() if v == {"none"})
+    counts = {}
+    for row in rows:
+        counts[row["class"]] = counts.get(row["class"], 0) + 1
+    return {
+        "rule": list(CLASSIFICATION_RULE),
+        "columns": [(c, label) for c, label, _ in columns],
+        "rows": rows,
+        "class_counts": [
+            (c, counts[c], CLASS_COLORS.get(c, "#ccc"))
+            for c in sorted(counts, key=lambda c: CLASSES.index(c) if c in CLASSES else 99)
+        ],
+        "class_colors": CLASS_COLORS,
+        "sources": sources,
+        "no_nvml": bool(rows) and sources == ["none"],
+        "no_power_backends": no_power if sources != ["none"] else [],
+        "charts": sorted(
+            (c for c in charts if c["kind"] == "power"),
+            key=lambda c: POWER_FIGURES.index(c["name"]),
+        ),
+        "link": relative_link(path, out_html),
+    }
+
+
 def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html) -> list[dict[str, Any]]:
-    """One entry per spec file, named from ``latency_<backend>.vl.json`` / ``support.vl.json``."""
+    """One entry per spec file; its kind from the name (``latency_<backend>``, ``support``, …)."""
     entries = []
     for path in sorted(map(Path, spec_paths or []), key=lambda p: p.name):
         name = path.name.removesuffix(".json").removesuffix(".vl")
@@ -377,6 +478,8 @@ def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html) -> list[dic
             kind, backend = "support", None
         elif name.startswith("latency_"):
             kind, backend = "latency", name.removeprefix("latency_")
+        elif name in POWER_FIGURES:
+            kind, backend = "power", None
         else:
             kind, backend = "other", None
         stem = path.with_name(name)
@@ -425,6 +528,7 @@ def build_context(
     config_hash,
     config_yaml_text=None,
     git: dict | None = None,
+    kernel_power_csv=None,
 ) -> dict[str, Any]:
     hw = load_hardware(hardware_json)
     if git:
@@ -440,12 +544,14 @@ def build_context(
     latency = {c["backend"]: c for c in charts if c["kind"] == "latency"}
     backends = sorted(set(latency) | {s["backend"] for s in summaries})
     by_backend = {s["backend"]: s for s in summaries}
+    kernel_power = kernel_power_section(kernel_power_csv, charts, out_html)
     table_links = [
         (label, relative_link(path, out_html))
         for label, path in (
             ("sweep.csv", sweep_csv),
             ("support.csv", support_csv),
             ("hardware.json", hardware_json),
+            ("kernel_power.csv", kernel_power_csv),
         )
         if path is not None
     ]
@@ -459,7 +565,13 @@ def build_context(
         "latency": [
             {"backend": b, "chart": latency.get(b), "summary": by_backend.get(b)} for b in backends
         ],
-        "other_charts": [c for c in charts if c["kind"] == "other"],
+        # Power figures sit in their own section when it is rendered, else with the others.
+        "other_charts": [
+            c
+            for c in charts
+            if c["kind"] == "other" or (c["kind"] == "power" and kernel_power is None)
+        ],
+        "kernel_power": kernel_power,
         "charts": charts,
         "fastest": fastest_table(sweep),
         "sweep": sweep_table(sweep),
@@ -481,8 +593,13 @@ def render_report(
     template_dir: str | os.PathLike,
     config_yaml_text: str | None = None,
     git: dict | None = None,
+    kernel_power_csv: str | os.PathLike | None = None,
 ) -> str:
-    """Render the report to ``out_html`` (atomically) and return the HTML text."""
+    """Render the report to ``out_html`` (atomically) and return the HTML text.
+
+    ``kernel_power_csv`` (the kernel-power windows table) adds the "Kernel power" section;
+    without it the report is rendered as before.
+    """
     context = build_context(
         hardware_json,
         sweep_csv,
@@ -492,6 +609,7 @@ def render_report(
         config_hash,
         config_yaml_text,
         git,
+        kernel_power_csv,
     )
     html = environment(template_dir).get_template(TEMPLATE).render(**context)
     write_text(out_html, html)

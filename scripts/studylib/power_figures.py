@@ -1,0 +1,570 @@
+"""Kernel-power figures and the rule that classifies each measurement window.
+
+Inputs are the kernel-power tables (one row per window and GPU) and the sampler's timelines
+(one row per NVML sample). Nothing is invented: a window with no power samples says so, and
+a window without GPM utilisation is not called launch-, memory- or compute-bound.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from .figures import _has_data, _no_data_chart, backend_color, backend_scale, read_table, save_chart
+from .figures import strict_frame as _strict
+
+# ---------------------------------------------------------------------------------------------
+# Classification
+# ---------------------------------------------------------------------------------------------
+
+#: Utilisation (GPM, %) at or above which a pipe counts as the busy one.
+UTIL_BUSY_PCT = 50.0
+#: Share of the power limit (%) at or above which a power-cap reason means "power-capped".
+POWER_CAP_PCT = 90.0
+THERMAL_REASONS = ("hw_thermal_slowdown", "sw_thermal_slowdown")
+POWER_REASONS = ("sw_power_cap", "hw_power_brake_slowdown")
+GPM_COLUMNS = ("sm_util", "tensor_util", "dram_util")
+
+CLASSES: tuple[str, ...] = (
+    "idle",
+    "power-capped",
+    "thermally throttled",
+    "launch-bound",
+    "memory-bound",
+    "compute-bound",
+    "unclassified",
+    "no data",
+)
+CLASS_COLORS: dict[str, str] = {
+    "idle": "#bab0ac",
+    "power-capped": "#e45756",
+    "thermally throttled": "#d62728",
+    "launch-bound": "#f58518",
+    "memory-bound": "#4c78a8",
+    "compute-bound": "#54a24b",
+    "unclassified": "#9d755d",
+    "no data": "#dddddd",
+}
+
+#: The rule, in the order it is applied; the first condition that holds names the class.
+CLASSIFICATION_RULE: tuple[str, ...] = (
+    "status not ok (the loop did not run), or no power source (no NVML) → no data",
+    "an idle window (no kernel running) → idle",
+    "clocks-event reasons include hw_thermal_slowdown or sw_thermal_slowdown → thermally throttled",
+    f"reasons include sw_power_cap or hw_power_brake_slowdown and average power "
+    f"≥ {POWER_CAP_PCT:.0f} % of the limit → power-capped",
+    "no GPM utilisation (SM, tensor, DRAM all unknown) → unclassified: power alone cannot "
+    "tell what bounds the kernel",
+    f"tensor-pipe utilisation ≥ {UTIL_BUSY_PCT:.0f} % → compute-bound",
+    f"DRAM bandwidth utilisation ≥ {UTIL_BUSY_PCT:.0f} % → memory-bound",
+    f"SM utilisation < {UTIL_BUSY_PCT:.0f} % (the GPU idles between kernels) → launch-bound",
+    "anything else → unclassified",
+)
+
+
+def _num(value: Any) -> float:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return f
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value).strip()
+
+
+def reason_names(value: Any) -> list[str]:
+    """The names in a ``throttle_reasons`` cell ("a,b", a list, '' or NaN)."""
+    if isinstance(value, list | tuple):
+        items = [str(v) for v in value]
+    else:
+        items = _text(value).split(",")
+    return [i.strip() for i in items if i.strip()]
+
+
+def _pct(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.0f}%"
+
+
+def classify_window(row: Any) -> tuple[str, str]:
+    """``(class, why)`` of one window row (a mapping or a pandas Series); see the rule."""
+    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    status = _text(get("status", "ok")) or "ok"
+    if status != "ok":
+        error = _text(get("error", ""))
+        return "no data", f"status {status}" + (f": {error[:120]}" if error else "")
+    source = _text(get("power_source", "")) or "none"
+    if source == "none":
+        return "no data", "no NVML on this machine: no power was measured"
+    label, mode = _text(get("label", "")), _text(get("mode", ""))
+    if label == "idle" or mode == "idle":
+        return "idle", f"idle baseline ({_watts(get('avg_w'))})"
+    reasons = reason_names(get("throttle_reasons", ""))
+    thermal = [r for r in reasons if r in THERMAL_REASONS]
+    if thermal:
+        temp = _num(get("temp_c_max"))
+        extra = f", max {temp:.0f} °C" if not math.isnan(temp) else ""
+        return "thermally throttled", f"reasons: {', '.join(thermal)}{extra}"
+    power = [r for r in reasons if r in POWER_REASONS]
+    pct_limit = _num(get("pct_limit"))
+    note = ""
+    if power:
+        if not math.isnan(pct_limit) and pct_limit >= POWER_CAP_PCT:
+            return (
+                "power-capped",
+                f"{', '.join(power)} with {pct_limit:.0f}% of the limit ≥ {POWER_CAP_PCT:.0f}%",
+            )
+        note = f"; {', '.join(power)} set but at {_pct(pct_limit)} of the limit"
+    sm, tensor, dram = (_num(get(c)) for c in GPM_COLUMNS)
+    if all(math.isnan(v) for v in (sm, tensor, dram)):
+        where = f"{_watts(get('avg_w'))}, {_pct(pct_limit)} of the limit"
+        return "unclassified", f"no GPM utilisation ({source}): power only, {where}{note}"
+    if not math.isnan(tensor) and tensor >= UTIL_BUSY_PCT:
+        return "compute-bound", f"tensor {tensor:.0f}% ≥ {UTIL_BUSY_PCT:.0f}%{note}"
+    if not math.isnan(dram) and dram >= UTIL_BUSY_PCT:
+        return (
+            "memory-bound",
+            f"DRAM {dram:.0f}% ≥ {UTIL_BUSY_PCT:.0f}% (tensor {_pct(tensor)}){note}",
+        )
+    if not math.isnan(sm) and sm < UTIL_BUSY_PCT:
+        return (
+            "launch-bound",
+            f"SM util {sm:.0f}% < {UTIL_BUSY_PCT:.0f}%: idle between kernels "
+            f"(tensor {_pct(tensor)}, DRAM {_pct(dram)}){note}",
+        )
+    return (
+        "unclassified",
+        f"tensor {_pct(tensor)} and DRAM {_pct(dram)} < {UTIL_BUSY_PCT:.0f}% "
+        f"with SM util {_pct(sm)}{note}",
+    )
+
+
+def _watts(value: Any) -> str:
+    w = _num(value)
+    return "no power reading" if math.isnan(w) else f"{w:.0f} W"
+
+
+def classify_windows(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` with the columns ``class`` and ``why`` (see :data:`CLASSIFICATION_RULE`)."""
+    out = df.copy()
+    if out.empty:
+        out["class"] = pd.Series(dtype=str)
+        out["why"] = pd.Series(dtype=str)
+        return out
+    results = [classify_window(rec) for rec in out.to_dict("records")]
+    out["class"] = [c for c, _ in results]
+    out["why"] = [w for _, w in results]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+MODE_COLORS: dict[str, str] = {"idle": "#bab0ac", "eager": "#f2cf5b", "graph": "#b279a2"}
+MODE_SHAPES: dict[str, str] = {"idle": "square", "eager": "circle", "graph": "triangle-up"}
+#: Samples drawn per (backend, GPU) line at most; longer timelines are thinned evenly.
+MAX_LINE_POINTS = 2000
+
+
+def _mode_scale(modes: Iterable[str]) -> alt.Scale:
+    names = [m for m in MODE_COLORS if m in set(modes)] or list(MODE_COLORS)
+    return alt.Scale(domain=names, range=[MODE_COLORS[m] for m in names])
+
+
+def _sources(windows: pd.DataFrame, backend: str | None = None) -> str:
+    if windows.empty or "power_source" not in windows.columns:
+        return "none"
+    df = windows if backend is None else windows[windows["backend"].astype(str) == backend]
+    values = sorted({_text(v) for v in df["power_source"]} - {""})
+    return ", ".join(values) or "none"
+
+
+def _tooltip(columns: list[tuple[str, str, str]], df: pd.DataFrame) -> list[alt.Tooltip]:
+    out = []
+    for column, title, fmt in columns:
+        if column not in df.columns:
+            continue
+        kind = "N" if fmt == "" else "Q"
+        out.append(alt.Tooltip(f"{column}:{kind}", title=title, format=fmt or alt.Undefined))
+    return out
+
+
+def _has_power(windows: pd.DataFrame) -> int:
+    if windows.empty or "avg_w" not in windows.columns:
+        return 0
+    return int(pd.to_numeric(windows["avg_w"], errors="coerce").notna().sum())
+
+
+def _prepare_windows(windows: pd.DataFrame) -> pd.DataFrame:
+    df = classify_windows(windows)
+    for column in ("backend", "window", "mode", "label", "throttle_reasons", "power_source"):
+        if column not in df.columns:
+            df[column] = ""
+        df[column] = df[column].map(_text)
+    return df
+
+
+# ---------------------------------------------------------------------------------------------
+# Power timeline
+# ---------------------------------------------------------------------------------------------
+
+WINDOW_TOOLTIP: list[tuple[str, str, str]] = [
+    ("window", "window", ""),
+    ("mode", "mode", ""),
+    ("seconds", "seconds", ".1f"),
+    ("avg_w", "avg W", ".1f"),
+    ("pct_limit", "% of limit", ".1f"),
+    ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
+    ("throttle_reasons", "reasons", ""),
+    ("tensor_util", "tensor util (%)", ".0f"),
+    ("class", "class", ""),
+]
+SAMPLE_TOOLTIP: list[tuple[str, str, str]] = [
+    ("t_rel", "t (s)", ".2f"),
+    ("power_w", "power (W)", ".1f"),
+    ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
+    ("temp_c", "temperature (°C)", ".0f"),
+    ("reasons_names", "reasons", ""),
+]
+
+
+def _gpu_layers(
+    samples: pd.DataFrame,
+    bands: pd.DataFrame,
+    limit_w: float,
+    color: str,
+    x_domain: list[float],
+    modes: list[str],
+) -> alt.LayerChart:
+    """One GPU's layers, each with its own data: window bands, power line, limit rule."""
+    x_title = "time since the job's first sample (s)"
+    y_title = "power (W)"
+    x_scale = alt.Scale(domain=x_domain, nice=False)
+    layers: list[alt.Chart] = []
+    if not bands.empty:
+        data = _strict(bands, ["w_start", "w_end", *[c for c, _, _ in WINDOW_TOOLTIP]])
+        layers.append(
+            alt.Chart(data)
+            .mark_rect(opacity=0.28)
+            .encode(
+                x=alt.X("w_start:Q", title=x_title, scale=x_scale),
+                x2="w_end:Q",
+                color=alt.Color(
+                    "mode:N",
+                    title="window mode",
+                    scale=_mode_scale(modes),
+                    legend=alt.Legend(orient="bottom"),
+                ),
+                tooltip=_tooltip(WINDOW_TOOLTIP, data),
+            )
+        )
+    line = _strict(samples, [c for c, _, _ in SAMPLE_TOOLTIP])
+    line = line[line["power_w"].notna()]
+    layers.append(
+        alt.Chart(line)
+        .mark_line(color=color, strokeWidth=1.2)
+        .encode(
+            x=alt.X("t_rel:Q", title=x_title, scale=x_scale),
+            y=alt.Y("power_w:Q", title=y_title, scale=alt.Scale(zero=True)),
+            tooltip=_tooltip(SAMPLE_TOOLTIP, line),
+        )
+    )
+    if not math.isnan(limit_w):
+        layers.append(
+            alt.Chart(pd.DataFrame({"limit_w": [limit_w]}))
+            .mark_rule(color="#d62728", strokeDash=[6, 3], strokeWidth=1.4)
+            .encode(
+                y=alt.Y("limit_w:Q", title=y_title),
+                tooltip=[alt.Tooltip("limit_w:Q", title="power limit (W)", format=".0f")],
+            )
+        )
+    return alt.layer(*layers)
+
+
+def _backend_timeline(
+    backend: str, samples: pd.DataFrame, windows: pd.DataFrame
+) -> alt.TopLevelMixin:
+    """One backend's panel: power line, limit rule, window bands; one row per GPU."""
+    color = backend_color(backend)
+    samples = samples.copy()
+    samples["t"] = pd.to_numeric(samples["t"], errors="coerce")
+    if _has_data(samples, "t_rel"):
+        samples["t_rel"] = pd.to_numeric(samples["t_rel"], errors="coerce")
+        t0 = float((samples["t"] - samples["t_rel"]).median())
+    else:
+        t0 = float(samples["t"].min())
+    samples["t_rel"] = (samples["t"] - t0).round(3)
+    notes = []
+    if _has_data(samples, "power_w"):
+        samples["power_w"] = pd.to_numeric(samples["power_w"], errors="coerce")
+        notes.append("line: instant power (NVML)")
+    elif _has_data(samples, "power_avg_w"):
+        samples["power_w"] = pd.to_numeric(samples["power_avg_w"], errors="coerce")
+        notes.append("line: NVML 1-s average power (instant power unavailable)")
+    else:
+        samples["power_w"] = math.nan
+        notes.append("the samples hold no power readings")
+    samples["power_w"] = samples["power_w"].round(1)
+    gpu = samples["gpu"] if "gpu" in samples.columns else pd.Series(0, index=samples.index)
+    samples["gpu"] = pd.to_numeric(gpu, errors="coerce").fillna(0).astype(int)
+    gpus = sorted(set(samples["gpu"]))
+
+    bands = pd.DataFrame(columns=["gpu", "w_start", "w_end", "mode"])
+    if not windows.empty and {"t_start", "t_end", "gpu"} <= set(windows.columns):
+        bands = windows.copy()
+        bands["w_start"] = (pd.to_numeric(bands["t_start"], errors="coerce") - t0).round(3)
+        bands["w_end"] = (pd.to_numeric(bands["t_end"], errors="coerce") - t0).round(3)
+        bands["gpu"] = pd.to_numeric(bands["gpu"], errors="coerce")
+        bands = bands[bands[["w_start", "w_end", "gpu"]].notna().all(axis=1)]
+        bands = bands[bands["gpu"].isin(gpus)]
+    if not bands.empty:
+        notes.append("bands: measurement windows, coloured by mode")
+
+    def limit_of(g: int) -> float:
+        for frame in (samples, windows):
+            if "power_limit_w" in frame.columns and "gpu" in frame.columns:
+                mine = pd.to_numeric(frame["gpu"], errors="coerce") == g
+                value = pd.to_numeric(frame.loc[mine, "power_limit_w"], errors="coerce").median()
+                if not math.isnan(value):
+                    return float(value)
+        return math.nan
+
+    limits = {g: limit_of(g) for g in gpus}
+    if any(not math.isnan(v) for v in limits.values()):
+        notes.append("dashed: power limit")
+
+    names: dict[int, str] = {}
+    for frame in (samples, windows):
+        if not names and {"gpu_name", "gpu"} <= set(frame.columns):
+            named = frame[["gpu", "gpu_name"]].copy()
+            named["gpu"] = pd.to_numeric(named["gpu"], errors="coerce")
+            named = named.dropna()
+            names = {int(g): str(n) for g, n in named.groupby("gpu")["gpu_name"].first().items()}
+    ends = [samples["t_rel"].max()] + ([bands["w_end"].max()] if not bands.empty else [])
+    x_domain = [min(0.0, float(samples["t_rel"].min())), float(max(ends))]
+    modes = sorted(set(bands["mode"])) if not bands.empty else []
+
+    panels = []
+    for g in gpus:
+        group = samples[samples["gpu"] == g].sort_values("t_rel")
+        step = max(1, math.ceil(len(group) / MAX_LINE_POINTS))
+        if step > 1:
+            notes.append(f"GPU {g}: every {step}th of {len(group)} samples drawn")
+        layer = _gpu_layers(
+            group.iloc[::step], bands[bands["gpu"] == g], limits[g], color, x_domain, modes
+        )
+        label = f"GPU {g}" + (f" · {names[g]}" if names.get(g) else "")
+        height = 200 if len(gpus) == 1 else 140
+        panels.append(layer.properties(width=720, height=height, title=label))
+    gpu_names = ", ".join(sorted(set(names.values())))
+    title = alt.TitleParams(
+        f"{backend}: power during the kernel loops" + (f" on {gpu_names}" if gpu_names else ""),
+        subtitle=["; ".join(notes)],
+        color=color,
+        anchor="start",
+    )
+    if len(panels) == 1:
+        return panels[0].properties(title=title)
+    return alt.vconcat(*panels).properties(title=title)
+
+
+def power_timeline_chart(timeline: pd.DataFrame, windows: pd.DataFrame) -> alt.TopLevelMixin:
+    """Per backend: instant power against time, the power limit, and the windows as bands."""
+    timeline = timeline if timeline is not None else pd.DataFrame()
+    windows = _prepare_windows(windows if windows is not None else pd.DataFrame())
+    has_samples = not timeline.empty and {"backend", "t"} <= set(timeline.columns)
+    if has_samples:
+        timeline = timeline.copy()
+        timeline["backend"] = timeline["backend"].map(_text)
+    backends = sorted(
+        set(timeline["backend"] if has_samples else []) | set(windows.get("backend", []))
+    )
+    if not backends:
+        return _no_data_chart(
+            "Kernel power timeline", f"no power samples: {_sources(windows)} (no windows)"
+        )
+    panels = []
+    for backend in backends:
+        samples = timeline[timeline["backend"] == backend] if has_samples else pd.DataFrame()
+        mine = windows[windows["backend"] == backend] if not windows.empty else windows
+        if samples.empty or "t" not in samples.columns:
+            panels.append(
+                _no_data_chart(
+                    f"{backend}: kernel power timeline",
+                    f"no power samples: {_sources(windows, backend)}",
+                ).properties(
+                    title=alt.TitleParams(
+                        f"{backend}: no power samples: {_sources(windows, backend)}",
+                        subtitle=[
+                            f"{len(mine)} windows recorded, "
+                            f"{_has_power(mine)} with an average power reading"
+                        ],
+                        color=backend_color(backend),
+                        anchor="start",
+                    )
+                )
+            )
+        else:
+            panels.append(_backend_timeline(backend, samples, mine))
+    if len(panels) == 1:
+        return panels[0]
+    return alt.vconcat(*panels).resolve_scale(color="independent")
+
+
+# ---------------------------------------------------------------------------------------------
+# Power against utilisation
+# ---------------------------------------------------------------------------------------------
+
+
+def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
+    """Average power of each window against its tensor-pipe utilisation (or SM clock)."""
+    title = "Power vs tensor-pipe utilisation, per window and GPU"
+    df = _prepare_windows(windows if windows is not None else pd.DataFrame())
+    if df.empty or not _has_data(df, "avg_w"):
+        return _no_data_chart(
+            title, f"no power was measured (power source: {_sources(df)}); nothing to plot"
+        )
+    df["avg_w"] = pd.to_numeric(df["avg_w"], errors="coerce")
+    df = df[df["avg_w"].notna()].copy()
+    if _has_data(df, "tensor_util"):
+        x_field, x_title = "tensor_util", "tensor-pipe utilisation (GPM, %)"
+        subtitle = [
+            "far below the limit with low tensor utilisation: the GPU is under-used; "
+            "throttling shows in the clocks-event reasons (class in the tooltip)",
+        ]
+        x_scale = alt.Scale(domain=[0, 100])
+    elif _has_data(df, "sm_clock_mhz"):
+        x_field, x_title = "sm_clock_mhz", "median SM clock (MHz)"
+        subtitle = [
+            "GPM utilisation was unavailable on this GPU/driver (needs Hopper or newer): "
+            "x is the median SM clock instead",
+        ]
+        x_scale = alt.Scale(zero=False)
+    else:
+        return _no_data_chart(
+            title,
+            f"power measured ({_sources(df)}) but neither GPM utilisation nor SM clocks were",
+        )
+    df[x_field] = pd.to_numeric(df[x_field], errors="coerce")
+    dropped = int(df[x_field].isna().sum())
+    df = df[df[x_field].notna()]
+    if dropped:
+        subtitle.append(f"{dropped} windows without {x_title.split(' (')[0]} not shown")
+    limits = sorted(
+        {float(v) for v in pd.to_numeric(df.get("power_limit_w"), errors="coerce").dropna()}
+        if "power_limit_w" in df.columns
+        else set()
+    )
+    if limits:
+        subtitle.append("dashed: power limit")
+    tooltip_cols: list[tuple[str, str, str]] = [
+        ("window", "window", ""),
+        ("backend", "backend", ""),
+        ("gpu", "GPU", "d"),
+        ("M", "M", "d"),
+        ("mode", "mode", ""),
+        ("avg_w", "avg W", ".1f"),
+        ("tensor_util", "tensor util (%)", ".0f"),
+        ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
+        ("dram_util", "DRAM util (%)", ".0f"),
+        ("pct_limit", "% of limit", ".1f"),
+        ("class", "class", ""),
+        ("why", "why", ""),
+    ]
+    tooltip_cols = [
+        t
+        for t in tooltip_cols
+        if t[0] in df.columns and (t[2] == "" or t[0] == x_field or _has_data(df, t[0]))
+    ]
+    data = _strict(df, [c for c, _, _ in tooltip_cols] + [x_field, "avg_w"])
+    backends = sorted({str(b) for b in df["backend"]})
+    points = (
+        alt.Chart(data)
+        .mark_point(size=70, filled=True, opacity=0.85)
+        .encode(
+            x=alt.X(f"{x_field}:Q", title=x_title, scale=x_scale),
+            y=alt.Y("avg_w:Q", title="average power (W)", scale=alt.Scale(zero=True)),
+            color=alt.Color(
+                "backend:N", scale=backend_scale(backends), legend=alt.Legend(orient="bottom")
+            ),
+            shape=alt.Shape(
+                "mode:N",
+                scale=alt.Scale(
+                    domain=list(MODE_SHAPES), range=[MODE_SHAPES[m] for m in MODE_SHAPES]
+                ),
+                legend=alt.Legend(orient="bottom", title="window mode"),
+            ),
+            tooltip=_tooltip(tooltip_cols, data),
+        )
+    )
+    layers: list[alt.Chart] = [points]
+    if limits:
+        layers.append(
+            alt.Chart(pd.DataFrame({"limit_w": limits}))
+            .mark_rule(color="#d62728", strokeDash=[6, 3])
+            .encode(
+                y="limit_w:Q",
+                tooltip=[alt.Tooltip("limit_w:Q", title="power limit (W)", format=".0f")],
+            )
+        )
+    return alt.layer(*layers).properties(
+        width=520,
+        height=320,
+        title=alt.TitleParams(title, subtitle=subtitle, anchor="start"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point (called by scripts/plot_power.py)
+# ---------------------------------------------------------------------------------------------
+
+PathLike = str | os.PathLike
+
+
+def read_timelines(paths: PathLike | Iterable[PathLike] | None) -> pd.DataFrame:
+    """The concatenated timelines of ``paths`` (one path, several, or None); may be empty."""
+    if paths is None:
+        return pd.DataFrame()
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    frames = [read_table(p) for p in paths if Path(p).exists() and Path(p).stat().st_size > 0]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def read_windows(path: PathLike) -> pd.DataFrame:
+    if not Path(path).exists() or Path(path).stat().st_size == 0:
+        return pd.DataFrame()
+    try:
+        return read_table(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def plot_power(
+    windows: PathLike,
+    timelines: PathLike | Iterable[PathLike] | None,
+    out_html: PathLike,
+    out_png: PathLike,
+    out_spec: PathLike,
+    kind: str,
+) -> dict[str, Any]:
+    """Save the ``timeline`` or ``power_vs_util`` figure of the kernel-power tables."""
+    table = read_windows(windows)
+    if kind == "timeline":
+        chart = power_timeline_chart(read_timelines(timelines), table)
+    elif kind == "power_vs_util":
+        chart = power_vs_util_chart(table)
+    else:
+        raise ValueError(f"unknown kernel-power figure {kind!r}: timeline or power_vs_util")
+    return save_chart(chart, out_html, out_png, out_spec)
