@@ -168,6 +168,16 @@ def test_classification_of_every_class():
     assert len(df) == len(make_windows())  # every window keeps its row
 
 
+def test_under_filled_decode_loop():
+    # As measured on the H200: a graph-replayed M=16 GEMM, back to back, half the SMs busy.
+    row = {"status": "ok", "power_source": "nvml", "mode": "graph", "avg_w": 352.0,
+           "pct_limit": 50.4, "sm_util": 56.5, "tensor_util": 6.8, "dram_util": 0.0,
+           "throttle_reasons": ""}  # fmt: skip
+    cls, why = classify_window(row)
+    assert cls == "under-filled"
+    assert why.startswith("SM util 56% < 80% with tensor 7% and DRAM 0% < 50%")
+
+
 def test_classification_without_nvml_and_edge_cases():
     assert classify_window({"label": "idle", "mode": "idle", "power_source": "none"}) == (
         "no data",

@@ -28,6 +28,7 @@ UTIL_BUSY_PCT = 50.0
 #: Share of the power limit (%) at or above which a power-cap reason means "power-capped".
 POWER_CAP_PCT = 90.0
 THERMAL_REASONS = ("hw_thermal_slowdown", "sw_thermal_slowdown")
+UNDERFILLED_SM_PCT = 80.0
 POWER_REASONS = ("sw_power_cap", "hw_power_brake_slowdown")
 GPM_COLUMNS = ("sm_util", "tensor_util", "dram_util")
 
@@ -36,6 +37,7 @@ CLASSES: tuple[str, ...] = (
     "power-capped",
     "thermally throttled",
     "launch-bound",
+    "under-filled",
     "memory-bound",
     "compute-bound",
     "unclassified",
@@ -46,6 +48,7 @@ CLASS_COLORS: dict[str, str] = {
     "power-capped": "#e45756",
     "thermally throttled": "#d62728",
     "launch-bound": "#f58518",
+    "under-filled": "#eeca3b",
     "memory-bound": "#4c78a8",
     "compute-bound": "#54a24b",
     "unclassified": "#9d755d",
@@ -64,6 +67,9 @@ CLASSIFICATION_RULE: tuple[str, ...] = (
     f"tensor-pipe utilisation ≥ {UTIL_BUSY_PCT:.0f} % → compute-bound",
     f"DRAM bandwidth utilisation ≥ {UTIL_BUSY_PCT:.0f} % → memory-bound",
     f"SM utilisation < {UTIL_BUSY_PCT:.0f} % (the GPU idles between kernels) → launch-bound",
+    f"SM utilisation < {UNDERFILLED_SM_PCT:.0f} % with tensor and DRAM below "
+    f"{UTIL_BUSY_PCT:.0f} % (kernels run back to back but their grid leaves SMs idle, as "
+    "decode-sized GEMMs do) → under-filled",
     "anything else → unclassified",
 )
 
@@ -140,6 +146,12 @@ def classify_window(row: Any) -> tuple[str, str]:
             "launch-bound",
             f"SM util {sm:.0f}% < {UTIL_BUSY_PCT:.0f}%: idle between kernels "
             f"(tensor {_pct(tensor)}, DRAM {_pct(dram)}){note}",
+        )
+    if not math.isnan(sm) and sm < UNDERFILLED_SM_PCT:
+        return (
+            "under-filled",
+            f"SM util {sm:.0f}% < {UNDERFILLED_SM_PCT:.0f}% with tensor {_pct(tensor)} and "
+            f"DRAM {_pct(dram)} < {UTIL_BUSY_PCT:.0f}%: too few blocks to fill the GPU{note}",
         )
     return (
         "unclassified",
