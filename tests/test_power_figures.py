@@ -267,7 +267,7 @@ def test_timeline_thins_long_runs_and_has_a_row_per_gpu(tables):
     assert [p["title"] for p in spec["vconcat"]] == ["GPU 0 · NVIDIA H200", "GPU 1 · NVIDIA H200"]
     samples = [v for v in _values(spec) if "power_w" in v]
     assert len(samples) == 2 * math.ceil(6200 / 4)  # 6200 samples per GPU, every 4th drawn
-    assert "GPU 1: every 4th of 6200 samples drawn" in json.dumps(spec)
+    assert "GPU 1: 1 in 4 of 6200 samples drawn" in json.dumps(spec)
     # both panels draw their windows (the two GPUs' bands are equal: one shared dataset)
     assert [p["layer"][0]["mark"]["type"] for p in spec["vconcat"]] == ["rect", "rect"]
     assert len([v for v in _values(spec) if "w_start" in v]) == len(windows) // 2

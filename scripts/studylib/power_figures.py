@@ -371,7 +371,7 @@ def _backend_timeline(
         group = samples[samples["gpu"] == g].sort_values("t_rel")
         step = max(1, math.ceil(len(group) / MAX_LINE_POINTS))
         if step > 1:
-            notes.append(f"GPU {g}: every {step}th of {len(group)} samples drawn")
+            notes.append(f"GPU {g}: 1 in {step} of {len(group)} samples drawn")
         layer = _gpu_layers(
             group.iloc[::step], bands[bands["gpu"] == g], limits[g], color, x_domain, modes
         )
