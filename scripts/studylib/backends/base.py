@@ -15,6 +15,7 @@ An adapter module defines:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,3 +64,32 @@ def cuda_capability() -> tuple[int, int]:
     import torch
 
     return torch.cuda.get_device_capability()
+
+
+def distribution_version(*names: str) -> str | None:
+    """The installed version of the first of these distributions that is installed."""
+    from importlib import metadata
+
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def gpu_library_environment(module: str, version: str | None, device: str) -> dict:
+    """The environment of a CUDA-only library: unsupported without CUDA or when it won't import."""
+    if device != "cuda":
+        return {"library_version": version, "unsupported": "no CUDA device"}
+    try:
+        imported = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - a missing or broken install is a result
+        return {
+            "library_version": version,
+            "unsupported": f"{module} not importable: {type(exc).__name__}: {exc}",
+        }
+    return {
+        "library_version": version or getattr(imported, "__version__", None),
+        "unsupported": None,
+    }

@@ -9,7 +9,14 @@ FP4 values and scales with FlashInfer's ``e2m1_and_ufp8sf_scale_to_float``.
 
 from __future__ import annotations
 
-from .base import Prepared, Unsupported, gemm_bytes, gemm_flops
+from .base import (
+    Prepared,
+    Unsupported,
+    distribution_version,
+    gemm_bytes,
+    gemm_flops,
+    gpu_library_environment,
+)
 
 OPS = {
     "mm_fp4": {
@@ -33,25 +40,7 @@ BLOCK = 16  # NVFP4: one e4m3 scale per 16 values
 
 
 def environment(device: str) -> dict:
-    from importlib import metadata
-
-    try:
-        version = metadata.version("flashinfer-python")
-    except metadata.PackageNotFoundError:
-        version = None
-    if device != "cuda":
-        return {"library_version": version, "unsupported": "no CUDA device"}
-    try:
-        import flashinfer
-    except Exception as exc:  # noqa: BLE001 - a missing or broken install is a result
-        return {
-            "library_version": version,
-            "unsupported": f"flashinfer not importable: {type(exc).__name__}: {exc}",
-        }
-    return {
-        "library_version": version or getattr(flashinfer, "__version__", None),
-        "unsupported": None,
-    }
+    return gpu_library_environment("flashinfer", distribution_version("flashinfer-python"), device)
 
 
 def is_unsupported_error(exc: BaseException) -> bool:

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import importlib
 
-from .base import Prepared, Unsupported, gemm_bytes, gemm_flops
+from .base import (
+    Prepared,
+    Unsupported,
+    distribution_version,
+    gemm_bytes,
+    gemm_flops,
+    gpu_library_environment,
+)
 
 OPS = {
     "cutlass_scaled_fp4_mm": {"dtypes": ["nvfp4"], "impls": ["cutlass"], "grouped": False},
@@ -30,28 +37,11 @@ FP4_MAX = 6.0
 
 
 def _version() -> str | None:
-    from importlib import metadata
-
-    for dist in ("sglang-kernel", "sgl-kernel"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    return distribution_version("sglang-kernel", "sgl-kernel")
 
 
 def environment(device: str) -> dict:
-    version = _version()
-    if device != "cuda":
-        return {"library_version": version, "unsupported": "no CUDA device"}
-    try:
-        import sgl_kernel  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - a missing or broken install is a result
-        return {
-            "library_version": version,
-            "unsupported": f"sgl_kernel not importable: {type(exc).__name__}: {exc}",
-        }
-    return {"library_version": version, "unsupported": None}
+    return gpu_library_environment("sgl_kernel", _version(), device)
 
 
 def find(name: str):
