@@ -47,7 +47,7 @@ rule plot_sweep_table:
     output:
         html=report(
             "results/figures/{figure}.html",
-            caption="../report/captions/{figure}.rst",
+            caption="../report/captions/sweep_figure.rst",
             category="Kernel sweeps",
             subcategory="Across backends",
             labels={"figure": "{figure}"},
@@ -73,7 +73,7 @@ rule plot_power:
     output:
         html=report(
             "results/figures/power_{power_fig}.html",
-            caption="../report/captions/power_{power_fig}.rst",
+            caption="../report/captions/power_figure.rst",
             category="Kernel power",
             labels={"figure": "power {power_fig}"},
         ),

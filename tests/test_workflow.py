@@ -105,6 +105,16 @@ def test_outputs_exist_and_hold_valid_rows(study):
         assert (results / "logs" / log).exists()
 
 
+def test_snakemake_report_zip(study):
+    proc = snakemake(study, "--report", "results/report.zip")
+    assert "Report created" in proc.stdout + proc.stderr
+    import zipfile
+
+    names = zipfile.ZipFile(study / "results" / "report.zip").namelist()
+    assert any(n.endswith("latency_torch.html") for n in names)
+    assert any(n.endswith("power_timeline.html") for n in names)
+
+
 def test_second_run_does_nothing(study):
     assert planned_outputs(study) == set()
     started = time.monotonic()
