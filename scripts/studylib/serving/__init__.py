@@ -1,0 +1,1 @@
+"""Inference servers for decode-power runs: engine adapters and the process launcher."""

@@ -1,0 +1,119 @@
+"""A stand-in inference server following SGLang's / vLLM's HTTP contract, for tests.
+
+    python tests/standin_server.py --port P [--ready-after S] [--ignore-sigterm]
+        [--exit-before-ready CODE] [--crash-after-requests N] [--spawn-child]
+
+GET /health: 503 until --ready-after seconds have passed, then 200. POST /v1/completions:
+an OpenAI completion of max_tokens tokens (streamed as SSE when "stream" is true), stopping
+early at "EOS" unless ignore_eos is set. POST /start|stop|dump_expert_distribution_record:
+SGLang's recorder (the dump gives per-layer per-expert token counts).
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STATE = {"requests": 0, "recording": False}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model-path", default="standin")
+    parser.add_argument("--ready-after", type=float, default=0.0)
+    parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--exit-before-ready", type=int)
+    parser.add_argument("--crash-after-requests", type=int)
+    parser.add_argument("--spawn-child", action="store_true")
+    parser.add_argument("--token-delay", type=float, default=0.001)
+    parser.add_argument("--eos-after", type=int, default=3)
+    args, _ = parser.parse_known_args()
+    started = time.monotonic()
+    print(f"standin: starting on {args.host}:{args.port}", flush=True)
+    if args.ignore_sigterm:
+        signal.signal(signal.SIGTERM, lambda *a: print("standin: ignoring SIGTERM", flush=True))
+    if args.spawn_child:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        print(f"standin: child pid {child.pid}", flush=True)
+    if args.exit_before_ready is not None:
+        time.sleep(0.3)
+        print("standin: fatal: out of GPU memory (simulated)", flush=True)
+        return args.exit_before_ready
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def _json(self, code, obj):
+            body = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/health":
+                ready = time.monotonic() - started >= args.ready_after
+                self._json(200 if ready else 503, {"ready": ready})
+            else:
+                self._json(404, {"error": "not found"})
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            payload = json.loads(self.rfile.read(length) or b"{}")
+            if self.path.endswith("_expert_distribution_record"):
+                action = self.path.strip("/").split("_")[0]
+                STATE["recording"] = action == "start"
+                if action == "dump":
+                    self._json(200, {"logical_count": [[5, 0, 11], [2, 14, 0]]})
+                else:
+                    self._json(200, {"ok": True, "action": action})
+                return
+            if self.path != "/v1/completions":
+                self._json(404, {"error": "not found"})
+                return
+            STATE["requests"] += 1
+            if args.crash_after_requests and STATE["requests"] > args.crash_after_requests:
+                print("standin: crashing during load (simulated)", flush=True)
+                os._exit(9)
+            n = int(payload.get("max_tokens", 16))
+            if not payload.get("ignore_eos"):
+                n = min(n, args.eos_after)
+            if not payload.get("stream"):
+                time.sleep(args.token_delay * n)
+                self._json(200, {"choices": [{"text": "x" * n, "finish_reason": "length"}],
+                                 "usage": {"completion_tokens": n}})  # fmt: skip
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for i in range(n):
+                time.sleep(args.token_delay)
+                chunk = {
+                    "choices": [
+                        {"text": "x", "index": 0, "finish_reason": "length" if i == n - 1 else None}
+                    ]
+                }
+                if i == n - 1:
+                    chunk["usage"] = {"completion_tokens": n}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print("standin: serving", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
