@@ -45,8 +45,8 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # Stamps make reruns instant; they depend on the pin files, so a changed pin reinstalls.
-$(VENV)/.study-$(STACK): envs/requirements-study.txt envs/requirements-torch.txt | $(BIN)/python
-	$(BIN)/python -m pip install -q -r envs/requirements-study.txt $(TORCH_REQ)
+$(VENV)/.study-$(STACK): envs/requirements-study.txt envs/requirements-torch.txt envs/requirements-serving.txt | $(BIN)/python
+	$(BIN)/python -m pip install -q -r envs/requirements-study.txt -r envs/requirements-serving.txt $(TORCH_REQ)
 	touch $@
 
 $(VENV)/.dev-$(STACK): $(VENV)/.study-$(STACK) envs/requirements-dev.txt

@@ -103,9 +103,22 @@ def _stream_completion(base_url, model, prompt, spec, extras, record) -> None:
         conn.close()
 
 
-def run_load(base_url: str, model: str, spec: LoadSpec, extras: dict | None = None):
-    """(records, active) where active is [(t, in-flight count)] after every change."""
+def run_load(
+    base_url: str,
+    model: str,
+    spec: LoadSpec,
+    extras: dict | None = None,
+    prompt_format: str = "ids",
+):
+    """(records, active) where active is [(t, in-flight count)] after every change.
+
+    ``prompt_format`` "text" sends each prompt as the text the study's tokenizer maps back
+    to its token ids (for servers that take strings only)."""
     prompts = random_prompts(spec)
+    if prompt_format == "text":
+        from .model import prompt_text
+
+        prompts = [prompt_text(p) for p in prompts]
     todo: queue.Queue = queue.Queue()
     for i, prompt in enumerate(prompts):
         todo.put((i, prompt))

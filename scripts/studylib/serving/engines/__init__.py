@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = {"sglang": "sglang_engine", "vllm": "vllm_engine"}
+MODULES = {
+    "sglang": "sglang_engine",
+    "vllm": "vllm_engine",
+    "transformers": "transformers_engine",
+}
 
 
 def engine(name: str):

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from importlib import metadata
 
 from ..launcher import http_status
+
+
+def one_token_completion(base_url: str, model: str, timeout: float = 60.0) -> str | None:
+    """The text of a real 1-token completion, or None when the server cannot give one yet."""
+    body = json.dumps({"model": model, "prompt": "w5 w6", "max_tokens": 1, "temperature": 0})
+    request = urllib.request.Request(
+        base_url + "/v1/completions",
+        data=body.encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer = json.loads(response.read())
+        return answer["choices"][0].get("text", "")
+    except (urllib.error.URLError, OSError, TimeoutError, ValueError, KeyError, IndexError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -27,6 +47,12 @@ class Engine:
     health_path: str = "/health"
     request_extras: dict = field(default_factory=dict)
     distributions: tuple[str, ...] = ()
+    # "ids": prompts are sent as token-id lists; "text": as text the model's tokenizer maps
+    # back to those ids (servers that only take strings).
+    prompt_format: str = "ids"
+    # Ready only when a real 1-token completion returns (for servers whose /health answers
+    # before the model is loaded).
+    ready_by_completion: bool = False
 
     def argv(self, model: str, host: str, port: int, args: list[str], python: str | None = None):
         python = python or sys.executable
@@ -38,9 +64,12 @@ class Engine:
     def base_url(self, host: str, port: int) -> str:
         return f"http://{host}:{port}"
 
-    def ready(self, host: str, port: int) -> bool:
-        """Ready when the health endpoint answers 200 (SGLang only after its own warm-up)."""
-        return http_status(self.base_url(host, port) + self.health_path) == 200
+    def ready(self, host: str, port: int, model: str | None = None) -> bool:
+        """Ready when the health endpoint answers 200 (SGLang only after its own warm-up),
+        or, for ``ready_by_completion`` engines, when a 1-token completion returns."""
+        if not self.ready_by_completion:
+            return http_status(self.base_url(host, port) + self.health_path) == 200
+        return one_token_completion(self.base_url(host, port), model or "") is not None
 
     def version(self) -> str | None:
         for dist in self.distributions:

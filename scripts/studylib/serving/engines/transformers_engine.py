@@ -1,0 +1,20 @@
+"""transformers' own OpenAI-compatible server: ``transformers serve MODEL`` (fastapi/uvicorn).
+
+It serves a local model on CPU or any GPU (``--device``), with continuous batching and
+paged attention under ``--continuous-batching``. Its ``/health`` answers before the model is
+loaded (it loads on first use), so readiness is a real 1-token completion. It takes text
+prompts only; the study's tokenizer maps the text back to the intended token ids, and the
+study's model has no EOS, so no ``ignore_eos`` is needed.
+"""
+
+from .base import Engine
+
+ENGINE = Engine(
+    name="transformers",
+    launch=("transformers", "serve"),
+    model_flag=None,  # the model is the positional argument
+    request_extras={},
+    distributions=("transformers",),
+    prompt_format="text",
+    ready_by_completion=True,
+)
