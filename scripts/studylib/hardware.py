@@ -57,14 +57,16 @@ def git_info(repo: str | os.PathLike = ".") -> dict:
             ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10
         )
 
+    # A copy of the working tree without .git (e.g. on a lent GPU box) can be told its commit.
+    fallback = {"git_commit": os.environ.get("STUDY_GIT_COMMIT") or None, "git_dirty": None}
     try:
         commit = git("rev-parse", "HEAD")
         if commit.returncode != 0:
-            return {"git_commit": None, "git_dirty": None}
+            return fallback
         dirty = git("status", "--porcelain", "--untracked-files=no")
         return {"git_commit": commit.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
-        return {"git_commit": None, "git_dirty": None}
+        return fallback
 
 
 def nvml_gpus() -> tuple[dict, list[dict], str | None]:
