@@ -13,6 +13,7 @@ The first answer is the hello: the backend's environment on this machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -157,17 +158,23 @@ class Measurer:
         try:
             inject_fault(point)
             row = self._measure(point)
-        except Unsupported as exc:
-            row = {"status": "unsupported", "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one point's failure is a result
-            classify = getattr(self.module, "is_unsupported_error", None)
-            if classify is not None and classify(exc):
-                row = {"status": "unsupported", "error": describe(exc)}
-            else:
-                traceback.print_exc()
-                row = {"status": "error", "error": describe(exc)}
-            row["fatal"] = not self.context_alive()
+            row = self.failure(exc)
         row["point_s"] = time.monotonic() - started
+        return row
+
+    def failure(self, exc: Exception) -> dict:
+        """The row of a point that raised: unsupported (the library or arch says no) or error;
+        ``fatal`` when the exception left the CUDA context unusable."""
+        if isinstance(exc, Unsupported):
+            return {"status": "unsupported", "error": str(exc)}
+        classify = getattr(self.module, "is_unsupported_error", None)
+        if classify is not None and classify(exc):
+            row = {"status": "unsupported", "error": describe(exc)}
+        else:
+            traceback.print_exc()
+            row = {"status": "error", "error": describe(exc)}
+        row["fatal"] = not self.context_alive()
         return row
 
     def _measure(self, point: dict) -> dict:
@@ -191,7 +198,7 @@ class Measurer:
             "first_call_ms": first_call_ms,
         }
         watch = self.clock_watch() if self.clock_watch else None
-        with watch or _nothing():
+        with watch or contextlib.nullcontext():
             eager = sample_until(lambda: self.timer.eager(prepared.run), self.rule)
             row.update(summarize(eager, "eager"))
             if self.device == "cuda":
@@ -244,14 +251,8 @@ class Measurer:
                 "calls": calls,
                 "us_per_call": (t1 - t0) * 1e6 / calls,
             }
-        except Unsupported as exc:
-            row = {"status": "unsupported", "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one point's failure is a result
-            classify = getattr(self.module, "is_unsupported_error", None)
-            status = "unsupported" if classify is not None and classify(exc) else "error"
-            if status == "error":
-                traceback.print_exc()
-            row = {"status": status, "error": describe(exc), "fatal": not self.context_alive()}
+            row = self.failure(exc)
         row["point_s"] = time.monotonic() - started
         return row
 
@@ -287,14 +288,6 @@ class Measurer:
         result["cold_sets"] = sets
         result.pop("cold_calls")
         return result
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def main(argv=None) -> int:
