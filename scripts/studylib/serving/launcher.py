@@ -77,6 +77,7 @@ class ServerProcess:
         self.stop_grace_s = stop_grace_s
         self.proc: subprocess.Popen | None = None
         self.ready_after_s: float | None = None
+        self.stop_result: dict | None = None
 
     def start(self) -> ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -154,6 +155,7 @@ class ServerProcess:
             time.sleep(0.1)
         result["stop_s"] = time.monotonic() - started
         result["left_behind"] = group_alive(pgid)
+        self.stop_result = result
         self._log_file.close()
         if result["left_behind"]:
             raise ServerFailed(f"processes of server group {pgid} are still running")

@@ -133,19 +133,27 @@ def run_load(
             active.append((time.monotonic(), in_flight[0]))
 
     def client() -> None:
-        while True:
-            try:
-                index, prompt = todo.get_nowait()
-            except queue.Empty:
-                return
-            record = RequestRecord(index=index, start=time.monotonic())
-            change(+1)
-            try:
-                _stream_completion(base_url, model, prompt, spec, extras or {}, record)
-            finally:
-                change(-1)
-                with lock:
-                    records.append(record)
+        # A client slot counts as in flight from its first request to its last: the next
+        # request follows the previous one at once, so the count does not dip in between.
+        try:
+            index, prompt = todo.get_nowait()
+        except queue.Empty:
+            return
+        change(+1)
+        try:
+            while True:
+                record = RequestRecord(index=index, start=time.monotonic())
+                try:
+                    _stream_completion(base_url, model, prompt, spec, extras or {}, record)
+                finally:
+                    with lock:
+                        records.append(record)
+                try:
+                    index, prompt = todo.get_nowait()
+                except queue.Empty:
+                    return
+        finally:
+            change(-1)
 
     threads = [threading.Thread(target=client, daemon=True) for _ in range(spec.concurrency)]
     for thread in threads:
