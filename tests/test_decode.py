@@ -1,9 +1,7 @@
 """Decode power end to end on the CPU: transformers serve, a local MoE, load, windows."""
 
 import json
-import shutil
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,9 +16,6 @@ from test_serving import STANDIN, free_port  # noqa: E402
 
 
 def test_transformers_decode_on_cpu(tmp_path, monkeypatch):
-    # Make `transformers` (the CLI) resolvable as it is in an activated venv.
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}")
-    assert shutil.which("transformers")
     build_moe_model(tmp_path / "model", TINY, seed=0, dtype="float32")
     plan = {
         "engine": "transformers", "variant": "cpu", "model": str(tmp_path / "model"),

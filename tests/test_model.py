@@ -37,9 +37,7 @@ def test_model_builds_loads_and_never_stops_early(tmp_path):
 
 def test_transformers_engine_serves_decode_on_cpu(tmp_path):
     """The whole decode path on this machine: build, launch, ready, load, tear down."""
-    import shutil
     import sys
-    from pathlib import Path
 
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
@@ -49,11 +47,10 @@ def test_transformers_engine_serves_decode_on_cpu(tmp_path):
     from test_serving import free_port
 
     build_moe_model(tmp_path / "m", TINY, seed=0, dtype="float32")
-    cli = shutil.which("transformers") or str(Path(sys.executable).parent / "transformers")
     eng, port, model = engine("transformers"), free_port(), str(tmp_path / "m")
     argv = eng.argv(model, "127.0.0.1", port, ["--device", "cpu"])
-    argv[0] = cli
-    server = ServerProcess(argv, tmp_path / "server.log",
+    assert argv[:4] == [sys.executable, "-m", "transformers.cli.transformers", "serve"]
+    server = ServerProcess(argv, tmp_path / "server.log", env=eng.env,
                            ready=lambda: eng.ready("127.0.0.1", port, model),
                            ready_timeout_s=120, poll_s=0.5)  # fmt: skip
     spec = LoadSpec(concurrency=2, num_prompts=4, input_len=8, output_len=6, vocab_size=512)

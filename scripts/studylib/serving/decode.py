@@ -90,7 +90,7 @@ def run_decode(plan: dict, out_dir: str | Path) -> pd.DataFrame:
         argv,
         out_dir / "server.log",
         ready=lambda: eng.ready(host, port, plan["model"]),
-        env=plan.get("env"),
+        env={**eng.env, **{k: str(v) for k, v in (plan.get("env") or {}).items()}},
         ready_timeout_s=plan.get("ready_timeout_s", 1800),
         stop_grace_s=plan.get("stop_grace_s", 30),
     )

@@ -53,6 +53,8 @@ class Engine:
     # Ready only when a real 1-token completion returns (for servers whose /health answers
     # before the model is loaded).
     ready_by_completion: bool = False
+    # Environment every launch of this engine gets (before the variant's own `env`).
+    env: dict = field(default_factory=dict)
 
     def argv(self, model: str, host: str, port: int, args: list[str], python: str | None = None):
         python = python or sys.executable

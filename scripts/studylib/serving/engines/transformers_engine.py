@@ -11,10 +11,18 @@ from .base import Engine
 
 ENGINE = Engine(
     name="transformers",
-    launch=("transformers", "serve"),
+    # The CLI as a module of the study's interpreter: no PATH lookup needed.
+    launch=("{python}", "-m", "transformers.cli.transformers", "serve"),
     model_flag=None,  # the model is the positional argument
     request_extras={},
     distributions=("transformers",),
     prompt_format="text",
     ready_by_completion=True,
+    # Never touch a hub: the model is local, and the CLI's update check would reach PyPI.
+    env={
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    },
 )
