@@ -10,6 +10,8 @@ sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 from studylib.plan import (  # noqa: E402
     check_config,
+    decode_plan,
+    decode_variants,
     enabled_backends,
     schema_problem,
     kernel_power_plan,
@@ -29,6 +31,7 @@ if _problems:
     raise WorkflowError("invalid config: " + "; ".join(_problems))
 
 BACKENDS = enabled_backends(config)
+DECODE_VARIANTS = decode_variants(config)
 # Backends with kernel-power points (and enabled).
 POWER_BACKENDS = [b for b in BACKENDS if config["kernel_power"]["backends"].get(b)]
 CONFIG_HASH = stable_hash(config)
@@ -40,6 +43,7 @@ REPORT_TEMPLATES = sorted(
 
 wildcard_constraints:
     backend="|".join(BACKENDS),
+    variant="|".join(DECODE_VARIANTS) or "no-variant",
 
 
 def backend_plan(wildcards):
@@ -49,3 +53,14 @@ def backend_plan(wildcards):
 
 def backend_power_plan(wildcards):
     return kernel_power_plan(config, wildcards.backend)
+
+
+def variant_decode_plan(wildcards):
+    return decode_plan(config, wildcards.variant)
+
+
+def decode_inputs(wildcards):
+    """The locally built model, for variants that serve it."""
+    if config["decode"]["variants"][wildcards.variant]["model"] == "local":
+        return {"model": "results/decode/model"}
+    return {}

@@ -35,4 +35,13 @@ def tiny_config() -> dict:
     for points in config["kernel_power"]["backends"].values():
         for point in points:
             point["M"] = [16]
+    config["decode"].update(
+        concurrency={"cuda": [1], "cpu": [1, 2]}, output_len={"cuda": 16, "cpu": 12},
+        input_len={"cuda": 8, "cpu": 8}, idle_s={"cuda": 1, "cpu": 0.3},
+        min_steady_s={"cuda": 1, "cpu": 0.01}, prompts_per_concurrency=3,
+    )  # fmt: skip
+    config["decode"]["model"]["cpu"] = {
+        "vocab_size": 512, "hidden_size": 64, "moe_intermediate_size": 32, "layers": 1,
+        "heads": 4, "kv_heads": 2, "experts": 8, "top_k": 2,
+    }  # fmt: skip
     return config

@@ -15,7 +15,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from .figures import _has_data, _no_data_chart, read_table, save_chart, strict_frame
+from .figures import _has_data, _no_data_chart, log_ticks, read_table, save_chart, strict_frame
 
 TITLE = "Decode: throughput, power and energy per output token vs concurrency"
 #: Palette of the variants, assigned in sorted order of their names (same in every panel).
@@ -36,7 +36,7 @@ SHORT_STEADY = "steady window shorter than the minimum"
 POWER_COLUMNS: tuple[str, ...] = ("avg_w_per_gpu", "avg_w_total", "pct_limit", "j_per_token")
 TEXT_COLUMNS: tuple[str, ...] = ("engine", "variant", "power_source", "throttle_reasons")
 
-#: Panels: column -> (axis title, log scale allowed).
+#: Panels: column -> axis title.
 POWER_PANELS: tuple[tuple[str, str], ...] = (
     ("output_tok_s", "output tokens/s"),
     ("avg_w_per_gpu", "average power per GPU (W)"),
@@ -163,13 +163,17 @@ def _panel(
 ) -> alt.LayerChart:
     values = pd.to_numeric(data[column], errors="coerce")
     positive = values[values > 0]
-    log_y = not positive.empty and positive.max() / positive.min() > 20 and len(positive) == len(
-        values.dropna()
+    # A log axis when the values span more than 20× (and are all positive).
+    log_y = bool(
+        not positive.empty
+        and len(positive) == values.notna().sum()
+        and positive.max() / positive.min() > 20
     )
     y = alt.Y(
         f"{column}:Q",
         title=title,
         scale=alt.Scale(type="log") if log_y else alt.Scale(zero=True),
+        axis=alt.Axis(values=log_ticks(positive), grid=True) if log_y else alt.Axis(),
     )
     color = alt.Color(
         "variant:N",
@@ -188,7 +192,7 @@ def _panel(
         .transform_filter(f"datum.valid && isValid(datum.{column})")
     )
     invalid = (
-        base.mark_point(size=60, filled=False, opacity=0.45, strokeWidth=1.5, strokeDash=[2, 2])
+        base.mark_point(size=80, filled=False, opacity=0.55, strokeWidth=1.6)
         .encode(tooltip=tooltip)
         .transform_filter(f"!datum.valid && isValid(datum.{column})")
     )
@@ -237,11 +241,13 @@ def decode_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
         subtitle.append("hollow, faded points: invalid runs (reason in the tooltip), not results")
     if n_valid == 0:
         subtitle.append("no valid run: every row is invalid")
-    drawn = data[panels[0][0]] if panels[0][0] in data.columns else pd.Series(dtype=float)
-    undrawn = data[pd.to_numeric(drawn, errors="coerce").isna()] if len(drawn) else data
+    first = panels[0][0]
+    drawn = pd.to_numeric(data[first], errors="coerce") if first in data.columns else None
+    undrawn = data if drawn is None else data[drawn.isna()]
     if not undrawn.empty:
         names = [
-            f"{v} C={int(c)}" for v, c in zip(undrawn["variant"], undrawn["concurrency"], strict=True)
+            f"{v} C={int(c)}"
+            for v, c in zip(undrawn["variant"], undrawn["concurrency"], strict=True)
         ]
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         subtitle.append(f"not drawn (no steady window measured): {shown}")

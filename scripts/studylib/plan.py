@@ -185,3 +185,22 @@ def check_kernel_power(config: dict) -> list[str]:
                 problems.append(f"{where}.G: {'needed' if known['grouped'] else 'not allowed'} "
                                 f"for {backend} {entry['op']}")  # fmt: skip
     return problems
+
+
+def decode_variants(config: dict) -> list[str]:
+    return list(config.get("decode", {}).get("variants", {}))
+
+
+def decode_plan(config: dict, variant: str) -> dict:
+    """What one decode variant's job depends on (per-device values resolved at run time)."""
+    settings = {k: v for k, v in config["decode"].items() if k not in ("variants", "model")}
+    return {"variant": variant, "device": config["device"], **settings,
+            **config["decode"]["variants"][variant]}  # fmt: skip
+
+
+def resolve_for_device(plan: dict, device: str) -> dict:
+    """Pick the ``{cuda: .., cpu: ..}`` entries of a plan for ``device``."""
+    return {
+        key: value[device] if isinstance(value, dict) and set(value) == {"cuda", "cpu"} else value
+        for key, value in plan.items()
+    }

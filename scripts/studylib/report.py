@@ -18,6 +18,8 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from .decode_figures import invalid_note
+from .decode_figures import power_sources as decode_power_sources
 from .figures import (
     BACKEND_COLORS,
     EMBED_OPTIONS,
@@ -93,6 +95,33 @@ KERNEL_POWER_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("why", "why", None),
     ("status", "status", None),
     ("error", "error", None),
+)
+
+#: Figure specs shown in the decode-power section (when it is rendered).
+DECODE_FIGURES: tuple[str, ...] = ("decode",)
+#: Decode table: column -> (label, format); ``None`` for text.
+DECODE_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("engine", "engine", None),
+    ("variant", "variant", None),
+    ("concurrency", "concurrency", "{:.0f}"),
+    ("gpus", "GPUs", "{:.0f}"),
+    ("steady_s", "steady s", "{:.1f}"),
+    ("valid", "valid", None),
+    ("output_tok_s", "tok/s", "{:,.1f}"),
+    ("tpot_ms", "TPOT ms", "{:.2f}"),
+    ("itl_p50_ms", "ITL p50 ms", "{:.2f}"),
+    ("itl_p99_ms", "ITL p99 ms", "{:.2f}"),
+    ("ttft_p50_ms", "TTFT p50 ms", "{:.1f}"),
+    ("avg_w_per_gpu", "W/GPU", "{:.1f}"),
+    ("avg_w_total", "W total", "{:.1f}"),
+    ("pct_limit", "% of limit", "{:.1f}"),
+    ("j_per_token", "J/token", "{:.4g}"),
+    ("energy_gap_pct", "counter vs samples gap %", "{:+.1f}"),
+    ("sm_clock_mhz", "SM MHz", "{:.0f}"),
+    ("throttle_reasons", "reasons", None),
+    ("sm_util", "SM util %", "{:.0f}"),
+    ("tensor_util", "tensor util %", "{:.0f}"),
+    ("dram_util", "DRAM util %", "{:.0f}"),
 )
 
 
@@ -469,6 +498,52 @@ def kernel_power_section(
     }
 
 
+def decode_section(
+    path: str | os.PathLike | None, charts: list[dict[str, Any]], out_html
+) -> dict[str, Any] | None:
+    """The decode-power section's context, or None when no decode table was given."""
+    if path is None:
+        return None
+    table = _read_csv(path)
+    rows = []
+    sources: list[str] = []
+    no_power_variants: list[str] = []
+    if not table.empty:
+        table = _clean_text_columns(
+            table.copy(), ("engine", "variant", "power_source", "throttle_reasons")
+        )
+        if "concurrency" in table.columns:
+            table["_c"] = pd.to_numeric(table["concurrency"], errors="coerce")
+            sort = [c for c in ("engine", "variant", "_c") if c in table.columns]
+            table = table.sort_values(sort, kind="stable")
+        for rec in table.to_dict("records"):
+            note = invalid_note(rec)
+            cells = []
+            for column, _, fmt in DECODE_COLUMNS:
+                if column == "valid":
+                    text = "yes" if not note else note.replace("invalid: ", "no: ", 1)
+                    cells.append({"text": text, "key": "1" if not note else "0", "num": False})
+                else:
+                    cells.append(_kp_cell(rec.get(column), fmt))
+            rows.append({"cells": cells, "valid": not note, "note": note})
+        sources = decode_power_sources(table)
+        if "variant" in table.columns and "power_source" in table.columns:
+            by_variant = table.groupby("variant")["power_source"].agg(
+                lambda s: {v or "none" for v in s}
+            )
+            no_power_variants = sorted(v for v, src in by_variant.items() if src == {"none"})
+    return {
+        "columns": [(c, label) for c, label, _ in DECODE_COLUMNS],
+        "rows": rows,
+        "n_invalid": sum(1 for r in rows if not r["valid"]),
+        "sources": sources,
+        "no_power": bool(rows) and sources == ["none"],
+        "no_power_variants": no_power_variants if sources != ["none"] else [],
+        "charts": [c for c in charts if c["kind"] == "decode"],
+        "link": relative_link(path, out_html),
+    }
+
+
 def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html) -> list[dict[str, Any]]:
     """One entry per spec file; its kind from the name (``latency_<backend>``, ``support``, …)."""
     entries = []
@@ -480,6 +555,8 @@ def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html) -> list[dic
             kind, backend = "latency", name.removeprefix("latency_")
         elif name in POWER_FIGURES:
             kind, backend = "power", None
+        elif name in DECODE_FIGURES:
+            kind, backend = "decode", None
         else:
             kind, backend = "other", None
         stem = path.with_name(name)
@@ -529,6 +606,7 @@ def build_context(
     config_yaml_text=None,
     git: dict | None = None,
     kernel_power_csv=None,
+    decode_csv=None,
 ) -> dict[str, Any]:
     hw = load_hardware(hardware_json)
     if git:
@@ -545,6 +623,7 @@ def build_context(
     backends = sorted(set(latency) | {s["backend"] for s in summaries})
     by_backend = {s["backend"]: s for s in summaries}
     kernel_power = kernel_power_section(kernel_power_csv, charts, out_html)
+    decode = decode_section(decode_csv, charts, out_html)
     table_links = [
         (label, relative_link(path, out_html))
         for label, path in (
@@ -552,6 +631,7 @@ def build_context(
             ("support.csv", support_csv),
             ("hardware.json", hardware_json),
             ("kernel_power.csv", kernel_power_csv),
+            ("decode.csv", decode_csv),
         )
         if path is not None
     ]
@@ -565,13 +645,17 @@ def build_context(
         "latency": [
             {"backend": b, "chart": latency.get(b), "summary": by_backend.get(b)} for b in backends
         ],
-        # Power figures sit in their own section when it is rendered, else with the others.
+        # Power and decode figures sit in their own sections when those are rendered, else
+        # with the others.
         "other_charts": [
             c
             for c in charts
-            if c["kind"] == "other" or (c["kind"] == "power" and kernel_power is None)
+            if c["kind"] == "other"
+            or (c["kind"] == "power" and kernel_power is None)
+            or (c["kind"] == "decode" and decode is None)
         ],
         "kernel_power": kernel_power,
+        "decode": decode,
         "charts": charts,
         "fastest": fastest_table(sweep),
         "sweep": sweep_table(sweep),
@@ -594,11 +678,13 @@ def render_report(
     config_yaml_text: str | None = None,
     git: dict | None = None,
     kernel_power_csv: str | os.PathLike | None = None,
+    decode_csv: str | os.PathLike | None = None,
 ) -> str:
     """Render the report to ``out_html`` (atomically) and return the HTML text.
 
     ``kernel_power_csv`` (the kernel-power windows table) adds the "Kernel power" section;
-    without it the report is rendered as before.
+    without it the report is rendered as before. ``decode_csv`` (the decode table, one row
+    per server variant and concurrency) likewise adds the "Decode power" section.
     """
     context = build_context(
         hardware_json,
@@ -610,6 +696,7 @@ def render_report(
         config_yaml_text,
         git,
         kernel_power_csv,
+        decode_csv,
     )
     html = environment(template_dir).get_template(TEMPLATE).render(**context)
     write_text(out_html, html)

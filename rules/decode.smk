@@ -1,0 +1,56 @@
+rule decode_model:
+    output:
+        directory("results/decode/model"),
+    log:
+        "results/logs/decode/model.log",
+    conda:
+        "../envs/sweep.yaml"
+    params:
+        geometry=config["decode"].get("model", {}),
+        device=config["device"],
+    script:
+        "../scripts/build_decode_model.py"
+
+
+rule decode:
+    input:
+        unpack(decode_inputs),
+    output:
+        summary="results/decode/{variant}/summary.csv",
+        requests="results/decode/{variant}/requests.parquet",
+        windows="results/decode/{variant}/windows.parquet",
+        timeline="results/decode/{variant}/power_timeline.parquet",
+        server_log="results/decode/{variant}/server.log",
+        run="results/decode/{variant}/run.json",
+    log:
+        "results/logs/decode/{variant}.log",
+    conda:
+        "../envs/sweep.yaml"
+    resources:
+        gpu=lambda wildcards: config["decode"]["variants"][wildcards.variant].get(
+            "gpus", 1
+        ),
+    params:
+        plan=variant_decode_plan,
+    script:
+        "../scripts/run_decode.py"
+
+
+rule aggregate_decode:
+    input:
+        summaries=expand(
+            "results/decode/{variant}/summary.csv", variant=DECODE_VARIANTS
+        ),
+    output:
+        report(
+            "results/tables/decode.csv",
+            caption="../report/captions/decode_table.rst",
+            category="Tables",
+            labels={"table": "decode"},
+        ),
+    log:
+        "results/logs/aggregate_decode.log",
+    conda:
+        "../envs/study.yaml"
+    script:
+        "../scripts/aggregate_decode.py"

@@ -1,0 +1,9 @@
+"""Snakemake entry: the local random MoE model served by the transformers engine."""
+
+from studylib.entry import setup_logging
+from studylib.serving.entry import build_model_for_machine
+
+log = setup_logging(snakemake)
+facts = build_model_for_machine(snakemake.params.geometry, snakemake.params.device,
+                                snakemake.output[0])  # fmt: skip
+log.info("built %s", facts)

@@ -1,0 +1,10 @@
+"""Snakemake entry: one server variant's decode-power run -> results/decode/{variant}/."""
+
+from pathlib import Path
+
+from studylib.entry import setup_logging
+from studylib.serving.entry import run_decode_job
+
+log = setup_logging(snakemake)
+run_decode_job(snakemake.params.plan, snakemake.input.get("model"),
+               Path(snakemake.output.summary).parent)  # fmt: skip
