@@ -27,4 +27,6 @@ render_report(
     git=git_info(Path(snakemake.scriptdir).parent),  # noqa: F821
     # Optional: the kernel-power windows table adds the "Kernel power" section.
     kernel_power_csv=snakemake.input.get("kernel_power"),  # noqa: F821
+    # Optional: the decode table adds the "Decode power" section.
+    decode_csv=snakemake.input.get("decode"),  # noqa: F821
 )

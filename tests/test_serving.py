@@ -132,3 +132,38 @@ def test_engine_argv():
     assert sglang.request_extras == {"ignore_eos": True}
     with pytest.raises(KeyError, match="unknown engine 'tgi'"):
         engine("tgi")
+
+
+def test_glm5_example_reproduces_the_seed_server():
+    """Every flag and NCCL variable of the seed's run_tp8.sh, through the sglang engine."""
+    import yaml
+    from snakemake.utils import update_config, validate
+    from studylib.plan import decode_plan, decode_variants, resolve_for_device
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    example = ROOT / "config" / "examples" / "glm5-nvfp4-8x-rtx-pro-6000.yaml"
+    update_config(config, yaml.safe_load(example.read_text()))
+    validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
+    assert decode_variants(config) == ["seed-graphs-off", "production-graphs-on"]
+    plan = resolve_for_device(decode_plan(config, "seed-graphs-off"), "cuda")
+    argv = engine("sglang").argv(plan["model"], plan["host"], plan["port"], plan["args"], "py")
+    seed = (
+        "py -m sglang.launch_server --model-path lukealonso/GLM-5-NVFP4 --host 0.0.0.0 "
+        "--port 8000 --served-model-name glm-5 --reasoning-parser glm45 --tool-call-parser "
+        "glm47 --trust-remote-code --tp-size 8 --mem-fraction-static 0.92 "
+        "--max-running-requests 1024 --kv-cache-dtype auto --quantization modelopt_fp4 "
+        "--attention-backend flashinfer --fp8-gemm-backend cutlass --nsa-decode-backend trtllm "
+        "--nsa-prefill-backend trtllm --moe-runner-backend flashinfer_cutlass "
+        "--disable-cuda-graph --disable-radix-cache"
+    )
+    assert " ".join(argv) == seed
+    assert plan["env"] == {
+        "PYTHONUNBUFFERED": "1", "NCCL_IB_DISABLE": "1", "NCCL_P2P_LEVEL": "5",
+        "NCCL_MIN_NCHANNELS": "8", "OMP_NUM_THREADS": "8", "SAFETENSORS_FAST_GPU": "1",
+        "CUDA_HOME": "/usr/local/cuda-12.8",
+    }  # fmt: skip
+    production = resolve_for_device(decode_plan(config, "production-graphs-on"), "cuda")
+    assert set(plan["args"]) - set(production["args"]) == {
+        "--disable-cuda-graph", "--disable-radix-cache"
+    }  # fmt: skip
+    assert plan["gpus"] == 8 and plan["expert_distribution"] is True

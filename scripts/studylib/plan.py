@@ -188,7 +188,8 @@ def check_kernel_power(config: dict) -> list[str]:
 
 
 def decode_variants(config: dict) -> list[str]:
-    return list(config.get("decode", {}).get("variants", {}))
+    variants = config.get("decode", {}).get("variants", {})
+    return [name for name, spec in variants.items() if spec.get("enabled", True)]
 
 
 def decode_plan(config: dict, variant: str) -> dict:

@@ -80,7 +80,11 @@ def run_decode(plan: dict, out_dir: str | Path) -> pd.DataFrame:
     eng = get_engine(plan["engine"])
     host, port = plan["host"], int(plan["port"])
     base_url = eng.base_url(host, port)
-    argv = eng.argv(plan["model"], host, port, plan.get("args", []), python=sys.executable)
+    args = list(plan.get("args", []))
+    if plan.get("expert_distribution") and plan["engine"] == "sglang":
+        # SGLang records per-layer per-expert token counts only when started this way.
+        args += ["--expert-distribution-recorder-mode", "stat"]
+    argv = eng.argv(plan["model"], host, port, args, python=sys.executable)
     readers, source, why = open_readers(visible_nvml_indices())
     if why:
         log.info("power source %s (%s)", source, why)
