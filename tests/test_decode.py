@@ -57,3 +57,5 @@ def test_sglang_contract_with_expert_distribution(tmp_path, monkeypatch):
     assert not row["valid"]  # steady window far shorter than min_steady_s: flagged
     dump = json.loads((tmp_path / "out" / "expert_distribution_c4.json").read_text())
     assert dump == {"logical_count": [[5, 0, 11], [2, 14, 0]]}
+    m = pd.read_csv(tmp_path / "out" / "expert_m_c4.csv")
+    assert m.groupby("layer")["m"].sum().round(6).tolist() == [32.0, 32.0]  # C=4 x top-8

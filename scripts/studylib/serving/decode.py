@@ -21,6 +21,7 @@ from ..io import write_frame, write_json
 from ..power import Sampler, open_readers, visible_nvml_indices
 from .engines import engine as get_engine
 from .engines.sglang_engine import expert_recorder
+from .experts import RECORDER_DIR_ENV, expert_m, load_logical_count
 from .launcher import ServerProcess
 from .load import LoadSpec, run_load, steady_window, summarize_load
 
@@ -81,9 +82,14 @@ def run_decode(plan: dict, out_dir: str | Path) -> pd.DataFrame:
     host, port = plan["host"], int(plan["port"])
     base_url = eng.base_url(host, port)
     args = list(plan.get("args", []))
+    env = {**eng.env, **{k: str(v) for k, v in (plan.get("env") or {}).items()}}
     if plan.get("expert_distribution") and plan["engine"] == "sglang":
-        # SGLang records per-layer per-expert token counts only when started this way.
+        # SGLang records per-layer per-expert token counts only when started this way, and
+        # writes its dumps into the folder this variable names.
         args += ["--expert-distribution-recorder-mode", "stat"]
+        plan = {**plan, "expert_record_dir": str(out_dir / "expert_record")}
+        Path(plan["expert_record_dir"]).mkdir(parents=True, exist_ok=True)
+        env[RECORDER_DIR_ENV] = plan["expert_record_dir"]
     argv = eng.argv(plan["model"], host, port, args, python=sys.executable)
     readers, source, why = open_readers(visible_nvml_indices())
     if why:
@@ -94,7 +100,7 @@ def run_decode(plan: dict, out_dir: str | Path) -> pd.DataFrame:
         argv,
         out_dir / "server.log",
         ready=lambda: eng.ready(host, port, plan["model"]),
-        env={**eng.env, **{k: str(v) for k, v in (plan.get("env") or {}).items()}},
+        env=env,
         ready_timeout_s=plan.get("ready_timeout_s", 1800),
         stop_grace_s=plan.get("stop_grace_s", 30),
     )
@@ -150,8 +156,11 @@ def _one_concurrency(plan, eng, base_url, c, sampler, source, windows, requests,
                                eng.prompt_format)  # fmt: skip
     if recording:
         expert_recorder(base_url, "stop")
+        record_dir = Path(plan["expert_record_dir"])
+        before = set(record_dir.glob("*"))
         dump = expert_recorder(base_url, "dump")
         (out_dir / f"expert_distribution_c{c}.json").write_text(json.dumps(dump))
+        _save_expert_m(dump, sorted(set(record_dir.glob("*")) - before), c, plan, out_dir)
     for r in records:
         requests.append({"concurrency": c, "index": r.index, "start": r.start,
                          "first_token": r.first_token, "end": r.end, "tokens": len(r.token_times),
@@ -177,3 +186,25 @@ def _one_concurrency(plan, eng, base_url, c, sampler, source, windows, requests,
     log.info("C=%d: %.1f tok/s over %.1f s steady (valid=%s)", c, load["output_tok_s"] or 0,
              load["steady_s"], row["valid"])  # fmt: skip
     return row
+
+
+def _save_expert_m(dump, new_files, c: int, plan: dict, out_dir: Path) -> None:
+    """Per-layer per-expert counts and per-expert M of concurrency ``c``, from the record
+    file the dump wrote (or counts in the dump's answer itself)."""
+    source = None
+    if isinstance(dump, dict) and "logical_count" in dump:
+        source = dump
+    elif new_files:
+        source = new_files[-1]
+    if source is None:
+        log.warning("C=%d: the expert-distribution dump gave no counts: %s", c, dump)
+        return
+    try:
+        counts = load_logical_count(source)
+    except Exception as exc:  # noqa: BLE001 - the decode results stand without it
+        log.warning("C=%d: cannot read the expert distribution record: %s", c, exc)
+        return
+    top_k = int(plan.get("top_k", 8))
+    frame = expert_m(counts, c, top_k)
+    frame.insert(0, "concurrency", c)
+    write_frame(frame, out_dir / f"expert_m_c{c}.csv")

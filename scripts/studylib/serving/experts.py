@@ -1,0 +1,54 @@
+"""SGLang's expert-distribution record -> per-layer per-expert token counts and per-expert M.
+
+In ``stat`` mode SGLang accumulates, per layer, how many tokens were routed to each logical
+expert between ``/start_expert_distribution_record`` and ``/stop_…``; ``/dump_…`` writes the
+record (a dict whose ``logical_count`` is a [..., layers, experts] tensor) into the folder
+named by ``SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR``. The study sets that folder per run and
+reads the file back. The per-expert M of a decode step at concurrency C with top-k routing is
+C × top_k × (expert's share of the layer's routed tokens); perfect balance would give every
+expert C × top_k / experts (512 × 8 / 256 = 16 in the seed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+RECORDER_DIR_ENV = "SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR"
+
+
+def load_logical_count(source) -> list[list[float]]:
+    """[layers][experts] token counts from a dump: a dict (JSON answer) or a .pt file."""
+    if isinstance(source, str | Path):
+        import torch
+
+        record = torch.load(source, map_location="cpu", weights_only=False)
+    else:
+        record = source
+    counts = record["logical_count"]
+    try:
+        import torch
+
+        if isinstance(counts, torch.Tensor):
+            while counts.dim() > 2:  # leading dims (ranks, buffered passes): sum them
+                counts = counts.sum(0)
+            counts = counts.tolist()
+    except ImportError:
+        pass
+    return [[float(v) for v in layer] for layer in counts]
+
+
+def expert_m(counts: list[list[float]], concurrency: int, top_k: int) -> pd.DataFrame:
+    """One row per (layer, expert): routed tokens, share of the layer, per-step M and the
+    balanced M for comparison."""
+    rows = []
+    for layer, per_expert in enumerate(counts):
+        total = sum(per_expert)
+        experts = len(per_expert)
+        balanced = concurrency * top_k / experts
+        for expert, tokens in enumerate(per_expert):
+            share = tokens / total if total else float("nan")
+            rows.append({"layer": layer, "expert": expert, "tokens": tokens, "share": share,
+                         "m": concurrency * top_k * share, "balanced_m": balanced})  # fmt: skip
+    return pd.DataFrame(rows)
