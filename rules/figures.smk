@@ -91,3 +91,23 @@ rule plot_power:
         ],
     script:
         "../scripts/plot_power.py"
+
+
+rule plot_decode:
+    input:
+        decode="results/tables/decode.csv",
+    output:
+        html=report(
+            "results/figures/decode.html",
+            caption="../report/captions/decode.rst",
+            category="Decode power",
+            labels={"figure": "decode power vs concurrency"},
+        ),
+        png="results/figures/decode.png",
+        spec="results/figures/decode.vl.json",
+    log:
+        "results/logs/figures/decode.log",
+    conda:
+        "../envs/study.yaml"
+    script:
+        "../scripts/plot_decode.py"

@@ -4,12 +4,14 @@ rule report:
         sweep="results/tables/sweep.csv",
         support="results/tables/support.csv",
         kernel_power="results/tables/kernel_power.csv",
+        decode="results/tables/decode.csv",
         specs=[
             "results/figures/support.vl.json",
             "results/figures/efficiency.vl.json",
             "results/figures/launch_overhead.vl.json",
             "results/figures/power_timeline.vl.json",
             "results/figures/power_vs_util.vl.json",
+            "results/figures/decode.vl.json",
             *expand("results/figures/latency_{backend}.vl.json", backend=BACKENDS),
         ],
         # A template edit re-renders the report alone.

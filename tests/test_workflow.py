@@ -101,6 +101,14 @@ def test_outputs_exist_and_hold_valid_rows(study):
     for fig in ("power_timeline", "power_vs_util"):
         assert (results / "figures" / f"{fig}.png").stat().st_size > 0
     assert "Kernel power" in html and "no power was measured" in html
+    decode = pd.read_csv(results / "tables" / "decode.csv")
+    assert decode["concurrency"].tolist() == [1, 2]
+    assert (decode["engine"] == "transformers").all() and (decode["errors"] == 0).all()
+    assert (decode["wrong_length"] == 0).all() and (decode["output_tok_s"] > 0).all()
+    assert (decode["power_source"] == "none").all() and decode["avg_w_total"].isna().all()
+    run = yaml.safe_load((results / "decode" / "transformers" / "run.json").read_text())
+    assert run["teardown"]["left_behind"] is False
+    assert "Decode power" in html
     for log in ("hardware.log", "aggregate.log", "report.log", "sweep/torch.log"):
         assert (results / "logs" / log).exists()
 
@@ -163,6 +171,14 @@ def test_changing_one_backend_reruns_only_it(study):
             "results/kernel_power/sgl_kernel_timeline.parquet",
         }
         assert sweeps_in(planned) == set()
+
+        # Decode settings rerun the decode job (not the model, not a sweep).
+        config = tiny_config()
+        config["decode"]["concurrency"]["cpu"] = [1, 3]
+        write_config(study, config)
+        planned = planned_outputs(study)
+        assert "results/decode/transformers/summary.csv" in planned
+        assert "results/decode/model" not in planned and sweeps_in(planned) == set()
 
         # A new shape used by sgl_kernel alone touches no other backend.
         config = tiny_config()
