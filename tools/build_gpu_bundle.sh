@@ -7,7 +7,7 @@
 #
 #   --dest DIR       output folder (default: <repo>/.gpu-bundle, git-ignored)
 #   --part-mib N     max total size of one part folder in MiB (default: 56)
-#   --without GROUP  leave a group out: sgl_kernel | flashinfer | report
+#   --without GROUP  leave a group out: sgl_kernel | flashinfer | report | serving
 #                    (repeatable, or comma-separated)
 #   --list FILE      pinned list (default: <repo>/envs/gpu-offline.txt)
 #   --python PY      interpreter whose pip downloads (default: python3)
@@ -54,7 +54,7 @@ done
 
 [[ "$PART_MIB" =~ ^[0-9]+$ && "$PART_MIB" -ge 1 ]] || die "--part-mib must be a positive integer, got '$PART_MIB'"
 for g in "${WITHOUT[@]+"${WITHOUT[@]}"}"; do
-  case "$g" in sgl_kernel|flashinfer|report) ;; *) die "--without: unknown group '$g' (sgl_kernel|flashinfer|report)" ;; esac
+  case "$g" in sgl_kernel|flashinfer|report|serving) ;; *) die "--without: unknown group '$g' (sgl_kernel|flashinfer|report|serving)" ;; esac
 done
 [[ -f "$LIST" ]] || die "pinned list not found: $LIST"
 command -v "$PY" >/dev/null || die "interpreter not found: $PY"
