@@ -1,5 +1,6 @@
 """The whole study through Snakemake on this (CPU) machine, in a scratch copy of the repo."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -248,3 +249,39 @@ def test_bad_config_is_one_clear_message(study, tmp_path, mutate, message):
     assert message in output, output
     assert "Traceback" not in output
     assert output.count("invalid config") == 1
+
+
+BROWSER_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def test_report_in_a_real_browser(study):
+    """Debian's Chromium driven by Playwright: the report loads without console errors, every
+    chart renders (SVG or canvas), and no network request is made."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install Chromium (.ci/run does, with apt-get)")
+        pytest.skip("Chromium is not installed")
+    report = (study / "results" / "report" / "index.html").resolve()
+    errors, requests = [], []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=BROWSER_FLAGS)
+        try:
+            page = browser.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(report.as_uri())
+            every_chart = "[...document.querySelectorAll('div.chart')]"
+            page.wait_for_function(f"{every_chart}.every(d => d.querySelector('svg, canvas'))",
+                                   timeout=30_000)  # fmt: skip
+            charts = page.evaluate(f"{every_chart}.length")
+        finally:
+            browser.close()
+    assert errors == []
+    assert [u for u in requests if not u.startswith(("file:", "data:", "blob:"))] == []
+    assert charts >= 9  # support, 3 latency, efficiency, launch overhead, 2 power, decode
