@@ -3,9 +3,11 @@
 import sys
 
 from studylib.entry import setup_logging
+from studylib.gpu_slots import pin_gpus
 from studylib.kernel_power import run_kernel_power
 
 log = setup_logging(snakemake)
+pin_gpus(snakemake)  # before anything initialises CUDA
 windows = run_kernel_power(
     snakemake.params.plan, snakemake.output.windows, snakemake.output.timeline, sys.stderr
 )

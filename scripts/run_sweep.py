@@ -3,8 +3,10 @@
 import sys
 
 from studylib.entry import setup_logging
+from studylib.gpu_slots import pin_gpus
 from studylib.sweep import run_sweep
 
 log = setup_logging(snakemake)  # noqa: F821
+pin_gpus(snakemake)  # before anything initialises CUDA
 frame = run_sweep(snakemake.params.plan, snakemake.output[0], log_stream=sys.stderr)  # noqa: F821
 log.info("statuses: %s", frame["status"].value_counts().to_dict())
