@@ -1,0 +1,1316 @@
+"""The report's opening sentences, computed from the study's tables.
+
+Every number a finding states is computed here from the data (never typed by hand) and kept
+in the finding's ``numbers`` dict for tests. Each input is optional: a function given ``None``
+or a table without the rows it needs returns a :class:`Missing` note saying what could not be
+computed and why, never an exception.
+
+Questions (see ``STUDY.md``): 1 fastest backend and failures, 2 launch vs memory vs math at
+decode sizes, 3 power / clocks / throttling of kernel loops, 4 per-expert M during decode,
+5 decode throughput and energy per server variant; ``"seed"`` sets the seed write-up's figures
+beside this machine's.
+
+Public API: :func:`compute_findings` (all questions), one function per question
+(:func:`q1_backends`, :func:`q2_bounds`, :func:`q3_power`, :func:`q4_experts`, :func:`q5_decode`,
+:func:`seed_comparison`), and :func:`load_inputs` (reads a results folder into the inputs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .peaks import PEAK_FOR_DTYPE
+
+Question = int | str
+
+#: M ≤ this is decode-sized (tokens per expert during decode).
+DECODE_MAX_M = 64
+#: M ≥ this is prefill-sized.
+PREFILL_MIN_M = 4096
+#: The representative decode-sized M (the seed's 512 × 8 / 256).
+DECODE_M = 16
+#: The expert shape's preferred name and geometry (GLM-5's expert up-projection).
+EXPERT_SHAPE = "expert_up"
+EXPERT_NK = (6144, 2048)
+#: Eager time is "flat" while it stays within this factor of its smallest-M value.
+FLAT_FACTOR = 1.5
+#: A window with sw_power_cap set at ≥ this % of the limit is power-capped.
+POWER_CAP_PCT = 90.0
+#: An expert with M above this multiple of the balanced M counts as hot.
+HOT_FACTOR = 2.0
+#: Launch cost at least this fraction of eager time: launch-bound.
+LAUNCH_BOUND_SHARE = 0.5
+#: Graph time within this factor of the floor: bound by the floor's resource.
+NEAR_FLOOR = 2.0
+MAX_MESSAGE = 200
+
+DTYPE_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "fp8_e4m3": "FP8", "nvfp4": "FP4"}
+FP4_DTYPES = ("nvfp4",)
+
+#: The seed write-up's figures (``seed/fp4-power-pivot.txt``), quoted with their source.
+SEED_SOURCE = "seed/fp4-power-pivot.txt, message 876 and the chunk summary it cites"
+SEED = {
+    "gpu": "NVIDIA RTX PRO 6000 Blackwell",
+    "gpus": 8,
+    "arch": "sm_120",
+    "compute_capability": "12.0",
+    "power_limit_w": 600.0,
+    "fp4_small_us": (30.0, 42.0),
+    "fp4_small_quote": (
+        "At those sizes, the FP4 GEMM takes ~30-42 microseconds regardless of problem size"
+    ),
+    "tokens_per_expert": 16,
+    "tokens_per_expert_quote": "512 * 8 / 256 = 16",
+    "decode_w": 235.0,
+    "decode_w_quote": "GPUs draw only ~235W out of 600W TDP during inference",
+    "sgl_fp4_fails_below_m": 256,
+    "sgl_fp4_quote": (
+        "sgl_kernel.cutlass_scaled_fp4_mm errors on small batch sizes (M<256) and is actually "
+        "slower than flashinfer CUTLASS at larger sizes"
+    ),
+}
+SEED["decode_pct"] = 100.0 * SEED["decode_w"] / SEED["power_limit_w"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One computed sentence (plain text) of question ``question`` and the numbers it states."""
+
+    question: Question
+    text: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Missing:
+    """What could not be computed for ``question``, and why."""
+
+    question: Question
+    text: str
+
+
+@dataclass
+class Findings:
+    findings: list[Finding] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
+
+    def add(self, question: Question, text: str, **numbers: Any) -> Finding:
+        finding = Finding(question, text, numbers)
+        self.findings.append(finding)
+        return finding
+
+    def miss(self, question: Question, text: str) -> None:
+        self.missing.append(Missing(question, text))
+
+    def extend(self, other: Findings) -> Findings:
+        self.findings.extend(other.findings)
+        self.missing.extend(other.missing)
+        return self
+
+    def for_question(self, question: Question) -> tuple[list[Finding], list[Missing]]:
+        return (
+            [f for f in self.findings if f.question == question],
+            [m for m in self.missing if m.question == question],
+        )
+
+    def texts(self, question: Question | None = None) -> list[str]:
+        return [f.text for f in self.findings if question is None or f.question == question]
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+# ---------------------------------------------------------------------------------------------
+
+
+def _num(value: Any) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+    return out
+
+
+def _ok(value: Any) -> bool:
+    return not math.isnan(_num(value))
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if value is pd.NA or value is pd.NaT:
+        return ""
+    return str(value).strip()
+
+
+def fmt_us(us: float) -> str:
+    """Microseconds with sensible precision (in ms from 1 ms on)."""
+    if us >= 10000:
+        return f"{us / 1000:.1f} ms"
+    if us >= 1000:
+        return f"{us / 1000:.2f} ms"
+    if us >= 100:
+        return f"{us:.0f} µs"
+    if us >= 1:
+        return f"{us:.1f} µs"
+    return f"{us:.2f} µs"
+
+
+def fmt_ratio(r: float) -> str:
+    return f"{r:.2f}×" if r < 10 else f"{r:.0f}×"
+
+
+def fmt_w(w: float) -> str:
+    return f"{w:.0f} W"
+
+
+def fmt_pct(p: float) -> str:
+    return f"{p:.0f} %"
+
+
+def fmt_m(m: float) -> str:
+    return f"{m:.0f}" if float(m).is_integer() or m >= 10 else f"{m:.1f}"
+
+
+def _span(lo: float, hi: float, fmt, unit: str = "") -> str:
+    """ "a–b unit"; the unit is written once when both ends share it ("6.4–7.8 µs")."""
+    a, b = fmt(lo), fmt(hi)
+    if a == b:
+        return f"{a}{unit}"
+    unit_a, unit_b = re.search(r"[^\d.]*$", a).group(), re.search(r"[^\d.]*$", b).group()
+    if unit_a and unit_a == unit_b:
+        a = a[: -len(unit_a)]
+    return f"{a}–{b}{unit}"
+
+
+def _plain(x: float) -> str:
+    return f"{x:.0f}"
+
+
+def _dtype_name(dtype: str) -> str:
+    return DTYPE_NAMES.get(dtype, dtype)
+
+
+def _impl_label(row: Any) -> str:
+    backend, impl, op = (_text(row.get(c)) for c in ("backend", "impl", "op"))
+    who = f"{backend}·{impl}" if impl else backend
+    return f"{who} {op}" if op else who
+
+
+def _message(text: Any) -> str:
+    msg = " ".join(_text(text).split())
+    return msg if len(msg) <= MAX_MESSAGE else msg[: MAX_MESSAGE - 1] + "…"
+
+
+def _m_list(ms: Iterable[float]) -> str:
+    values = sorted({int(m) for m in ms})
+    if not values:
+        return ""
+    if len(values) == 1:
+        return f"M = {values[0]}"
+    return f"M {values[0]}–{values[-1]}"
+
+
+def _has(frame: pd.DataFrame | None, *columns: str) -> bool:
+    return frame is not None and not frame.empty and all(c in frame.columns for c in columns)
+
+
+def _numeric(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    frame = frame.copy()
+    for c in columns:
+        if c in frame.columns:
+            frame[c] = pd.to_numeric(frame[c], errors="coerce")
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------
+# Hardware
+# ---------------------------------------------------------------------------------------------
+
+
+def _gpus(hardware: dict | None) -> list[dict]:
+    return list((hardware or {}).get("gpus") or [])
+
+
+def _gpu(hardware: dict | None) -> dict:
+    gpus = _gpus(hardware)
+    return gpus[0] if gpus else {}
+
+
+def _is_cpu(hardware: dict | None, peaks: dict | None = None) -> bool:
+    device = _text((hardware or {}).get("device")) or _text((peaks or {}).get("device"))
+    return device == "cpu" or (hardware is not None and not _gpus(hardware))
+
+
+def _sm_arch(cc: Any) -> str:
+    text = _text(cc)
+    m = re.fullmatch(r"(\d+)\.(\d+)", text)
+    return f"sm_{m.group(1)}{m.group(2)}" if m else ""
+
+
+def describe_machine(hardware: dict | None, peaks: dict | None = None) -> str:
+    """ "1× NVIDIA H200 (sm_90, 700 W limit, 132 SMs)" or "no GPU (CPU: …, 2 cores)"."""
+    gpus = _gpus(hardware)
+    if gpus:
+        gpu = gpus[0]
+        bits = []
+        arch = _sm_arch(gpu.get("compute_capability"))
+        if arch:
+            bits.append(f"{arch}, compute capability {gpu['compute_capability']}")
+        if _ok(gpu.get("power_limit_w")):
+            bits.append(f"{fmt_w(_num(gpu['power_limit_w']))} power limit")
+        if _ok(gpu.get("sm_count")):
+            bits.append(f"{int(_num(gpu['sm_count']))} SMs")
+        name = _text(gpu.get("name")) or "GPU"
+        return f"{len(gpus)}× {name}" + (f" ({', '.join(bits)})" if bits else "")
+    host = (hardware or {}).get("host") or {}
+    cpu = _text(host.get("cpu_model")) or _text((peaks or {}).get("device_name")) or "CPU"
+    cores = host.get("cpu_count")
+    return f"no GPU (CPU: {cpu}" + (f", {cores} cores)" if cores else ")")
+
+
+# ---------------------------------------------------------------------------------------------
+# Sweep helpers
+# ---------------------------------------------------------------------------------------------
+
+SWEEP_NUMERIC = (
+    "M", "N", "K", "G", "eager_us", "graph_us", "cold_us", "floor_us", "flops", "bytes",
+    "launch_overhead_us", "efficiency", "tflops", "rel_err",
+)  # fmt: skip
+
+
+def _prep_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
+    df = _numeric(sweep, *SWEEP_NUMERIC)
+    for c in ("backend", "impl", "op", "dtype", "shape", "status", "error", "floor_basis"):
+        if c not in df.columns:
+            df[c] = ""
+        df[c] = df[c].map(_text)
+    if "G" not in df.columns:
+        df["G"] = float("nan")
+    for c in ("eager_us", "graph_us", "cold_us", "floor_us", "flops"):
+        if c not in df.columns:
+            df[c] = float("nan")
+    return df
+
+
+def pick_expert_shape(sweep: pd.DataFrame) -> str | None:
+    """The expert shape: ``expert_up`` when present, else the shape with (N, K) = (6144, 2048),
+    else the largest-N shape with K = 2048, else the first shape named ``expert…``, else the
+    most common shape (single GEMMs, not grouped rows)."""
+    if not _has(sweep, "shape"):
+        return None
+    df = sweep
+    if "G" in df.columns:
+        df = df[pd.to_numeric(df["G"], errors="coerce").isna()]
+    shapes = [s for s in df["shape"].map(_text).unique() if s]
+    if not shapes:
+        return None
+    if EXPERT_SHAPE in shapes:
+        return EXPERT_SHAPE
+    if "N" in df.columns and "K" in df.columns:
+        geo = _numeric(df, "N", "K")[["shape", "N", "K"]].drop_duplicates()
+        exact = geo[(geo["N"] == EXPERT_NK[0]) & (geo["K"] == EXPERT_NK[1])]
+        if len(exact):
+            return _text(exact["shape"].iloc[0])
+        k2048 = geo[geo["K"] == EXPERT_NK[1]].sort_values("N", ascending=False)
+        if len(k2048):
+            return _text(k2048["shape"].iloc[0])
+    named = [s for s in shapes if s.startswith("expert")]
+    if named:
+        return sorted(named)[0]
+    return _text(df["shape"].map(_text).value_counts().index[0])
+
+
+def _shape_geometry(df: pd.DataFrame, shape: str) -> str:
+    rows = df[df["shape"] == shape]
+    if rows.empty or not (_has(rows, "N", "K")):
+        return shape
+    n, k = _num(rows["N"].iloc[0]), _num(rows["K"].iloc[0])
+    if math.isnan(n) or math.isnan(k):
+        return shape
+    return f"{shape} (N = {n:.0f}, K = {k:.0f})"
+
+
+def _expert_rows(sweep: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """ok single-GEMM rows of the expert shape, and the shape's name."""
+    shape = pick_expert_shape(sweep)
+    if shape is None:
+        return sweep.iloc[0:0], None
+    df = sweep[(sweep["shape"] == shape) & sweep["G"].isna() & (sweep["status"] == "ok")]
+    return df, shape
+
+
+def _time_basis(rows: pd.DataFrame) -> str:
+    """``graph_us`` when every row has a graph time, else ``eager_us``."""
+    if len(rows) and rows["graph_us"].notna().all():
+        return "graph_us"
+    return "eager_us"
+
+
+def _mode(column: str) -> str:
+    return {"graph_us": "graph", "eager_us": "eager", "cold_us": "cold"}[column]
+
+
+def _best(rows: pd.DataFrame, column: str) -> pd.Series | None:
+    rows = rows[rows[column].notna()]
+    if rows.empty:
+        return None
+    return rows.loc[rows[column].idxmin()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 1: fastest backend per size class; failures with their own error
+# ---------------------------------------------------------------------------------------------
+
+
+def q1_backends(sweep: pd.DataFrame | None, peaks: dict | None = None) -> Findings:
+    out = Findings()
+    if not _has(sweep, "backend", "status"):
+        out.miss(1, "no sweep table (results/tables/sweep.csv): the sweep stage has not run")
+        return out
+    df = _prep_sweep(sweep)
+    rows, shape = _expert_rows(df)
+    if shape is None or rows.empty:
+        out.miss(1, "no sweep point ran (status ok) at the expert shape: no timing to rank")
+    else:
+        _q1_fastest(out, rows, shape, df)
+    _q1_failures(out, df)
+    _q1_fp4(out, df, peaks)
+    return out
+
+
+def _q1_fastest(out: Findings, rows: pd.DataFrame, shape: str, df: pd.DataFrame) -> None:
+    geometry = _shape_geometry(df, shape)
+    classes = (
+        ("decode-sized", f"M ≤ {DECODE_MAX_M}", rows["M"] <= DECODE_MAX_M),
+        ("prefill-sized", f"M ≥ {PREFILL_MIN_M}", rows["M"] >= PREFILL_MIN_M),
+    )
+    for dtype in sorted(rows["dtype"].unique(), key=lambda d: list(DTYPE_NAMES).index(d)
+                        if d in DTYPE_NAMES else 99):  # fmt: skip
+        for cls, cond_text, cond in classes:
+            sub = rows[cond & (rows["dtype"] == dtype)].copy()
+            if sub.empty:
+                out.miss(1, f"{_dtype_name(dtype)} {cls} ({cond_text}): no point ran on {shape}")
+                continue
+            column = _time_basis(sub)
+            sub["who"] = sub.apply(_impl_label, axis=1)
+            ms = sorted(sub["M"].unique())
+            wins: dict[str, int] = {}
+            for m in ms:
+                best = _best(sub[sub["M"] == m], column)
+                if best is not None:
+                    wins[best["who"]] = wins.get(best["who"], 0) + 1
+            if not wins:
+                continue
+            ranked = sorted(wins.items(), key=lambda kv: (-kv[1], kv[0]))
+            winner, n_win = ranked[0]
+            w_times = sub[sub["who"] == winner][column]
+            candidates = sub["who"].nunique()
+            times = f"{_mode(column)} {_span(w_times.min(), w_times.max(), fmt_us)}"
+            if candidates == 1:
+                text = (
+                    f"{_dtype_name(dtype)}, {cls} ({cond_text}) on {geometry}: only {winner}"
+                    f" ran ({times} over {len(ms)} size{'s' if len(ms) != 1 else ''})"
+                )
+            else:
+                text = (
+                    f"{_dtype_name(dtype)}, {cls} ({cond_text}) on {geometry}: fastest is "
+                    f"{winner} at {n_win} of {len(ms)} sizes ({times}) among {candidates} "
+                    "implementations that ran"
+                )
+            numbers = {
+                "dtype": dtype, "size_class": cls, "basis": _mode(column), "winner": winner,
+                "wins": n_win, "sizes": len(ms), "candidates": candidates,
+                "winner_min_us": float(w_times.min()), "winner_max_us": float(w_times.max()),
+            }  # fmt: skip
+            if len(ranked) > 1:
+                second, n2 = ranked[1]
+                text += f"; {second} wins {n2}"
+                numbers.update(runner_up=second, runner_up_wins=n2)
+            out.add(1, text + ".", **numbers)
+
+
+def _q1_failures(out: Findings, df: pd.DataFrame) -> None:
+    bad = df[df["status"].isin(["unsupported", "error", "mismatch"])]
+    if bad.empty:
+        out.add(1, f"Every one of the {len(df)} sweep points ran and matched its reference.",
+                points=len(df), failed=0)  # fmt: skip
+        return
+    # One finding per (status, first message); the combos that share it are listed together.
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for (backend, impl, op, dtype), g in bad.groupby(["backend", "impl", "op", "dtype"]):
+        full = df[(df["backend"] == backend) & (df["impl"] == impl) & (df["op"] == op)
+                  & (df["dtype"] == dtype)]  # fmt: skip
+        for status, gs in g.groupby("status"):
+            message = _message(gs["error"].iloc[0])
+            if status == "mismatch" and not message and "rel_err" in gs.columns:
+                message = f"relative error up to {gs['rel_err'].max():.3g}"
+            ok_ms = full[full["status"] == "ok"]["M"]
+            combo = {
+                "who": _impl_label(gs.iloc[0]), "dtype": dtype, "count": len(gs),
+                "points": len(full), "ms": sorted(gs["M"].dropna().unique()),
+                "ok_ms": sorted(ok_ms.dropna().unique()), "ok": len(ok_ms),
+                "messages": gs["error"].nunique(),
+            }  # fmt: skip
+            groups.setdefault((status, message), []).append(combo)
+    for (status, message), combos in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        count = sum(c["count"] for c in combos)
+        if len(combos) == 1:
+            c = combos[0]
+            where = _m_list(c["ms"])
+            if c["ok_ms"] and c["ms"] and max(c["ms"]) < min(c["ok_ms"]):
+                where = f"below M = {int(min(c['ok_ms']))} ({where}; ok from there on)"
+            elif c["ok_ms"]:
+                where += f" (ok at {len(c['ok_ms'])} other sizes)"
+            text = (
+                f"{c['who']} ({_dtype_name(c['dtype'])}): {status} at {c['count']} of "
+                f"{c['points']} points, {where}"
+            )
+            numbers = {"who": c["who"], "dtype": c["dtype"], "status": status,
+                       "count": c["count"], "points": c["points"],
+                       "ok_points": c["ok"]}  # fmt: skip
+        else:
+            names = ", ".join(f"{c['who']} ({_dtype_name(c['dtype'])})" for c in combos)
+            text = f"{status} at {count} points of {len(combos)} implementations: {names}"
+            numbers = {"status": status, "count": count, "combos": len(combos),
+                       "who": [c["who"] for c in combos]}  # fmt: skip
+        if message:
+            text += f" — “{message}”"
+        extra = max(c["messages"] for c in combos) - 1
+        if extra > 0:
+            text += f" (+{extra} other message{'s' if extra > 1 else ''})"
+        out.add(1, text + ".", message=message, **numbers)
+
+
+def _q1_fp4(out: Findings, df: pd.DataFrame, peaks: dict | None) -> None:
+    fp4 = df[df["dtype"].isin(FP4_DTYPES)]
+    if fp4.empty:
+        out.miss(1, "no FP4 point in the sweep: FP4 status unknown (not in the configured grid)")
+        return
+    ok = fp4[fp4["status"] == "ok"]
+    statuses = fp4["status"].value_counts()
+    peak_err = _message((peaks or {}).get("fp4_error"))
+    if ok.empty:
+        counts = ", ".join(f"{n} {s}" for s, n in statuses.items())
+        text = f"FP4: none of the {len(fp4)} FP4 GEMM points ran here ({counts})"
+        if peak_err:
+            text += f"; the FP4 peak could not be measured either (“{peak_err}”)"
+        out.add(1, text + ".", fp4_points=len(fp4), fp4_ok=0, fp4_peak_error=peak_err)
+        return
+    impls = sorted(ok.apply(_impl_label, axis=1).unique())
+    text = f"FP4: {len(ok)} of {len(fp4)} FP4 points ran, through {', '.join(impls)}"
+    peak = _num((peaks or {}).get("fp4_tflops"))
+    if _ok(peak):
+        text += f"; measured FP4 peak {peak:.0f} TFLOP/s"
+    out.add(1, text + ".", fp4_points=len(fp4), fp4_ok=len(ok), fp4_impls=impls,
+            fp4_peak_tflops=peak if _ok(peak) else None)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 2: launch cost vs HBM vs math at decode sizes
+# ---------------------------------------------------------------------------------------------
+
+
+def q2_bounds(sweep: pd.DataFrame | None, peaks: dict | None = None) -> Findings:
+    out = Findings()
+    if not _has(sweep, "backend", "status", "M"):
+        out.miss(2, "no sweep table (results/tables/sweep.csv): the sweep stage has not run")
+        return out
+    df = _prep_sweep(sweep)
+    rows, shape = _expert_rows(df)
+    if shape is None or rows.empty:
+        out.miss(2, "no sweep point ran (status ok) at the expert shape")
+        return out
+    geometry = _shape_geometry(df, shape)
+    _q2_decode(out, rows, geometry)
+    _q2_prefill(out, rows, geometry, peaks)
+    _q2_flat(out, rows, geometry)
+    return out
+
+
+def _decode_m(rows: pd.DataFrame) -> float | None:
+    ms = sorted(rows["M"].dropna().unique())
+    if not ms:
+        return None
+    if DECODE_M in ms:
+        return float(DECODE_M)
+    small = [m for m in ms if m <= DECODE_MAX_M]
+    pool = small or ms
+    return float(min(pool, key=lambda m: abs(m - DECODE_M)))
+
+
+def _q2_decode(out: Findings, rows: pd.DataFrame, geometry: str) -> None:
+    """At the decode M: the fastest eager call's launch cost (eager − graph) and the fastest
+    kernel's graph-replayed (and cold) time against the roofline floor."""
+    m = _decode_m(rows)
+    if m is None:
+        return
+    at = rows[rows["M"] == m]
+    if not at["graph_us"].notna().any():
+        out.miss(2, f"no graph-replayed times at M = {m:.0f} (CUDA graphs need a GPU): launch "
+                    "cost cannot be separated from kernel time")  # fmt: skip
+    for dtype in [d for d in DTYPE_NAMES if d in set(at["dtype"])]:
+        sub = at[at["dtype"] == dtype]
+        be, bg = _best(sub, "eager_us"), _best(sub, "graph_us")
+        if be is None and bg is None:
+            continue
+        numbers: dict[str, Any] = {"dtype": dtype, "M": m}
+        parts: list[str] = []
+        verdicts: list[str] = []
+        head = f"At M = {m:.0f} on {geometry}"
+        if be is not None:
+            who, eager, graph = _impl_label(be), _num(be["eager_us"]), _num(be["graph_us"])
+            numbers.update(who=who, eager_us=eager)
+            if _ok(graph):
+                launch = _num(be.get("launch_overhead_us"))
+                if not _ok(launch):
+                    launch = eager - graph
+                share = launch / eager if eager > 0 else float("nan")
+                same = bg is not None and _impl_label(bg) == who
+                parts.append(
+                    f"the fastest {_dtype_name(dtype)} call ({who}) takes {fmt_us(eager)} eager, "
+                    f"of which {fmt_us(launch)} ({fmt_pct(100 * share)}) is launch cost"
+                    + ("" if same else f" (graph-replayed {fmt_us(graph)})")
+                )
+                numbers.update(graph_us=graph, launch_us=launch, launch_share=share)
+                verdicts.append("launch-bound when called eagerly" if share >= LAUNCH_BOUND_SHARE
+                                else "not launch-bound")  # fmt: skip
+            else:
+                parts.append(f"the fastest {_dtype_name(dtype)} call ({who}) takes "
+                             f"{fmt_us(eager)} eager")  # fmt: skip
+        kernel = bg if bg is not None else be
+        column = "graph_us" if bg is not None else "eager_us"
+        t, floor = _num(kernel[column]), _num(kernel["floor_us"])
+        basis = _text(kernel.get("floor_basis")).split(" ")[0] or "roofline"
+        if _ok(floor) and floor > 0 and _ok(t):
+            ratio = t / floor
+            kwho = _impl_label(kernel)
+            against = f"{fmt_ratio(ratio)} the {basis} floor of {fmt_us(floor)}"
+            if bg is None and parts:
+                parts[-1] += f", {against}"
+            elif bg is None:
+                parts.append(f"the fastest call ({kwho}) takes {fmt_us(t)} eager, {against}")
+            else:
+                what = (
+                    "its kernel"
+                    if be is not None and kwho == _impl_label(be)
+                    else (f"the fastest kernel ({kwho})")
+                )
+                parts.append(f"{what} replays in {fmt_us(t)}, {against}")
+            numbers.update(kernel_who=kwho, kernel_us=t, floor_us=floor, floor_basis=basis,
+                           over_floor=ratio, over_floor_basis=_mode(column))  # fmt: skip
+            cold = _num(kernel["cold_us"])
+            if _ok(cold):
+                parts[-1] += (f" (with weights streamed from memory, cold, {fmt_us(cold)}: "
+                              f"{fmt_ratio(cold / floor)})")  # fmt: skip
+                numbers.update(cold_us=cold, cold_over_floor=cold / floor)
+            if ratio <= NEAR_FLOOR:
+                verdicts.append(f"the {'kernel' if bg is not None else 'call'} is {basis}-bound")
+            else:
+                verdicts.append(f"the {'kernel' if bg is not None else 'call'} runs well above "
+                                "its floor (fixed per-kernel overhead)")  # fmt: skip
+        text = head + ", " + "; ".join(parts)
+        if verdicts:
+            text += ": " + "; ".join(verdicts)
+        numbers["verdict"] = "; ".join(verdicts)
+        out.add(2, text + ".", **numbers)
+
+
+def _q2_prefill(out: Findings, rows: pd.DataFrame, geometry: str, peaks: dict | None) -> None:
+    big = rows[rows["M"] >= PREFILL_MIN_M]
+    if big.empty:
+        out.miss(2, f"no prefill-sized point (M ≥ {PREFILL_MIN_M}) ran: efficiency at large M "
+                    "not computed")  # fmt: skip
+        return
+    if not peaks:
+        out.miss(2, "no peaks.json: efficiency against the measured peak not computed")
+        return
+    for dtype in [d for d in DTYPE_NAMES if d in set(big["dtype"])]:
+        sub = big[big["dtype"] == dtype]
+        key = PEAK_FOR_DTYPE.get(dtype, "")
+        peak = _num(peaks.get(key))
+        if not _ok(peak) or peak <= 0:
+            out.miss(2, f"{_dtype_name(dtype)}: no measured peak ({key or 'no peak key'}) to "
+                        "compare prefill-sized GEMMs with")  # fmt: skip
+            continue
+        column = _time_basis(sub)
+        pcts: dict[int, float] = {}
+        best_at: dict[int, pd.Series] = {}
+        for m, g in sub.groupby("M"):
+            g = g[g["flops"].notna() & g[column].notna()]
+            if g.empty:
+                continue
+            rate = g["flops"] / (g[column] * 1e6)  # TFLOP/s
+            i = rate.idxmax()
+            pcts[int(m)] = 100 * rate[i] / peak
+            best_at[int(m)] = g.loc[i].copy()
+            best_at[int(m)]["rate"] = rate[i]
+        if not pcts:
+            continue
+        top_m = max(pcts)
+        b = best_at[top_m]
+        text = (
+            f"At M = {top_m} on {geometry}, the fastest {_dtype_name(dtype)} GEMM "
+            f"({_impl_label(b)}, {_mode(column)} {fmt_us(b[column])}) reaches "
+            f"{b['rate']:.0f} TFLOP/s, {fmt_pct(pcts[top_m])} of the measured "
+            f"{_dtype_name(dtype)} peak of {peak:.0f} TFLOP/s"
+        )
+        if len(pcts) > 1:
+            text += (f" ({_span(min(pcts.values()), max(pcts.values()), _plain, ' %')} over "
+                     f"M {min(pcts)}–{top_m})")  # fmt: skip
+        out.add(2, text + ".", dtype=dtype, M=top_m, who=_impl_label(b), tflops=float(b["rate"]),
+                peak_tflops=peak, pct_peak=pcts[top_m], pct_by_m=pcts)  # fmt: skip
+
+
+def _q2_flat(out: Findings, rows: pd.DataFrame, geometry: str) -> None:
+    """Per implementation: the largest M up to which eager time stays within FLAT_FACTOR of
+    its value at the smallest M."""
+    flat: dict[str, dict[str, Any]] = {}
+    for _, g in rows.groupby(["backend", "impl", "op", "dtype"]):
+        g = g[g["eager_us"].notna()].sort_values("M")
+        if len(g) < 2:
+            continue
+        who = f"{_impl_label(g.iloc[0])} ({_dtype_name(g['dtype'].iloc[0])})"
+        base_m, base = float(g["M"].iloc[0]), float(g["eager_us"].iloc[0])
+        flat_to, first_out = base_m, None
+        for m, t in zip(g["M"].iloc[1:], g["eager_us"].iloc[1:], strict=True):
+            if t > FLAT_FACTOR * base:
+                first_out = (float(m), float(t))
+                break
+            flat_to = float(m)
+        flat[who] = {"base_m": base_m, "base_us": base, "flat_to_m": flat_to,
+                     "first_out": first_out, "max_m": float(g["M"].iloc[-1])}  # fmt: skip
+    if not flat:
+        return
+    parts = []
+    for who, f in sorted(flat.items(), key=lambda kv: (kv[1]["flat_to_m"], kv[0])):
+        if f["first_out"] is None:
+            parts.append(f"{who} flat over the whole range to M = {f['max_m']:.0f} "
+                         f"({fmt_us(f['base_us'])} at M = {f['base_m']:.0f})")  # fmt: skip
+        else:
+            m_out, t_out = f["first_out"]
+            parts.append(f"{who} flat to M = {f['flat_to_m']:.0f} ({fmt_us(f['base_us'])} → "
+                         f"{fmt_us(t_out)} at M = {m_out:.0f})")  # fmt: skip
+    text = (
+        f"Eager time on {geometry} stays flat (within {FLAT_FACTOR:g}× of its smallest-M "
+        f"value) up to: " + "; ".join(parts)
+    )
+    out.add(2, text + ".", flat_to_m={k: v["flat_to_m"] for k, v in flat.items()})
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 3: power, clocks and tensor use of kernel loops
+# ---------------------------------------------------------------------------------------------
+
+POWER_NUMERIC = ("M", "avg_w", "pct_limit", "power_limit_w", "sm_clock_mhz", "sm_util",
+                 "tensor_util", "dram_util", "energy_gap_pct")  # fmt: skip
+
+
+def _reasons(value: Any) -> list[str]:
+    if isinstance(value, list | tuple):
+        items = [str(v) for v in value]
+    else:
+        items = _text(value).split(",")
+    return [i.strip() for i in items if i.strip()]
+
+
+def _prep_power(kp: pd.DataFrame) -> pd.DataFrame:
+    df = _numeric(kp, *POWER_NUMERIC)
+    for c in ("backend", "impl", "op", "dtype", "shape", "mode", "label", "status",
+              "power_source", "throttle_reasons"):  # fmt: skip
+        if c not in df.columns:
+            df[c] = ""
+        df[c] = df[c].map(_text)
+    for c in POWER_NUMERIC:
+        if c not in df.columns:
+            df[c] = float("nan")
+    df.loc[df["status"] == "", "status"] = "ok"
+    return df
+
+
+def _watts_span(rows: pd.DataFrame) -> tuple[str, dict[str, float]]:
+    w, p = rows["avg_w"], rows["pct_limit"]
+    text = _span(w.min(), w.max(), _plain, " W")
+    nums = {"w_min": float(w.min()), "w_max": float(w.max())}
+    if p.notna().any():
+        text += f" ({_span(p.min(), p.max(), _plain, ' %')} of the limit)"
+        nums.update(pct_min=float(p.min()), pct_max=float(p.max()))
+    return text, nums
+
+
+def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) -> Findings:
+    out = Findings()
+    if not _has(kernel_power, "mode"):
+        why = ("this machine has no GPU" if _is_cpu(hardware) else
+               "the kernel-power stage has not run")  # fmt: skip
+        out.miss(3, f"no kernel-power table (results/tables/kernel_power.csv): {why}")
+        return out
+    df = _prep_power(kernel_power)
+    sources = sorted(set(df["power_source"]) - {"", "none"})
+    measured = df[(df["status"] == "ok") & df["avg_w"].notna()]
+    if not sources or measured.empty:
+        why = "no GPU" if _is_cpu(hardware) else "no NVML or RAPL reading"
+        out.miss(3, f"no power was measured in the kernel loops ({why}: power_source none); "
+                    "watts, clocks and throttling are not reported")  # fmt: skip
+        return out
+    source = ", ".join(sources)
+    rapl = sources == ["rapl"]
+    what = "CPU package power from RAPL" if rapl else "GPU power from NVML"
+    idle = measured[(measured["mode"] == "idle") | (measured["label"] == "idle")]
+    loops = measured.drop(idle.index)
+    decode = loops[loops["M"] <= DECODE_MAX_M]
+    prefill = loops[loops["M"] >= PREFILL_MIN_M]
+    d_eager, d_graph = decode[decode["mode"] == "eager"], decode[decode["mode"] == "graph"]
+    if not idle.empty:
+        text, nums = _watts_span(idle)
+        out.add(3, f"Idle, the {'CPU package' if rapl else 'GPU'} draws {text}.", source=source, **{
+            f"idle_{k}": v for k, v in nums.items()})  # fmt: skip
+    else:
+        out.miss(3, "no idle baseline window in the kernel-power table")
+    parts = []
+    numbers: dict[str, Any] = {"source": source}
+    for label, rows, key in (
+        (f"decode-sized (M ≤ {DECODE_MAX_M}) eager loops", d_eager, "decode_eager"),
+        ("their graph-replayed loops", d_graph, "decode_graph"),
+        (f"prefill-sized (M ≥ {PREFILL_MIN_M}) loops", prefill, "prefill"),
+    ):
+        if rows.empty:
+            continue
+        text, nums = _watts_span(rows)
+        bit = f"{label} draw {text}"
+        if rows["tensor_util"].notna().any():
+            t = rows["tensor_util"]
+            bit += f" with tensor pipes {_span(t.min(), t.max(), _plain, ' %')} busy"
+            nums.update(tensor_min=float(t.min()), tensor_max=float(t.max()))
+        parts.append(bit)
+        numbers.update({f"{key}_{k}": v for k, v in nums.items()})
+    if parts:
+        out.add(3, f"In the kernel loops ({what}), " + "; ".join(parts) + ".", **numbers)
+    if d_eager.empty and d_graph.empty:
+        out.miss(3, f"no decode-sized (M ≤ {DECODE_MAX_M}) kernel-power window was measured")
+    _q3_throttle(out, loops, decode, hardware)
+    gaps = measured["energy_gap_pct"].abs()
+    if gaps.notna().any():
+        out.add(
+            3,
+            f"Energy counter and integrated samples agree within {gaps.max():.1f} % "
+            f"over {int(gaps.notna().sum())} windows.",
+            max_gap_pct=float(gaps.max()),
+        )
+    return out
+
+
+def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
+                 hardware: dict | None) -> None:  # fmt: skip
+    max_clock = _num(_gpu(hardware).get("max_sm_clock_mhz"))
+    capped = loops[loops["throttle_reasons"].map(lambda r: "sw_power_cap" in _reasons(r))
+                   & (loops["pct_limit"] >= POWER_CAP_PCT)]  # fmt: skip
+    thermal = loops[
+        loops["throttle_reasons"].map(lambda r: any("thermal" in x for x in _reasons(r)))
+    ]
+    if not capped.empty:
+        names = sorted({f"{_impl_label(r)} M = {r['M']:.0f} {r['mode']}"
+                        for _, r in capped.iterrows()})  # fmt: skip
+        clocks = capped["sm_clock_mhz"]
+        text = (f"{len(capped)} of {len(loops)} loop windows were power-capped (sw_power_cap at "
+                f"≥ {POWER_CAP_PCT:.0f} % of the limit): {', '.join(names)}; their SM clock fell "
+                f"to {_span(clocks.min(), clocks.max(), _plain, ' MHz')}")  # fmt: skip
+        if _ok(max_clock):
+            text += f" against a maximum of {max_clock:.0f} MHz"
+        all_m = capped["M"].dropna()
+        out.add(3, text + ".", capped=len(capped), windows=len(loops),
+                clock_min=float(clocks.min()), clock_max=float(clocks.max()),
+                max_clock=max_clock if _ok(max_clock) else None,
+                capped_min_m=float(all_m.min()) if len(all_m) else None)  # fmt: skip
+    else:
+        out.add(
+            3,
+            f"None of the {len(loops)} loop windows was power-capped (sw_power_cap at "
+            f"≥ {POWER_CAP_PCT:.0f} % of the limit).",
+            capped=0,
+            windows=len(loops),
+        )
+    if not thermal.empty:
+        out.add(3, f"{len(thermal)} loop windows report thermal slowdown.", thermal=len(thermal))
+    if decode.empty:
+        return
+    throttled = decode[decode["throttle_reasons"].map(
+        lambda r: any(x in ("sw_power_cap", "hw_slowdown", "hw_power_brake_slowdown")
+                      or "thermal" in x for x in _reasons(r)))]  # fmt: skip
+    clocks = decode["sm_clock_mhz"].dropna()
+    if throttled.empty:
+        text = ("Low power at decode sizes is under-use, not throttling: no decode-sized window "
+                "reports a power or thermal limit")  # fmt: skip
+        if len(clocks):
+            text += f", and the SM clock holds {_span(clocks.min(), clocks.max(), _plain, ' MHz')}"
+            if _ok(max_clock):
+                text += f" (maximum {max_clock:.0f} MHz)"
+        out.add(3, text + ".", decode_throttled=0,
+                decode_clock_min=float(clocks.min()) if len(clocks) else None)  # fmt: skip
+    else:
+        out.add(3, f"{len(throttled)} of {len(decode)} decode-sized windows report a power or "
+                   "thermal limit: low power there is partly throttling.",
+                decode_throttled=len(throttled))  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 4: per-expert M during decode
+# ---------------------------------------------------------------------------------------------
+
+
+def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None) -> Findings:
+    out = Findings()
+    if not _has(expert_m, "m"):
+        why = "no SGLang expert-distribution record"
+        engines = set()
+        if _has(decode, "engine"):
+            engines = {_text(e) for e in decode["engine"]}
+        if engines and "sglang" not in engines:
+            why += (f": decode ran through {', '.join(sorted(engines))}, which has no expert "
+                    "recorder (SGLang only)")  # fmt: skip
+        else:
+            why += ": no expert_m_c*.csv under results/decode/ (SGLang decode not run here, "
+            why += "or its recorder not enabled)"
+        out.miss(4, why + "; per-expert M not compared with the balanced assumption")
+        return out
+    df = _numeric(expert_m, "m", "balanced_m", "concurrency", "tokens")
+    if "variant" not in df.columns:
+        df["variant"] = ""
+    if "concurrency" not in df.columns:
+        df["concurrency"] = float("nan")
+    for (variant, c), g in df.groupby(["variant", "concurrency"], dropna=False):
+        m = g["m"].dropna()
+        if m.empty:
+            continue
+        balanced = _num(g["balanced_m"].dropna().iloc[0]) if g["balanced_m"].notna().any() \
+            else float("nan")  # fmt: skip
+        layers = g["layer"].nunique() if "layer" in g.columns else 1
+        experts = g["expert"].nunique() if "expert" in g.columns else len(m)
+        who = f"{variant} at C = {c:.0f}" if variant else f"C = {c:.0f}"
+        text = (f"{who}: per-expert M over {layers} layer{'s' if layers != 1 else ''} × "
+                f"{experts} experts ranges {fmt_m(m.min())}–{fmt_m(m.max())} "
+                f"(median {fmt_m(m.median())})")  # fmt: skip
+        numbers: dict[str, Any] = {"variant": variant, "concurrency": float(c), "m_min":
+                                   float(m.min()), "m_median": float(m.median()),
+                                   "m_max": float(m.max()), "layers": int(layers),
+                                   "experts": int(experts)}  # fmt: skip
+        if _ok(balanced) and balanced > 0:
+            hot = float((m > HOT_FACTOR * balanced).mean())
+            idle = float((m == 0).mean())
+            text += (f" against a balanced {fmt_m(balanced)}; {fmt_pct(100 * hot)} of experts "
+                     f"get more than {HOT_FACTOR:g}× the balanced M, {fmt_pct(100 * idle)} get "
+                     f"none, and the busiest sees {fmt_ratio(m.max() / balanced)} the balanced "
+                     "M")  # fmt: skip
+            numbers.update(balanced_m=balanced, hot_share=hot, idle_share=idle,
+                           max_over_balanced=float(m.max() / balanced))  # fmt: skip
+        out.add(4, text + ".", **numbers)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 5: decode throughput and energy per variant
+# ---------------------------------------------------------------------------------------------
+
+DECODE_NUMERIC = (
+    "concurrency",
+    "gpus",
+    "steady_s",
+    "output_tok_s",
+    "tpot_ms",
+    "avg_w_per_gpu",
+    "avg_w_total",
+    "pct_limit",
+    "j_per_token",
+    "errors",
+    "wrong_length",
+)
+
+
+def _valid(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return (
+        bool(value)
+        if value is not None and not (isinstance(value, float) and math.isnan(value))
+        else False
+    )
+
+
+def _prep_decode(decode: pd.DataFrame) -> pd.DataFrame:
+    df = _numeric(decode, *DECODE_NUMERIC)
+    for c in DECODE_NUMERIC:
+        if c not in df.columns:
+            df[c] = float("nan")
+    for c in ("engine", "variant", "power_source"):
+        if c not in df.columns:
+            df[c] = ""
+        df[c] = df[c].map(_text)
+    df["valid"] = df["valid"].map(_valid) if "valid" in df.columns else True
+    return df
+
+
+def q5_decode(decode: pd.DataFrame | None, hardware: dict | None = None) -> Findings:
+    out = Findings()
+    if not _has(decode, "concurrency"):
+        out.miss(5, "no decode table (results/tables/decode.csv): the decode stage has not run")
+        return out
+    df = _prep_decode(decode)
+    if not (df["power_source"].isin(["nvml", "rapl"]) & df["avg_w_per_gpu"].notna()).any():
+        why = "no GPU" if _is_cpu(hardware) else "no NVML or RAPL reading"
+        out.miss(5, f"no decode power ({why}: power_source none): J/token and watts not "
+                    "reported, throughput only")  # fmt: skip
+    for variant, g in df.groupby("variant", sort=True):
+        g = g.sort_values("concurrency")
+        engine = _text(g["engine"].iloc[0])
+        gpus = g["gpus"].dropna()
+        about = [engine] if engine and engine != variant else []
+        if len(gpus):
+            about.append(f"{gpus.iloc[0]:.0f} GPU{'s' if gpus.iloc[0] != 1 else ''}")
+        head = (variant or engine or "decode") + (f" ({', '.join(about)})" if about else "")
+        parts, per_c, invalid = [], {}, []
+        for _, r in g.iterrows():
+            c = int(r["concurrency"])
+            if not r["valid"]:
+                bits = []
+                if _ok(r["steady_s"]):
+                    bits.append(f"steady {r['steady_s']:.1f} s")
+                for col in ("errors", "wrong_length"):
+                    if _ok(r[col]) and r[col] > 0:
+                        bits.append(f"{r[col]:.0f} {col.replace('_', ' ')}")
+                invalid.append(f"C = {c}" + (f" ({', '.join(bits)})" if bits else ""))
+                continue
+            bit = f"C = {c}: {r['output_tok_s']:.1f} tok/s"
+            rec = {"tok_s": float(r["output_tok_s"])}
+            if _ok(r["j_per_token"]):
+                bit += f", {r['j_per_token']:.2f} J/token"
+                rec["j_per_token"] = float(r["j_per_token"])
+            if _ok(r["avg_w_per_gpu"]):
+                bit += f", {fmt_w(r['avg_w_per_gpu'])} per GPU"
+                rec["w_per_gpu"] = float(r["avg_w_per_gpu"])
+                if _ok(r["pct_limit"]):
+                    bit += f" ({fmt_pct(r['pct_limit'])} of the limit)"
+                    rec["pct_limit"] = float(r["pct_limit"])
+            parts.append(bit)
+            per_c[c] = rec
+        text = f"{head}: " + ("; ".join(parts) if parts else "no valid concurrency level")
+        if invalid:
+            text += f". Invalid (not reported as results): {', '.join(invalid)}"
+        out.add(5, text + ".", variant=variant, engine=engine, per_concurrency=per_c,
+                invalid=len(invalid))  # fmt: skip
+    _q5_compare(out, df)
+    return out
+
+
+def _q5_compare(out: Findings, df: pd.DataFrame) -> None:
+    """Variants side by side at each concurrency they share (valid rows only)."""
+    valid = df[df["valid"] & df["output_tok_s"].notna()]
+    variants = sorted(valid["variant"].unique())
+    if len(variants) < 2:
+        return
+    base = variants[0]
+    for other in variants[1:]:
+        a = valid[valid["variant"] == base].set_index("concurrency")
+        b = valid[valid["variant"] == other].set_index("concurrency")
+        shared = sorted(set(a.index) & set(b.index))
+        if not shared:
+            continue
+        tok = {int(c): float(b.loc[c, "output_tok_s"] / a.loc[c, "output_tok_s"])
+               for c in shared}  # fmt: skip
+        text = (
+            f"{other} vs {base}: {_span(min(tok.values()), max(tok.values()), fmt_ratio)} "
+            f"the throughput over C = {', '.join(str(int(c)) for c in shared)}"
+        )
+        numbers: dict[str, Any] = {"base": base, "other": other, "tok_ratio": tok}
+        both = [c for c in shared if _ok(a.loc[c, "j_per_token"]) and _ok(b.loc[c, "j_per_token"])]
+        if both:
+            j = {int(c): float(b.loc[c, "j_per_token"] / a.loc[c, "j_per_token"]) for c in both}
+            text += f" at {_span(min(j.values()), max(j.values()), fmt_ratio)} the J/token"
+            numbers["j_ratio"] = j
+        out.add(5, text + ".", **numbers)
+
+
+# ---------------------------------------------------------------------------------------------
+# The seed's figures beside this machine's
+# ---------------------------------------------------------------------------------------------
+
+
+def seed_comparison(
+    hardware: dict | None = None,
+    peaks: dict | None = None,
+    sweep: pd.DataFrame | None = None,
+    kernel_power: pd.DataFrame | None = None,
+    decode: pd.DataFrame | None = None,
+    expert_m: pd.DataFrame | None = None,
+) -> Findings:
+    out = Findings()
+    q = "seed"
+    _seed_hardware(out, hardware, peaks)
+    rows = shape = None
+    df = None
+    if _has(sweep, "backend", "status", "M"):
+        df = _prep_sweep(sweep)
+        rows, shape = _expert_rows(df)
+    # 1. decode-sized FP4 GEMMs: 30–42 µs whatever their size.
+    lo, hi = SEED["fp4_small_us"]
+    seed_txt = (f"The seed measured decode-sized FP4 GEMMs at {lo:.0f}–{hi:.0f} µs whatever their "
+                f"size (“{SEED['fp4_small_quote']}”)")  # fmt: skip
+    if df is None:
+        out.miss(q, "no sweep table: the seed's FP4 GEMM timings have nothing to compare with")
+    else:
+        fp4 = df[df["dtype"].isin(FP4_DTYPES)]
+        fp4_ok = fp4[(fp4["status"] == "ok") & (fp4["M"] <= DECODE_MAX_M)]
+        numbers: dict[str, Any] = {"seed_us": [lo, hi], "fp4_points": len(fp4),
+                                   "fp4_decode_ok": len(fp4_ok)}  # fmt: skip
+        bits = []
+        if len(fp4_ok):
+            e = fp4_ok["eager_us"].dropna()
+            bits.append(f"here decode-sized FP4 GEMMs ran in {_span(e.min(), e.max(), fmt_us)} "
+                        "eager")  # fmt: skip
+            numbers.update(fp4_eager_min=float(e.min()), fp4_eager_max=float(e.max()))
+        elif len(fp4):
+            top = fp4["status"].value_counts().index[0]
+            msg = _message(fp4[fp4["status"] == top]["error"].iloc[0])
+            bits.append(f"here no FP4 GEMM ran ({len(fp4)} points, mostly {top}: “{msg}”)")
+        else:
+            bits.append("here the sweep has no FP4 point")
+        if rows is not None and not rows.empty:
+            m = _decode_m(rows)
+            at = rows[rows["M"] == m] if m is not None else rows.iloc[0:0]
+            for dtype in ("fp8_e4m3", "bf16"):
+                sub = at[at["dtype"] == dtype]
+                be, bg = _best(sub, "eager_us"), _best(sub, "graph_us")
+                if be is None:
+                    continue
+                bit = (f"the fastest {_dtype_name(dtype)} GEMM at M = {m:.0f} takes "
+                       f"{fmt_us(be['eager_us'])} eager ({_impl_label(be)})")  # fmt: skip
+                numbers[f"{dtype}_eager_us"] = float(be["eager_us"])
+                if bg is not None:
+                    if _impl_label(bg) == _impl_label(be):  # one name for both times
+                        bit = bit[: -len(f" ({_impl_label(be)})")]
+                    bit += f" and {fmt_us(bg['graph_us'])} graph-replayed ({_impl_label(bg)})"
+                    numbers[f"{dtype}_graph_us"] = float(bg["graph_us"])
+                bits.append(bit)
+                dec = rows[(rows["dtype"] == dtype) & (rows["M"] <= DECODE_MAX_M)]
+                span = dec.groupby("M")["eager_us"].min()
+                if len(span) > 1:
+                    bits[-1] += (f", the fastest eager time over M {span.index.min():.0f}–"
+                                 f"{span.index.max():.0f} spanning "
+                                 f"{_span(span.min(), span.max(), fmt_us)}")  # fmt: skip
+                    numbers[f"{dtype}_decode_eager_span"] = [float(span.min()), float(span.max())]
+        out.add(
+            q, f"{seed_txt}; on {shape or 'the expert shape'} " + "; ".join(bits) + ".", **numbers
+        )
+    # 2. sgl_kernel FP4.
+    _seed_sgl(out, df)
+    # 3. power during decode.
+    _seed_power(out, hardware, kernel_power, decode)
+    # 4. balanced experts.
+    if _has(expert_m, "m", "balanced_m"):
+        em = _numeric(expert_m, "m", "balanced_m")
+        m = em["m"].dropna()
+        out.add(q, f"The seed assumed perfect balance ({SEED['tokens_per_expert_quote']} tokens "
+                   f"per expert); the recorded per-expert M here ranges {fmt_m(m.min())}–"
+                   f"{fmt_m(m.max())} (median {fmt_m(m.median())}).",
+                seed_m=SEED["tokens_per_expert"], m_min=float(m.min()), m_max=float(m.max()),
+                m_median=float(m.median()))  # fmt: skip
+    else:
+        out.miss(q, f"the seed's balanced-routing assumption ({SEED['tokens_per_expert_quote']}) "
+                    "is not checked: no expert-distribution record here")  # fmt: skip
+    return out
+
+
+def _seed_hardware(out: Findings, hardware: dict | None, peaks: dict | None) -> None:
+    seed_hw = (f"{SEED['gpus']}× {SEED['gpu']} ({SEED['arch']}, "
+               f"{fmt_w(SEED['power_limit_w'])} each)")  # fmt: skip
+    if hardware is None and peaks is None:
+        out.miss("seed", "no hardware.json: this machine's hardware cannot be set beside the "
+                         f"seed's {seed_hw}")  # fmt: skip
+        return
+    here = describe_machine(hardware, peaks)
+    gpu = _gpu(hardware)
+    numbers: dict[str, Any] = {
+        "seed_gpu": SEED["gpu"],
+        "seed_arch": SEED["arch"],
+        "seed_power_limit_w": SEED["power_limit_w"],
+        "here": here,
+    }
+    text = f"The seed ran on {seed_hw}; this machine has {here}"
+    if gpu:
+        arch = _sm_arch(gpu.get("compute_capability"))
+        limit = _num(gpu.get("power_limit_w"))
+        numbers.update(arch=arch, power_limit_w=limit if _ok(limit) else None,
+                       gpu=_text(gpu.get("name")))  # fmt: skip
+        if arch and arch not in ("sm_100", "sm_103", "sm_110", "sm_120", "sm_121"):
+            text += (
+                f". FP4 tensor-core GEMMs need sm_100 or sm_120, which {arch} is not: "
+                "FP8 and BF16 carry the comparison here"
+            )
+        if _ok(limit):
+            text += (
+                f". This GPU's power limit is {fmt_w(limit)} against the seed's "
+                f"{fmt_w(SEED['power_limit_w'])} ({fmt_ratio(limit / SEED['power_limit_w'])})"
+            )
+    else:
+        text += ": no GPU timings or watts can be compared, only the pipeline's shape"
+    out.add("seed", text + ".", **numbers)
+
+
+def _seed_sgl(out: Findings, df: pd.DataFrame | None) -> None:
+    seed_txt = f"The seed found “{SEED['sgl_fp4_quote']}”"
+    if df is None:
+        out.miss("seed", "no sweep table: sgl_kernel's FP4 GEMM not compared with the seed")
+        return
+    sgl = df[(df["backend"] == "sgl_kernel") & (df["op"] == "cutlass_scaled_fp4_mm")]
+    if sgl.empty:
+        out.miss("seed", "sgl_kernel cutlass_scaled_fp4_mm is not in this sweep's grid")
+        return
+    ok = sgl[sgl["status"] == "ok"]
+    numbers: dict[str, Any] = {
+        "points": len(sgl),
+        "ok": len(ok),
+        "seed_fails_below_m": SEED["sgl_fp4_fails_below_m"],
+    }
+    if ok.empty:
+        top = sgl["status"].value_counts().index[0]
+        msg = _message(sgl[sgl["status"] == top]["error"].iloc[0])
+        text = (f"{seed_txt}; here it ran at none of its {len(sgl)} points ({top}: “{msg}”), so "
+                "neither claim can be checked on this machine")  # fmt: skip
+        numbers["status"] = top
+    else:
+        bad = sgl[sgl["status"] != "ok"]
+        text = f"{seed_txt}; here it ran at {len(ok)} of {len(sgl)} points"
+        if len(bad):
+            text += f" and failed at {_m_list(bad['M'])} ({bad['status'].value_counts().index[0]})"
+            numbers["failed_max_m"] = float(bad["M"].max())
+        fi = df[(df["backend"] == "flashinfer") & (df["impl"] == "cutlass")
+                & (df["op"] == "mm_fp4") & (df["status"] == "ok")]  # fmt: skip
+        keys = ["shape", "M", "G"]
+        col = "graph_us" if ok["graph_us"].notna().all() and fi["graph_us"].notna().all() \
+            else "eager_us"  # fmt: skip
+        both = ok.merge(fi, on=[k for k in keys if k in ok.columns], suffixes=("", "_fi"))
+        both = both[both[col].notna() & both[f"{col}_fi"].notna()]
+        if len(both):
+            ratio = both[col] / both[f"{col}_fi"]
+            slower = int((ratio > 1).sum())
+            text += (f"; against FlashInfer's CUTLASS mm_fp4 it is slower at {slower} of "
+                     f"{len(both)} shared points (median {fmt_ratio(ratio.median())} its "
+                     f"{_mode(col)} time)")  # fmt: skip
+            numbers.update(shared=len(both), slower=slower, median_ratio=float(ratio.median()))
+    out.add("seed", text + ".", **numbers)
+
+
+def _seed_power(out: Findings, hardware: dict | None, kernel_power: pd.DataFrame | None,
+                decode: pd.DataFrame | None) -> None:  # fmt: skip
+    seed_txt = (f"The seed's GPUs drew about {fmt_w(SEED['decode_w'])} of "
+                f"{fmt_w(SEED['power_limit_w'])} ({fmt_pct(SEED['decode_pct'])}) per GPU during "
+                f"decode (“{SEED['decode_w_quote']}”)")  # fmt: skip
+    bits = []
+    numbers: dict[str, Any] = {"seed_w": SEED["decode_w"], "seed_pct": SEED["decode_pct"]}
+    if _has(decode, "concurrency"):
+        d = _prep_decode(decode)
+        d = d[d["valid"] & d["avg_w_per_gpu"].notna()]
+        if len(d):
+            w, p = d["avg_w_per_gpu"], d["pct_limit"]
+            bit = f"real decode here draws {_span(w.min(), w.max(), _plain, ' W')} per GPU"
+            if p.notna().any():
+                bit += f" ({_span(p.min(), p.max(), _plain, ' %')} of the limit)"
+                numbers.update(decode_pct_min=float(p.min()), decode_pct_max=float(p.max()))
+            bits.append(bit + f" over {len(d)} valid runs")
+            numbers.update(decode_w_min=float(w.min()), decode_w_max=float(w.max()))
+    if _has(kernel_power, "mode"):
+        kp = _prep_power(kernel_power)
+        loops = kp[(kp["status"] == "ok") & kp["avg_w"].notna() & (kp["mode"] == "eager")
+                   & (kp["M"] <= DECODE_MAX_M) & (kp["power_source"] != "none")]  # fmt: skip
+        if len(loops):
+            text, nums = _watts_span(loops)
+            bits.append(f"decode-sized (M ≤ {DECODE_MAX_M}) eager GEMM loops draw {text}")
+            numbers.update({f"loop_{k}": v for k, v in nums.items()})
+    if bits and not numbers.get("decode_w_min"):
+        bits.append("no real decode power was measured here")
+    if not bits:
+        why = "no GPU" if _is_cpu(hardware) else "no decode or kernel-loop power measured"
+        out.miss(
+            "seed",
+            f"the seed's decode power ({fmt_w(SEED['decode_w'])} of "
+            f"{fmt_w(SEED['power_limit_w'])}) has no counterpart here ({why})",
+        )
+        return
+    out.add("seed", f"{seed_txt}; " + "; ".join(bits) + ".", **numbers)
+
+
+# ---------------------------------------------------------------------------------------------
+# All questions; reading a results folder
+# ---------------------------------------------------------------------------------------------
+
+
+def compute_findings(
+    hardware: dict | None = None,
+    peaks: dict | None = None,
+    sweep: pd.DataFrame | None = None,
+    kernel_power: pd.DataFrame | None = None,
+    decode: pd.DataFrame | None = None,
+    expert_m: pd.DataFrame | None = None,
+) -> Findings:
+    """Every question's findings and missing notes, in question order (1–5, then "seed")."""
+    out = Findings()
+    for part in (
+        q1_backends(sweep, peaks),
+        q2_bounds(sweep, peaks),
+        q3_power(kernel_power, hardware),
+        q4_experts(expert_m, decode),
+        q5_decode(decode, hardware),
+        seed_comparison(hardware, peaks, sweep, kernel_power, decode, expert_m),
+    ):
+        out.extend(part)
+    return out
+
+
+def _read_csv(path: Path) -> pd.DataFrame | None:
+    try:
+        return pd.read_csv(path) if path.is_file() else None
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def load_expert_m(decode_dir: Path | str) -> pd.DataFrame | None:
+    """All ``<decode_dir>/<variant>/expert_m_c*.csv`` in one frame with a ``variant`` column."""
+    frames = []
+    for path in sorted(Path(decode_dir).glob("*/expert_m_c*.csv")):
+        frame = _read_csv(path)
+        if frame is None or frame.empty:
+            continue
+        frame.insert(0, "variant", path.parent.name)
+        if "concurrency" not in frame.columns:
+            m = re.search(r"expert_m_c(\d+)", path.name)
+            frame["concurrency"] = int(m.group(1)) if m else float("nan")
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def load_inputs(results: Path | str) -> dict[str, Any]:
+    """The keyword arguments of :func:`compute_findings` read from a results folder (``None``
+    for whatever is absent or unreadable)."""
+    results = Path(results)
+    tables = results / "tables"
+    return {
+        "hardware": _read_json(results / "hardware.json"),
+        "peaks": _read_json(results / "peaks.json"),
+        "sweep": _read_csv(tables / "sweep.csv"),
+        "kernel_power": _read_csv(tables / "kernel_power.csv"),
+        "decode": _read_csv(tables / "decode.csv"),
+        "expert_m": load_expert_m(results / "decode"),
+    }

@@ -1,0 +1,501 @@
+"""The report's computed findings: numbers and texts from synthetic tables, missing notes for
+missing inputs, and a print-out on real H200 / CPU results when they are on this machine."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from studylib.findings import (
+    SEED,
+    Finding,
+    Findings,
+    compute_findings,
+    fmt_us,
+    load_expert_m,
+    load_inputs,
+    pick_expert_shape,
+    q1_backends,
+    q2_bounds,
+    q3_power,
+    q4_experts,
+    q5_decode,
+    seed_comparison,
+)
+
+H200 = Path("/tmp/h200b/results")
+H200_POWER = Path("/tmp/pw/kernel_power_fixed.csv")
+CPU = Path("/tmp/freshclone2/results")
+
+HW_H200 = {
+    "device": "cuda",
+    "gpus": [{"name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132,
+              "power_limit_w": 700.0, "max_sm_clock_mhz": 1980}],
+    "host": {"cpu_count": 16, "cpu_model": "Xeon"},
+}  # fmt: skip
+HW_CPU = {"device": "cpu", "gpus": [], "host": {"cpu_count": 2, "cpu_model": "Xeon"}}
+PEAKS = {"bf16_tflops": 800.0, "fp8_tflops": 1600.0, "fp4_tflops": None,
+         "fp4_error": "BackendSupportedError: no fp4 here", "copy_gbps": 4000.0}  # fmt: skip
+
+
+def point(backend, impl, op, dtype, m, *, status="ok", error="", eager=None, graph=None,
+          cold=None, floor=None, basis="memory", g=None, flops=None):  # fmt: skip
+    return {
+        "backend": backend, "impl": impl, "op": op, "dtype": dtype, "shape": "expert_up", "M": m,
+        "N": 6144, "K": 2048, "G": g, "status": status, "error": error,
+        "eager_us": eager, "graph_us": graph, "cold_us": cold, "floor_us": floor,
+        "floor_basis": basis if status == "ok" else "",
+        "flops": flops if flops is not None else 2.0 * m * 6144 * 2048,
+    }  # fmt: skip
+
+
+def synthetic_sweep() -> pd.DataFrame:
+    rows = []
+    # BF16: "a" is the faster kernel at M 1 and 16, "b" at M 64; "a" eager is flat to M 64.
+    for m, (ae, ag, be, bg) in {1: (30, 6, 40, 7), 16: (30, 6, 40, 7), 64: (40, 9, 40, 8),
+                                4096: (200, 150, 190, 140)}.items():  # fmt: skip
+        rows.append(point("torch", "a", "matmul", "bf16", m, eager=ae, graph=ag, cold=ag + 2,
+                          floor=5.0))  # fmt: skip
+        rows.append(point("fi", "b", "mm_bf16", "bf16", m, eager=be, graph=bg, floor=5.0))
+    # FP8: one implementation; eager 20 µs at M 16, graph 4 µs, floor 2.5 µs.
+    rows.append(point("sgl", "c", "fp8_mm", "fp8_e4m3", 16, eager=20.0, graph=4.0, floor=2.5))
+    # FP4: sgl fails below 256 then is slower than flashinfer cutlass; auto unsupported.
+    for m in (16, 64):
+        rows.append(point("sgl_kernel", "cutlass", "cutlass_scaled_fp4_mm", "nvfp4", m,
+                          status="error", error="RuntimeError: bad tile"))  # fmt: skip
+        rows.append(point("flashinfer", "cutlass", "mm_fp4", "nvfp4", m, eager=35.0, graph=8.0))
+    for m, (s_t, f_t) in {256: (12.0, 10.0), 4096: (90.0, 100.0), 8192: (200.0, 150.0)}.items():
+        rows.append(point("sgl_kernel", "cutlass", "cutlass_scaled_fp4_mm", "nvfp4", m,
+                          eager=s_t + 20, graph=s_t))  # fmt: skip
+        rows.append(point("flashinfer", "cutlass", "mm_fp4", "nvfp4", m, eager=f_t + 20,
+                          graph=f_t))  # fmt: skip
+    for m in (16, 4096):
+        for impl in ("auto", "trtllm"):
+            rows.append(point("flashinfer", impl, "mm_fp4", "nvfp4", m, status="unsupported",
+                              error="no CUDA device"))  # fmt: skip
+    # A grouped row of the same shape is not a single GEMM: never ranked.
+    rows.append(point("torch", "a", "grouped_mm", "bf16", 16, eager=1.0, graph=0.5, g=8))
+    return pd.DataFrame(rows)
+
+
+def only(findings: Findings, question, contains: str = "") -> Finding:
+    hits = [f for f in findings.findings if f.question == question and contains in f.text]
+    assert len(hits) == 1, [f.text for f in findings.findings if f.question == question]
+    return hits[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting and shape choice
+# ---------------------------------------------------------------------------------------------
+
+
+def test_formats_and_expert_shape_choice():
+    assert fmt_us(4.321) == "4.3 µs"
+    assert fmt_us(0.031) == "0.03 µs"
+    assert fmt_us(602.4) == "602 µs"
+    assert fmt_us(2453.0) == "2.45 ms"
+    assert fmt_us(15900.0) == "15.9 ms"
+    sweep = pd.DataFrame([
+        {"shape": "dense", "N": 8192, "K": 8192, "G": None},
+        {"shape": "big_k2048", "N": 4096, "K": 2048, "G": None},
+        {"shape": "small_k2048", "N": 1024, "K": 2048, "G": None},
+    ])  # fmt: skip
+    assert pick_expert_shape(sweep) == "big_k2048"
+    sweep.loc[len(sweep)] = {"shape": "glm", "N": 6144, "K": 2048, "G": None}
+    assert pick_expert_shape(sweep) == "glm"
+    sweep.loc[len(sweep)] = {"shape": "expert_up", "N": 1, "K": 1, "G": None}
+    assert pick_expert_shape(sweep) == "expert_up"
+    assert pick_expert_shape(None) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 1
+# ---------------------------------------------------------------------------------------------
+
+
+def test_q1_fastest_per_dtype_and_size_class():
+    out = q1_backends(synthetic_sweep(), PEAKS)
+    decode = only(out, 1, "BF16, decode-sized")
+    assert decode.numbers["winner"] == "torch·a matmul"
+    assert (decode.numbers["wins"], decode.numbers["sizes"]) == (2, 3)
+    assert decode.numbers["basis"] == "graph"
+    assert decode.numbers["runner_up"] == "fi·b mm_bf16"
+    assert decode.numbers["winner_min_us"] == 6 and decode.numbers["winner_max_us"] == 9
+    assert "fastest is torch·a matmul at 2 of 3 sizes (graph 6.0–9.0 µs)" in decode.text
+    prefill = only(out, 1, "BF16, prefill-sized")
+    assert prefill.numbers["winner"] == "fi·b mm_bf16"
+    fp8 = only(out, 1, "FP8, decode-sized")
+    assert "only sgl·c fp8_mm ran" in fp8.text
+    # FP8 has no prefill point: a missing note, not a finding.
+    assert any("FP8 prefill-sized" in m.text for m in out.missing)
+
+
+def test_q1_failures_with_their_own_error_and_where():
+    out = q1_backends(synthetic_sweep(), PEAKS)
+    sgl = only(out, 1, "cutlass_scaled_fp4_mm (FP4): error")
+    assert sgl.numbers["status"] == "error"
+    assert (sgl.numbers["count"], sgl.numbers["points"], sgl.numbers["ok_points"]) == (2, 5, 3)
+    assert "below M = 256" in sgl.text
+    assert "“RuntimeError: bad tile”" in sgl.text
+    shared = only(out, 1, "no CUDA device")
+    assert shared.numbers["combos"] == 2 and shared.numbers["count"] == 4
+    assert "flashinfer·auto mm_fp4 (FP4)" in shared.text
+    assert "flashinfer·trtllm mm_fp4 (FP4)" in shared.text
+    fp4 = only(out, 1, "FP4:")
+    assert fp4.numbers["fp4_ok"] == 8
+    assert fp4.numbers["fp4_impls"] == [
+        "flashinfer·cutlass mm_fp4",
+        "sgl_kernel·cutlass cutlass_scaled_fp4_mm",
+    ]
+
+
+def test_q1_no_fp4_ran_quotes_the_peak_error():
+    sweep = synthetic_sweep()
+    sweep = sweep[~((sweep["dtype"] == "nvfp4") & (sweep["status"] == "ok"))]
+    fp4 = only(q1_backends(sweep, PEAKS), 1, "FP4:")
+    assert fp4.numbers["fp4_ok"] == 0
+    assert "none of the 6 FP4 GEMM points ran" in fp4.text
+    assert "BackendSupportedError: no fp4 here" in fp4.text
+
+
+def test_q1_all_ok():
+    sweep = synthetic_sweep()
+    sweep = sweep[sweep["status"] == "ok"]
+    f = only(q1_backends(sweep, PEAKS), 1, "Every one")
+    assert f.numbers["failed"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 2
+# ---------------------------------------------------------------------------------------------
+
+
+def test_q2_launch_cost_and_floor_at_m16():
+    out = q2_bounds(synthetic_sweep(), PEAKS)
+    bf16 = only(out, 2, "BF16 call")
+    n = bf16.numbers
+    # Fastest eager call at M = 16 is "a" (30 µs), launch = 30 − 6 = 24 µs (80 %).
+    assert n["who"] == "torch·a matmul" and n["M"] == 16
+    assert n["launch_us"] == pytest.approx(24.0)
+    assert n["launch_share"] == pytest.approx(0.8)
+    assert n["kernel_who"] == "torch·a matmul"
+    assert n["over_floor"] == pytest.approx(6.0 / 5.0)
+    assert n["cold_over_floor"] == pytest.approx(8.0 / 5.0)
+    assert "launch-bound when called eagerly" in n["verdict"]
+    assert "memory-bound" in n["verdict"]
+    assert "takes 30.0 µs eager, of which 24.0 µs (80 %) is launch cost" in bf16.text
+    assert "its kernel replays in 6.0 µs, 1.20× the memory floor of 5.0 µs" in bf16.text
+    fp8 = only(out, 2, "FP8 call")
+    assert fp8.numbers["launch_share"] == pytest.approx(0.8)
+    assert fp8.numbers["over_floor"] == pytest.approx(1.6)
+
+
+def test_q2_fastest_kernel_differs_from_fastest_call():
+    sweep = synthetic_sweep()
+    # "b" becomes the fastest kernel at M = 16 while "a" stays the fastest eager call.
+    sweep.loc[(sweep["impl"] == "b") & (sweep["M"] == 16), "graph_us"] = 5.5
+    n = only(q2_bounds(sweep, PEAKS), 2, "BF16 call").numbers
+    assert n["who"] == "torch·a matmul"
+    assert n["kernel_who"] == "fi·b mm_bf16"
+    assert n["over_floor"] == pytest.approx(1.1)
+
+
+def test_q2_prefill_efficiency_against_measured_peak():
+    out = q2_bounds(synthetic_sweep(), PEAKS)
+    f = only(out, 2, "measured BF16 peak")
+    flops = 2.0 * 4096 * 6144 * 2048
+    assert f.numbers["M"] == 4096
+    assert f.numbers["who"] == "fi·b mm_bf16"
+    assert f.numbers["tflops"] == pytest.approx(flops / 140e-6 / 1e12)
+    assert f.numbers["pct_peak"] == pytest.approx(100 * flops / 140e-6 / 1e12 / 800.0)
+    # FP4 has no measured peak: said, not invented.
+    assert any("FP4: no measured peak" in m.text for m in out.missing)
+
+
+def test_q2_flat_eager_range():
+    f = only(q2_bounds(synthetic_sweep(), PEAKS), 2, "stays flat")
+    flat = f.numbers["flat_to_m"]
+    # a: 30, 30, 40 (≤ 45), 200 -> flat to 64.
+    assert flat["torch·a matmul (BF16)"] == 64
+    # flashinfer mm_fp4 eager: 35 (16), 35 (64), 30 (256), 120 (4096) -> flat to 256.
+    assert flat["flashinfer·cutlass mm_fp4 (FP4)"] == 256
+    assert "torch·a matmul (BF16) flat to M = 64 (30.0 µs → 200 µs at M = 4096)" in f.text
+
+
+def test_q2_eager_only_machine():
+    sweep = synthetic_sweep()
+    sweep[["graph_us", "cold_us"]] = None
+    out = q2_bounds(sweep, PEAKS)
+    f = only(out, 2, "BF16 call")
+    assert f.numbers["over_floor"] == pytest.approx(30.0 / 5.0)
+    assert f.numbers["over_floor_basis"] == "eager"
+    assert "launch_us" not in f.numbers
+    assert "takes 30.0 µs eager, 6.00× the memory floor" in f.text
+    assert any("no graph-replayed times at M = 16" in m.text for m in out.missing)
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 3
+# ---------------------------------------------------------------------------------------------
+
+
+def window(mode, m=None, w=None, pct=None, clock=1980.0, reasons="", tensor=None, impl="a",
+           status="ok", source="nvml", gap=0.1):  # fmt: skip
+    return {"backend": "torch", "impl": impl if mode != "idle" else None,
+            "op": "matmul" if mode != "idle" else None, "dtype": "bf16", "shape": "expert_up",
+            "M": m, "mode": mode, "label": "idle" if mode == "idle" else "steady",
+            "status": status, "avg_w": w, "pct_limit": pct, "power_limit_w": 700.0,
+            "sm_clock_mhz": clock, "throttle_reasons": reasons, "tensor_util": tensor,
+            "power_source": source, "energy_gap_pct": gap}  # fmt: skip
+
+
+def synthetic_power() -> pd.DataFrame:
+    return pd.DataFrame([
+        window("idle", w=80.0, pct=80 / 7, clock=345.0),
+        window("eager", 16, 150.0, 150 / 7, tensor=2.0),
+        window("eager", 64, 210.0, 30.0, tensor=6.0),
+        window("graph", 16, 350.0, 50.0, tensor=7.0),
+        window("eager", 4096, 560.0, 80.0, clock=1900.0, reasons="sw_power_cap", tensor=40.0),
+        window("graph", 4096, 690.0, 98.5, clock=1400.0, reasons="sw_power_cap", tensor=85.0,
+               gap=-0.8),
+        window("eager", 16, impl="fp4", status="unsupported", source="nvml"),
+    ])  # fmt: skip
+
+
+def test_q3_power_ranges_and_capping():
+    out = q3_power(synthetic_power(), HW_H200)
+    idle = only(out, 3, "Idle")
+    assert idle.numbers["idle_w_min"] == 80.0
+    loops = only(out, 3, "kernel loops")
+    n = loops.numbers
+    assert (n["decode_eager_w_min"], n["decode_eager_w_max"]) == (150.0, 210.0)
+    assert n["decode_eager_pct_max"] == 30.0
+    assert (n["decode_graph_w_min"], n["decode_graph_w_max"]) == (350.0, 350.0)
+    assert (n["prefill_w_min"], n["prefill_w_max"]) == (560.0, 690.0)
+    assert "decode-sized (M ≤ 64) eager loops draw 150–210 W (21–30 % of the limit)" in loops.text
+    assert "tensor pipes 2–6 % busy" in loops.text
+    capped = only(out, 3, "power-capped")
+    # Only the window at ≥ 90 % counts; the 80 % one has the flag but is not capped.
+    assert capped.numbers["capped"] == 1 and capped.numbers["windows"] == 5
+    assert capped.numbers["clock_min"] == 1400.0 and capped.numbers["max_clock"] == 1980
+    assert "torch·a matmul M = 4096 graph" in capped.text
+    assert "1400 MHz against a maximum of 1980 MHz" in capped.text
+    under = only(out, 3, "under-use")
+    assert under.numbers["decode_throttled"] == 0
+    gap = only(out, 3, "Energy counter")
+    assert gap.numbers["max_gap_pct"] == pytest.approx(0.8)
+
+
+def test_q3_missing_power():
+    none = synthetic_power().assign(power_source="none", avg_w=None, pct_limit=None)
+    out = q3_power(none, HW_CPU)
+    assert out.findings == []
+    assert "power_source none" in out.missing[0].text and "no GPU" in out.missing[0].text
+    out = q3_power(None, HW_H200)
+    assert out.findings == [] and "kernel-power stage has not run" in out.missing[0].text
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 4
+# ---------------------------------------------------------------------------------------------
+
+
+def test_q4_expert_spread_against_balance():
+    # 1 layer × 8 experts at C = 4, top-k 2: balanced M = 1.
+    ms = [0.0, 0.0, 0.5, 0.5, 1.0, 1.5, 2.0, 2.5]
+    frame = pd.DataFrame({"variant": "sg", "concurrency": 4, "layer": 0, "expert": range(8),
+                          "m": ms, "balanced_m": 1.0})  # fmt: skip
+    f = only(q4_experts(frame), 4)
+    n = f.numbers
+    assert (n["m_min"], n["m_median"], n["m_max"]) == (0.0, 0.75, 2.5)
+    assert n["hot_share"] == pytest.approx(1 / 8)  # only 2.5 > 2 × 1
+    assert n["idle_share"] == pytest.approx(2 / 8)
+    assert n["max_over_balanced"] == pytest.approx(2.5)
+    assert "sg at C = 4" in f.text and "against a balanced 1" in f.text
+    assert "12 % of experts get more than 2× the balanced M" in f.text
+
+
+def test_q4_missing_says_why():
+    decode = pd.DataFrame({"engine": ["transformers"], "concurrency": [1]})
+    out = q4_experts(None, decode)
+    assert out.findings == [] and "decode ran through transformers" in out.missing[0].text
+    out = q4_experts(pd.DataFrame(), None)
+    assert "no SGLang expert-distribution record" in out.missing[0].text
+
+
+# ---------------------------------------------------------------------------------------------
+# Question 5
+# ---------------------------------------------------------------------------------------------
+
+
+def synthetic_decode() -> pd.DataFrame:
+    def row(variant, c, tok, j, w, pct, valid=True, steady=60.0, errors=0):
+        return {"engine": "sglang", "variant": variant, "concurrency": c, "gpus": 8,
+                "power_source": "nvml", "steady_s": steady, "valid": valid, "errors": errors,
+                "wrong_length": 0, "output_tok_s": tok, "j_per_token": j, "avg_w_per_gpu": w,
+                "pct_limit": pct}  # fmt: skip
+
+    return pd.DataFrame([
+        row("eager", 16, 400.0, 4.0, 200.0, 33.3),
+        row("eager", 64, 1000.0, 2.0, 250.0, 41.7),
+        row("graphs", 16, 800.0, 2.5, 250.0, 41.7),
+        row("graphs", 64, 1500.0, 1.6, 300.0, 50.0),
+        row("graphs", 256, 2000.0, 1.0, 300.0, 50.0, valid=False, steady=8.0, errors=2),
+    ])  # fmt: skip
+
+
+def test_q5_per_variant_and_comparison():
+    out = q5_decode(synthetic_decode(), HW_H200)
+    g = only(out, 5, "graphs (sglang, 8 GPUs)")
+    assert g.numbers["per_concurrency"][16] == {
+        "tok_s": 800.0,
+        "j_per_token": 2.5,
+        "w_per_gpu": 250.0,
+        "pct_limit": 41.7,
+    }
+    assert g.numbers["invalid"] == 1
+    assert "C = 16: 800.0 tok/s, 2.50 J/token, 250 W per GPU (42 % of the limit)" in g.text
+    assert "Invalid (not reported as results): C = 256 (steady 8.0 s, 2 errors)" in g.text
+    cmp = only(out, 5, "graphs vs eager")
+    assert cmp.numbers["tok_ratio"] == {16: 2.0, 64: 1.5}
+    assert cmp.numbers["j_ratio"] == {16: pytest.approx(0.625), 64: pytest.approx(0.8)}
+    assert "1.50–2.00× the throughput over C = 16, 64 at 0.62–0.80× the J/token" in cmp.text
+    assert out.missing == []
+
+
+def test_q5_no_power_and_no_table():
+    d = synthetic_decode().assign(power_source="none", avg_w_per_gpu=None, pct_limit=None,
+                                  j_per_token=None)  # fmt: skip
+    out = q5_decode(d, HW_CPU)
+    assert "no decode power (no GPU: power_source none)" in out.missing[0].text
+    e = only(out, 5, "eager (sglang")
+    assert e.numbers["per_concurrency"][64] == {"tok_s": 1000.0}
+    out = q5_decode(None)
+    assert out.findings == [] and "no decode table" in out.missing[0].text
+
+
+# ---------------------------------------------------------------------------------------------
+# Seed comparison
+# ---------------------------------------------------------------------------------------------
+
+
+def test_seed_comparison_on_a_blackwell_like_sweep():
+    out = seed_comparison(HW_H200, PEAKS, synthetic_sweep(), synthetic_power(),
+                          synthetic_decode(), None)  # fmt: skip
+    hw = only(out, "seed", "The seed ran on")
+    assert hw.numbers["arch"] == "sm_90" and hw.numbers["power_limit_w"] == 700.0
+    assert "8× NVIDIA RTX PRO 6000 Blackwell (sm_120, 600 W each)" in hw.text
+    assert "1× NVIDIA H200 (sm_90" in hw.text and "700 W against the seed's 600 W" in hw.text
+    fp4 = only(out, "seed", "30–42 µs")
+    assert fp4.numbers["fp4_decode_ok"] == 2
+    assert (fp4.numbers["fp4_eager_min"], fp4.numbers["fp4_eager_max"]) == (35.0, 35.0)
+    assert fp4.numbers["fp8_e4m3_eager_us"] == 20.0 and fp4.numbers["fp8_e4m3_graph_us"] == 4.0
+    assert fp4.numbers["bf16_decode_eager_span"] == [30.0, 40.0]
+    sgl = only(out, "seed", "cutlass_scaled_fp4_mm")
+    n = sgl.numbers
+    assert (n["ok"], n["points"], n["failed_max_m"]) == (3, 5, 64)
+    # graph ratios sgl/flashinfer: 12/10, 90/100, 200/150 -> slower at 2 of 3, median 1.2.
+    assert (n["slower"], n["shared"]) == (2, 3)
+    assert n["median_ratio"] == pytest.approx(1.2)
+    power = only(out, "seed", "235 W of 600 W")
+    assert power.numbers["seed_pct"] == pytest.approx(235 / 6)
+    assert power.numbers["decode_w_min"] == 200.0 and power.numbers["decode_pct_max"] == 50.0
+    assert power.numbers["loop_w_max"] == 210.0
+    assert any("balanced-routing" in m.text for m in out.missing)
+
+
+def test_seed_comparison_on_cpu():
+    out = seed_comparison(HW_CPU, {"device": "cpu"}, None, None, None, None)
+    hw = only(out, "seed", "The seed ran on")
+    assert "no GPU (CPU: Xeon, 2 cores)" in hw.text
+    texts = " ".join(m.text for m in out.missing)
+    assert "no sweep table" in texts and "no counterpart here (no GPU)" in texts
+
+
+def test_seed_constants_are_the_seed_texts():
+    seed = Path(__file__).resolve().parents[1] / ".." / "shared" / "seed" / "fp4-power-pivot.txt"
+    seed = Path("/work/shared/seed/fp4-power-pivot.txt") if not seed.exists() else seed
+    if not seed.exists():
+        pytest.skip("seed write-up not on this machine")
+    text = seed.read_text()
+    for key in ("fp4_small_quote", "decode_w_quote", "sgl_fp4_quote", "tokens_per_expert_quote"):
+        assert SEED[key] in text, key
+
+
+# ---------------------------------------------------------------------------------------------
+# Missing inputs never raise
+# ---------------------------------------------------------------------------------------------
+
+
+def test_everything_missing_gives_notes_not_exceptions():
+    out = compute_findings()
+    assert out.findings == []
+    questions = {m.question for m in out.missing}
+    assert questions == {1, 2, 3, 4, 5, "seed"}
+    for frame in (pd.DataFrame(), pd.DataFrame({"x": [1]})):
+        out = compute_findings(None, None, frame, frame, frame, frame)
+        assert out.findings == [] and out.missing
+
+
+def test_odd_values_do_not_raise():
+    sweep = synthetic_sweep().astype(object)
+    sweep.loc[0, "eager_us"] = "n/a"
+    sweep.loc[1, "status"] = None
+    power = synthetic_power()
+    power.loc[1, "throttle_reasons"] = None
+    decode = synthetic_decode().drop(columns=["j_per_token", "valid"])
+    out = compute_findings(HW_H200, PEAKS, sweep, power, decode, None)
+    assert out.findings
+
+
+def test_load_inputs_reads_what_exists(tmp_path):
+    (tmp_path / "tables").mkdir()
+    synthetic_sweep().to_csv(tmp_path / "tables" / "sweep.csv", index=False)
+    (tmp_path / "hardware.json").write_text('{"device": "cpu", "gpus": []}')
+    variant = tmp_path / "decode" / "sglang-graphs"
+    variant.mkdir(parents=True)
+    pd.DataFrame({"concurrency": 8, "layer": 0, "expert": [0, 1], "tokens": [3, 1],
+                  "share": [0.75, 0.25], "m": [12.0, 4.0], "balanced_m": 8.0}).to_csv(
+        variant / "expert_m_c8.csv", index=False)  # fmt: skip
+    inputs = load_inputs(tmp_path)
+    assert inputs["peaks"] is None and inputs["kernel_power"] is None
+    assert inputs["hardware"]["device"] == "cpu"
+    assert list(inputs["expert_m"]["variant"].unique()) == ["sglang-graphs"]
+    assert load_expert_m(tmp_path / "nothing") is None
+    out = compute_findings(**inputs)
+    assert only(out, 4).numbers["m_max"] == 12.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Real results, when present
+# ---------------------------------------------------------------------------------------------
+
+
+def _print(title: str, out: Findings) -> None:
+    print(f"\n### {title}")
+    for q in (1, 2, 3, 4, 5, "seed"):
+        found, missing = out.for_question(q)
+        for f in found:
+            print(f"[{q}] {f.text}")
+        for m in missing:
+            print(f"[{q}] (missing) {m.text}")
+
+
+@pytest.mark.skipif(not H200.exists(), reason="H200 example results not on this machine")
+def test_h200_example_results():
+    inputs = load_inputs(H200)
+    if inputs["kernel_power"] is None and H200_POWER.exists():
+        inputs["kernel_power"] = pd.read_csv(H200_POWER)
+    out = compute_findings(**inputs)
+    _print("H200", out)
+    bf16 = only(out, 2, "BF16 call")
+    assert bf16.numbers["M"] == 16 and bf16.numbers["launch_share"] > 0.5
+    assert only(out, 1, "FP4:").numbers["fp4_ok"] == 0
+    assert only(out, "seed", "The seed ran on").numbers["arch"] == "sm_90"
+
+
+@pytest.mark.skipif(not CPU.exists(), reason="CPU example results not on this machine")
+def test_cpu_example_results():
+    out = compute_findings(**load_inputs(CPU))
+    _print("CPU", out)
+    assert any("power_source none" in m.text for m in out.missing)
+    assert only(out, 5, "transformers").numbers["per_concurrency"]
