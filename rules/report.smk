@@ -1,6 +1,7 @@
 rule report:
     input:
         hardware="results/hardware.json",
+        peaks="results/peaks.json",
         sweep="results/tables/sweep.csv",
         support="results/tables/support.csv",
         kernel_power="results/tables/kernel_power.csv",

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from studylib.entry import setup_logging
+from studylib.findings import compute_findings, load_inputs
 from studylib.hardware import git_info
 from studylib.report import render_report
 
@@ -25,6 +26,8 @@ render_report(
     template_dir=Path(snakemake.scriptdir).parent / "report" / "templates",  # noqa: F821
     config_yaml_text=config_text,
     git=git_info(Path(snakemake.scriptdir).parent),  # noqa: F821
+    # Findings read every table of the results folder the report's inputs live in.
+    findings=compute_findings(**load_inputs(Path(snakemake.input.sweep).parents[1])),  # noqa: F821
     # Optional: the kernel-power windows table adds the "Kernel power" section.
     kernel_power_csv=snakemake.input.get("kernel_power"),  # noqa: F821
     # Optional: the decode table adds the "Decode power" section.

@@ -110,6 +110,9 @@ def test_outputs_exist_and_hold_valid_rows(study):
     run = yaml.safe_load((results / "decode" / "transformers" / "run.json").read_text())
     assert run["teardown"]["left_behind"] is False
     assert "Decode power" in html
+    # Findings computed from this run's tables, per study question, and beside the seed
+    assert 'id="findings"' in html and "Q2. Are decode-sized GEMMs bound" in html
+    assert "At M = 16 on expert_up" in html and "235 W of 600 W" in html
     for log in ("hardware.log", "aggregate.log", "report.log", "sweep/torch.log"):
         assert (results / "logs" / log).exists()
 

@@ -596,6 +596,33 @@ def environment(template_dir: str | os.PathLike) -> jinja2.Environment:
     return env
 
 
+QUESTIONS = {
+    1: "Which backend is fastest at each GEMM size, and which fail where?",
+    2: "Are decode-sized GEMMs bound by launch cost, by memory or by the math?",
+    3: "What do the GPUs draw and how fast do they clock during kernel loops: under-use or "
+    "throttling?",
+    4: "How are tokens spread over experts during decode, against the balanced assumption?",
+    5: "How do server settings and concurrency change decode throughput and energy per token?",
+    "seed": "The seed's figures beside this machine",
+}
+
+
+def findings_context(findings) -> list[dict] | None:
+    """Per question: its title, the sentences computed from the data, and what is missing."""
+    if findings is None:
+        return None
+    out = []
+    for question, title in QUESTIONS.items():
+        found, missing = findings.for_question(question)
+        out.append({
+            "question": question,
+            "title": title,
+            "texts": [f.text for f in found],
+            "missing": [m.text for m in missing],
+        })  # fmt: skip
+    return out
+
+
 def build_context(
     hardware_json,
     sweep_csv,
@@ -607,6 +634,7 @@ def build_context(
     git: dict | None = None,
     kernel_power_csv=None,
     decode_csv=None,
+    findings=None,
 ) -> dict[str, Any]:
     hw = load_hardware(hardware_json)
     if git:
@@ -656,6 +684,7 @@ def build_context(
         ],
         "kernel_power": kernel_power,
         "decode": decode,
+        "findings": findings_context(findings),
         "charts": charts,
         "fastest": fastest_table(sweep),
         "sweep": sweep_table(sweep),
@@ -679,6 +708,7 @@ def render_report(
     git: dict | None = None,
     kernel_power_csv: str | os.PathLike | None = None,
     decode_csv: str | os.PathLike | None = None,
+    findings=None,
 ) -> str:
     """Render the report to ``out_html`` (atomically) and return the HTML text.
 
@@ -697,6 +727,7 @@ def render_report(
         git,
         kernel_power_csv,
         decode_csv,
+        findings,
     )
     html = environment(template_dir).get_template(TEMPLATE).render(**context)
     write_text(out_html, html)
