@@ -156,16 +156,25 @@ def fmt_us(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def fmt_cell(column: str, value: Any) -> str:
-    """Readable text for a sweep-table cell ('' when missing)."""
+def _parse_cell(column: str, value: Any) -> float | str | None:
+    """None when missing; text for text columns and non-numbers; else the number."""
     if is_missing(value):
-        return ""
+        return None
     if column in TEXT_COLUMNS:
         return str(value)
     try:
-        v = float(value)
+        return float(value)
     except (TypeError, ValueError):
         return str(value)
+
+
+def fmt_cell(column: str, value: Any) -> str:
+    """Readable text for a sweep-table cell ('' when missing)."""
+    v = _parse_cell(column, value)
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
     if column in INT_COLUMNS:
         return f"{int(v)}"
     if column.endswith("_us"):
@@ -183,14 +192,10 @@ def fmt_cell(column: str, value: Any) -> str:
 
 def sort_key(column: str, value: Any) -> str:
     """Value used by the table's client-side sort (numbers as plain decimals)."""
-    if is_missing(value):
+    v = _parse_cell(column, value)
+    if v is None:
         return ""
-    if column in TEXT_COLUMNS:
-        return str(value)
-    try:
-        return repr(float(value))
-    except (TypeError, ValueError):
-        return str(value)
+    return v if isinstance(v, str) else repr(v)
 
 
 def long_text(text: Any, limit: int = LONG_TEXT) -> dict[str, Any]:
