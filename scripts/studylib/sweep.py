@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import atomic_path, write_frame
+from .io import write_frame
 from .plan import expand_points, stable_hash
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[1]
@@ -257,4 +257,3 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
     return frame
 
 
-__all__ = ["run_sweep", "to_frame", "COLUMNS", "atomic_path"]
