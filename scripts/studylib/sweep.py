@@ -255,5 +255,3 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
         ):  # fmt: skip
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
     return frame
-
-
