@@ -16,9 +16,10 @@ from studylib.decode_figures import (
     plot_decode,
     variant_scale,
 )
-from studylib.report import render_report
 from test_figures import check_outputs
-from test_report import GPU_HW, TEMPLATES, assert_offline
+from test_report import GPU_HW, assert_offline
+from test_report import render_tree as _render
+from test_report import report_section as _section
 
 EVIL = "<script>alert(1)</script> & co"
 VARIANTS = ("sglang-tp8-graphs", "sglang-tp8-nographs")
@@ -223,26 +224,6 @@ def tree(tmp_path):
     stem = root / "figures" / "decode"
     plot_decode(csv, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
     return {"root": root, "csv": csv, "specs": [f"{stem}.vl.json"]}
-
-
-def _render(tree, **kw) -> str:
-    root = tree["root"]
-    return render_report(
-        hardware_json=root / "hardware.json",
-        sweep_csv=root / "tables" / "sweep.csv",
-        support_csv=root / "tables" / "absent.csv",
-        spec_paths=tree["specs"],
-        out_html=root / "report" / "index.html",
-        config_hash="cafe1234",
-        template_dir=TEMPLATES,
-        **kw,
-    )
-
-
-def _section(html: str, section_id: str) -> str:
-    match = re.search(rf'<section id="{section_id}">(.*?)</section>', html, re.S)
-    assert match, f"no section {section_id}"
-    return match.group(1)
 
 
 def test_report_decode_section(tree):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 import numpy as np
 import pandas as pd
@@ -19,9 +18,10 @@ from studylib.power_figures import (
     power_timeline_chart,
     power_vs_util_chart,
 )
-from studylib.report import render_report
 from test_figures import PNG_MAGIC, check_outputs
-from test_report import GPU_HW, TEMPLATES, assert_offline
+from test_report import GPU_HW, assert_offline
+from test_report import render_tree as _render
+from test_report import report_section as _section
 
 EVIL = "RuntimeError: <script>alert(1)</script> & CUDA trap"
 T0 = 5000.0  # host monotonic seconds of each job's first sample
@@ -347,26 +347,6 @@ def report_tree(tmp_path, tables):
         plot_power(csv, tables["timelines"], f"{stem}.html", f"{stem}.png", f"{stem}.vl.json", kind)
         specs.append(f"{stem}.vl.json")
     return {"root": root, "csv": csv, "specs": specs}
-
-
-def _render(tree, **kw) -> str:
-    root = tree["root"]
-    return render_report(
-        hardware_json=root / "hardware.json",
-        sweep_csv=root / "tables" / "sweep.csv",
-        support_csv=root / "tables" / "absent.csv",
-        spec_paths=tree["specs"],
-        out_html=root / "report" / "index.html",
-        config_hash="cafe1234",
-        template_dir=TEMPLATES,
-        **kw,
-    )
-
-
-def _section(html: str, section_id: str) -> str:
-    match = re.search(rf'<section id="{section_id}">(.*?)</section>', html, re.S)
-    assert match, f"no section {section_id}"
-    return match.group(1)
 
 
 def test_report_kernel_power_section(report_tree):

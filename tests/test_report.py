@@ -197,3 +197,24 @@ def test_fmt_cell():
     assert fmt_cell("rel_err", 0.000123) == "1.23e-04"
     assert fmt_cell("eager_us", float("nan")) == ""
     assert fmt_cell("error", EVIL) == EVIL  # escaping is the template's job
+
+
+def render_tree(tree, **kw) -> str:
+    """Render the report of a synthetic results tree ({"root", "specs"}) with extra sections."""
+    root = tree["root"]
+    return render_report(
+        hardware_json=root / "hardware.json",
+        sweep_csv=root / "tables" / "sweep.csv",
+        support_csv=root / "tables" / "absent.csv",
+        spec_paths=tree["specs"],
+        out_html=root / "report" / "index.html",
+        config_hash="cafe1234",
+        template_dir=TEMPLATES,
+        **kw,
+    )
+
+
+def report_section(html: str, section_id: str) -> str:
+    match = re.search(rf'<section id="{section_id}">(.*?)</section>', html, re.S)
+    assert match, f"no section {section_id}"
+    return match.group(1)

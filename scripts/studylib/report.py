@@ -71,6 +71,15 @@ GOOD = ("ok", "mismatch")
 
 #: Figure specs shown in the kernel-power section (when it is rendered), in this order.
 POWER_FIGURES: tuple[str, ...] = ("power_timeline", "power_vs_util")
+#: Clocks, clocks-event reasons and GPM utilisation: the same columns in every power table.
+CLOCK_AND_UTIL_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+    ("sm_clock_mhz", "SM MHz", "{:.0f}"),
+    ("throttle_reasons", "reasons", None),
+    ("sm_util", "SM util %", "{:.0f}"),
+    ("tensor_util", "tensor util %", "{:.0f}"),
+    ("dram_util", "DRAM util %", "{:.0f}"),
+)
+
 #: Kernel-power window table: column -> (label, format); ``None`` for text.
 KERNEL_POWER_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("backend", "backend", None),
@@ -86,11 +95,7 @@ KERNEL_POWER_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("avg_w_samples", "avg W (samples)", "{:.1f}"),
     ("energy_gap_pct", "counter vs samples gap %", "{:+.1f}"),
     ("pct_limit", "% of limit", "{:.1f}"),
-    ("sm_clock_mhz", "SM MHz", "{:.0f}"),
-    ("throttle_reasons", "reasons", None),
-    ("sm_util", "SM util %", "{:.0f}"),
-    ("tensor_util", "tensor util %", "{:.0f}"),
-    ("dram_util", "DRAM util %", "{:.0f}"),
+    *CLOCK_AND_UTIL_COLUMNS,
     ("class", "class", None),
     ("why", "why", None),
     ("status", "status", None),
@@ -117,11 +122,7 @@ DECODE_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("pct_limit", "% of limit", "{:.1f}"),
     ("j_per_token", "J/token", "{:.4g}"),
     ("energy_gap_pct", "counter vs samples gap %", "{:+.1f}"),
-    ("sm_clock_mhz", "SM MHz", "{:.0f}"),
-    ("throttle_reasons", "reasons", None),
-    ("sm_util", "SM util %", "{:.0f}"),
-    ("tensor_util", "tensor util %", "{:.0f}"),
-    ("dram_util", "DRAM util %", "{:.0f}"),
+    *CLOCK_AND_UTIL_COLUMNS,
 )
 
 
