@@ -3,8 +3,12 @@ rule decode_model:
         directory("results/decode/model"),
     log:
         "results/logs/decode/model.log",
+    benchmark:
+        "results/benchmarks/decode/model.tsv"
     conda:
         "../envs/sweep.yaml"
+    resources:
+        gpu=1,
     params:
         geometry=config["decode"].get("model", {}),
         device=config["device"],
@@ -24,6 +28,8 @@ rule decode:
         run="results/decode/{variant}/run.json",
     log:
         "results/logs/decode/{variant}.log",
+    benchmark:
+        "results/benchmarks/decode/{variant}.tsv"
     conda:
         "../envs/sweep.yaml"
     resources:

@@ -4,10 +4,12 @@ rule kernel_power:
         timeline="results/kernel_power/{backend}_timeline.parquet",
     log:
         "results/logs/kernel_power/{backend}.log",
+    benchmark:
+        "results/benchmarks/kernel_power/{backend}.tsv"
     conda:
         "../envs/sweep.yaml"
     resources:
-        gpu=1,
+        gpu=config["kernel_power"]["gpus"],
     params:
         plan=backend_power_plan,
     script:

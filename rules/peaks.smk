@@ -3,6 +3,8 @@ rule peaks:
         "results/peaks.json",
     log:
         "results/logs/peaks.log",
+    benchmark:
+        "results/benchmarks/peaks.tsv"
     conda:
         "../envs/sweep.yaml"
     resources:

@@ -3,6 +3,8 @@ rule sweep:
         "results/sweeps/{backend}.parquet",
     log:
         "results/logs/sweep/{backend}.log",
+    benchmark:
+        "results/benchmarks/sweep/{backend}.tsv"
     conda:
         "../envs/sweep.yaml"
     resources:

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 from studylib.entry import setup_logging
-from studylib.gpu_slots import pin_gpus
+from studylib.gpu_slots import pin_gpus, slot_index
 from studylib.serving.entry import run_decode_job
 
 log = setup_logging(snakemake)
 pin_gpus(snakemake)  # before anything initialises CUDA
 run_decode_job(snakemake.params.plan, snakemake.input.get("model"),
-               Path(snakemake.output.summary).parent)  # fmt: skip
+               Path(snakemake.output.summary).parent, port_offset=slot_index())  # fmt: skip

@@ -83,10 +83,24 @@ def test_no_duplicates():
     assert not dups, f"duplicated: {dups}"
 
 
+def overrides() -> set[str]:
+    """Image packages bundled on purpose, each marked 'override:' with its reason."""
+    return {norm(PIN_RE.fullmatch(req).group(1)) for _, req, comment in pinned_lines()
+            if "override:" in comment}  # fmt: skip
+
+
 def test_no_image_package_is_bundled():
     image = {norm(p) for p in IMAGE_PACKAGES}
-    clash = sorted(n for n in pinned() if n in image or n.startswith(IMAGE_PREFIXES))
-    assert not clash, f"already in the H200 image, do not bundle: {clash}"
+    clash = sorted(
+        n for n in pinned()
+        if (n in image or n.startswith(IMAGE_PREFIXES)) and n not in overrides()
+    )  # fmt: skip
+    assert not clash, f"already in the H200 image, do not bundle (or mark 'override:'): {clash}"
+
+
+def test_overrides_are_image_packages():
+    stray = sorted(n for n in overrides() if n not in {norm(p) for p in IMAGE_PACKAGES})
+    assert not stray, f"marked 'override:' but not in the image: {stray}"
 
 
 def test_required_packages_present():

@@ -68,3 +68,16 @@ def test_no_gpu_machine_pins_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert gpu_slots.pin_gpus(SimpleNamespace(resources=SimpleNamespace(gpu=1))) is None
+
+
+def test_side_by_side_jobs_get_distinct_slot_indices(tmp_path, monkeypatch):
+    """Decode servers use base port + slot_index(): two running jobs must not share it."""
+    monkeypatch.chdir(tmp_path)
+    assert gpu_slots.slot_index() == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    first = gpu_slots.pin_gpus(SimpleNamespace(resources=SimpleNamespace(gpu=1)))
+    first_slot = gpu_slots.slot_index()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the next job sees the machine again
+    second = gpu_slots.pin_gpus(SimpleNamespace(resources=SimpleNamespace(gpu=1)))
+    assert first != second
+    assert {first_slot, gpu_slots.slot_index()} == {0, 1}

@@ -68,3 +68,21 @@ def test_expand_points_follows_device_and_overrides():
     fi = expand_points(sweep_plan(config, "flashinfer"), "cuda")
     assert {p["impl"] for p in fi if p["op"] == "mm_fp4"} == {"cutlass", "cudnn", "trtllm", "auto"}
     assert all(p["G"] is None for p in fi if p["op"] != "grouped_mm_bf16")
+
+
+def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
+    from helpers import ROOT
+    from snakemake.utils import validate
+    from studylib.plan import decode_plan, resolve_for_device
+
+    config = default_config()
+    variants = config["decode"]["variants"]
+    variants["two_gpus"] = {"engine": "transformers", "model": "local", "gpus": 2,
+                            "concurrency": {"cuda": [16], "cpu": [2]},
+                            "prompts_per_concurrency": 4}  # fmt: skip
+    validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
+    base = resolve_for_device(decode_plan(config, "transformers"), "cuda")
+    two = resolve_for_device(decode_plan(config, "two_gpus"), "cuda")
+    assert base["concurrency"] == [1, 16, 64] and base["prompts_per_concurrency"] == 8
+    assert two["concurrency"] == [16] and two["prompts_per_concurrency"] == 4
+    assert two["gpus"] == 2 and two["output_len"] == base["output_len"]

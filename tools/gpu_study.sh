@@ -15,7 +15,7 @@ snakemake "$@"
 status=$?
 echo "snakemake exit $status after $(( $(date +%s) - start )) s"
 if [ -n "${OUT:-}" ]; then
-  tar czf "$OUT/results.tar.gz" --exclude='*.work' results .snakemake/log 2>/dev/null
+  tar czf "$OUT/results.tar.gz" --exclude="*.work" --exclude=results/decode/model results .snakemake/log 2>/dev/null
   ls -la "$OUT"
 fi
 exit $status

@@ -110,7 +110,10 @@ for dist, need in [("typing-extensions", (4, 14)), ("packaging", (24, 0)), ("jin
 for mod, dist, required in [("snakemake", "snakemake", True), ("snakemake.api", "snakemake", True),
                             ("altair", "altair", True),
                             ("vl_convert", "vl-convert-python", True),
-                            ("flashinfer", "flashinfer-python", False), ("sgl_kernel", "sglang-kernel", False)]:
+                            ("flashinfer", "flashinfer-python", False), ("sgl_kernel", "sglang-kernel", False),
+                            # transformers serve (the decode engine here) needs these three
+                            ("fastapi", "fastapi", False), ("uvicorn", "uvicorn", False),
+                            ("openai", "openai", False)]:
     if not required and not os.path.isdir(os.path.join(target, mod.split(".")[0])):
         print(f"  skip  {mod}: not in the bundle")
         continue

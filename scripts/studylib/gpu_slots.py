@@ -17,6 +17,7 @@ from pathlib import Path
 log = logging.getLogger("study.gpu_slots")
 LOCK_DIR = Path(".snakemake") / "gpu-slots"
 _HELD: list = []  # open lock files: the locks live as long as this process
+_SLOT: list[int] = []  # position of this job's first GPU among the machine's
 
 
 def machine_gpus() -> list[str]:
@@ -64,6 +65,7 @@ def release_all() -> None:
     for handle in _HELD:
         handle.close()
     _HELD.clear()
+    _SLOT.clear()
 
 
 def pin_gpus(smk) -> list[str] | None:
@@ -73,9 +75,19 @@ def pin_gpus(smk) -> list[str] | None:
     if count == 0 or not gpus:
         return None
     ids = acquire(count, gpus)
+    _SLOT[:] = [min(gpus.index(g) for g in ids)]
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
     log.info("pinned to GPU(s) %s of %s", ",".join(ids), ",".join(gpus))
     return ids
 
 
-__all__ = ["acquire", "machine_gpus", "pin_gpus", "release_all"]
+def slot_index() -> int:
+    """A number no other running GPU job of this workflow on this machine has (0 unpinned).
+
+    The position of the job's first GPU: jobs never share a GPU, so servers of jobs running
+    side by side can take ``base port + slot_index()`` without clashing.
+    """
+    return _SLOT[0] if _SLOT else 0
+
+
+__all__ = ["acquire", "machine_gpus", "pin_gpus", "release_all", "slot_index"]

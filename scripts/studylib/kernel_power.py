@@ -3,7 +3,8 @@
 For each representative point and mode (eager launches, graph replays) the backend's worker
 runs the kernel back to back for ``seconds``; the sampler in this process (NVML reads are
 process-independent) records every GPU the job can see. An idle baseline comes first and a
-cooldown separates loops. One row per (window, GPU).
+cooldown separates loops. One row per (window, GPU). With ``gpus: N`` the job holds N GPUs
+and runs each loop on all of them at once (one worker per GPU).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .gpu_slots import machine_gpus
 from .io import write_frame
 from .power import Sampler, open_readers, visible_nvml_indices
 from .sweep import WorkerClient, WorkerGone
@@ -27,7 +29,7 @@ WINDOW_COLUMNS = [
     "power_source", "energy_j", "energy_j_samples", "energy_gap_pct", "avg_w", "avg_w_samples",
     "power_limit_w", "pct_limit", "sm_clock_mhz", "mem_clock_mhz", "temp_c_max",
     "throttle_reasons", "sm_util", "sm_occupancy", "tensor_util", "dram_util", "gpm_pairs",
-    "samples", "calls", "us_per_call", "status", "error", "sampler_cpu_pct",
+    "samples", "calls", "us_per_call", "status", "error", "sampler_cpu_pct", "gpus_running",
 ]  # fmt: skip
 
 
@@ -40,22 +42,31 @@ def window_id(point: dict | None, mode: str) -> str:
 
 
 class KernelPowerRun:
-    def __init__(self, plan: dict, work_dir: Path, log_stream=None):
+    """One backend's windows. With several ``worker_envs`` (one GPU each) every loop runs on
+    all of those GPUs at the same moment, as in a tensor-parallel server where each GPU
+    runs the same GEMM: the workers prepare, meet at a barrier, then start together."""
+
+    def __init__(self, plan: dict, work_dir: Path, log_stream=None,
+                 worker_envs: list[dict] | None = None):  # fmt: skip
         self.plan = plan
         self.rows: list[dict] = []
         work_dir.mkdir(parents=True, exist_ok=True)
         self.plan_path = work_dir / "plan.json"
         self.plan_path.write_text(json.dumps(plan, sort_keys=True), encoding="utf-8")
-        self.client = WorkerClient(plan["backend"], self.plan_path, log_stream)
+        self.clients = [WorkerClient(plan["backend"], self.plan_path, log_stream, env)
+                        for env in (worker_envs or [{}])]  # fmt: skip
         self.timeout = float(plan["timing"]["point_timeout_s"])
 
     def run(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         plan = self.plan
-        try:
-            hello = self.client.start(self.timeout)
-        except WorkerGone as exc:
-            hello = {"device": "cpu", "failed": f"worker failed to start: {exc}"}
-        device = hello["device"]
+        hellos = []
+        for client in self.clients:
+            try:
+                hellos.append(client.start(self.timeout))
+            except WorkerGone as exc:
+                hellos.append({"device": "cpu", "failed": f"worker failed to start: {exc}"})
+        working = [h for h in hellos if not h.get("failed")]
+        device = (working or hellos)[0]["device"]
         readers, self.source, why = open_readers(
             visible_nvml_indices() if device == "cuda" else None
         )
@@ -68,14 +79,15 @@ class KernelPowerRun:
                 time.sleep(0.2)  # a few samples before the first window opens
                 t0 = time.monotonic()
                 time.sleep(plan["idle_s"][device])
-                self.record(None, "idle", {"status": "ok", "error": "", "t_start": t0,
-                                           "t_end": time.monotonic()})  # fmt: skip
+                self.record(None, "idle", [{"status": "ok", "error": "", "t_start": t0,
+                                            "t_end": time.monotonic()}])  # fmt: skip
                 for point in plan["points"]:
                     for mode in plan["modes"]:
-                        if self.loop(hello, point, mode, seconds):
+                        if self.loop(hellos, point, mode, seconds):
                             time.sleep(plan["cooldown_s"][device])
         finally:
-            self.client.stop()
+            for client in self.clients:
+                client.stop()
         cpu = self.sampler.cpu_fraction()
         windows = pd.DataFrame(self.rows)
         windows["sampler_cpu_pct"] = 100 * cpu if cpu is not None else None
@@ -83,7 +95,7 @@ class KernelPowerRun:
             if column not in windows.columns:
                 windows[column] = None
         windows = windows[WINDOW_COLUMNS]
-        for column in ("M", "N", "K", "G", "gpu", "calls"):
+        for column in ("M", "N", "K", "G", "gpu", "calls", "gpus_running"):
             windows[column] = pd.to_numeric(windows[column]).astype("Int64")
         timeline = pd.DataFrame(self.sampler.timeline())
         if not timeline.empty:
@@ -92,52 +104,106 @@ class KernelPowerRun:
         log.info("sampler used %.2f%% of one core", 100 * (cpu or 0))
         return windows, timeline
 
-    def loop(self, hello: dict, point: dict, mode: str, seconds: float) -> bool:
-        """Run one window; True when the device actually worked (a cooldown is due)."""
-        if hello.get("unsupported") or hello.get("failed"):
-            status = "unsupported" if hello.get("unsupported") else "error"
-            result = {"status": status, "error": hello.get("unsupported") or hello["failed"]}
-        else:
+    def loop(self, hellos: list[dict], point: dict, mode: str, seconds: float) -> bool:
+        """Run one window on every worker; True when a device actually worked (cool down)."""
+        together = len(self.clients) > 1
+        results: list[dict | None] = [None] * len(self.clients)
+        message = {"loop": point, "mode": mode, "seconds": seconds, "barrier": together}
+        for i, (client, hello) in enumerate(zip(self.clients, hellos, strict=True)):
+            if hello.get("unsupported") or hello.get("failed"):
+                why = hello.get("unsupported") or hello["failed"]
+                results[i] = {"status": "unsupported" if hello.get("unsupported") else "error",
+                              "error": why}  # fmt: skip
+                continue
             try:
-                if self.client.proc is None:
-                    self.client.start(self.timeout)
-                message = {"loop": point, "mode": mode, "seconds": seconds}
-                result = self.client.request(message, seconds + self.timeout)
+                if client.proc is None:  # replaced after a fatal error
+                    client.start(self.timeout)
+                client.send(message)
             except WorkerGone as exc:
-                result = {"status": "error", "error": str(exc)}
-                self.client.stop()
-            if result.pop("fatal", False):
-                self.client.stop()
-        log.info("%s: %s %s", window_id(point, mode), result["status"], result.get("error", ""))
-        self.record(point, mode, result)
-        return result["status"] == "ok"
+                results[i] = self._gone(client, exc)
+        if together:
+            ready = []
+            for i, client in enumerate(self.clients):
+                if results[i] is None:
+                    try:
+                        reply = client.receive(self.timeout)  # prepared, or its failure row
+                    except WorkerGone as exc:
+                        reply = self._gone(client, exc)
+                    if reply.get("ready"):
+                        ready.append(i)
+                    else:
+                        results[i] = reply
+            start_at = time.monotonic() + 0.05
+            for i in ready:
+                try:
+                    self.clients[i].send({"go": start_at})
+                except WorkerGone as exc:
+                    results[i] = self._gone(self.clients[i], exc)
+        for i, client in enumerate(self.clients):
+            if results[i] is None:
+                try:
+                    results[i] = client.receive(seconds + self.timeout)
+                except WorkerGone as exc:
+                    results[i] = self._gone(client, exc)
+            if results[i].pop("fatal", False):
+                client.stop()
+        for result in results:
+            log.info("%s: %s %s", window_id(point, mode), result["status"], result.get("error", ""))
+        self.record(point, mode, results)
+        return any(r["status"] == "ok" for r in results)
 
-    def record(self, point: dict | None, mode: str, result: dict) -> None:
+    @staticmethod
+    def _gone(client: WorkerClient, exc: WorkerGone) -> dict:
+        client.stop()
+        return {"status": "error", "error": str(exc)}
+
+    def record(self, point: dict | None, mode: str, results: list[dict]) -> None:
+        """One row per (window, GPU): the sampler's statistics beside the loop's result.
+
+        Several workers: GPU j is worker j's (both follow CUDA_VISIBLE_DEVICES' order), and
+        the statistics cover the span in which every worker that ran was running.
+        """
         base = {k: (point or {}).get(k) for k in POINT_KEYS}
         base["backend"] = self.plan["backend"]
-        base.update(
-            mode=mode,
-            label="idle" if point is None else "steady",
-            window=window_id(point, mode),
-            power_source=self.source,
-            **{
-                k: result.get(k)
-                for k in ("status", "error", "t_start", "t_end", "calls", "us_per_call")
-            },  # fmt: skip
-        )
-        if result["status"] != "ok" or not self.sampler.readers:
-            if result["status"] == "ok":
-                base["seconds"] = result["t_end"] - result["t_start"]
-            self.rows.append(base)
-            return
-        for stats in self.sampler.window(result["t_start"], result["t_end"]):
-            self.rows.append({**base, **stats})
+        base.update(mode=mode, label="idle" if point is None else "steady",
+                    window=window_id(point, mode), power_source=self.source,
+                    gpus_running=len(results) if point is not None else 0)  # fmt: skip
+        keys = ("status", "error", "t_start", "t_end", "calls", "us_per_call")
+        ran = [r for r in results if r["status"] == "ok"]
+        stats = []
+        if ran and self.sampler.readers:
+            t0, t1 = max(r["t_start"] for r in ran), min(r["t_end"] for r in ran)
+            if t1 > t0:
+                stats = self.sampler.window(t0, t1)
+                for r in ran:
+                    r["t_start"], r["t_end"] = t0, t1
+        if len(results) == 1:  # one loop: every GPU the job sees shares its result
+            pairs = [(results[0], s) for s in stats] or [(results[0], None)]
+        else:
+            pairs = [(r, stats[j] if r["status"] == "ok" and j < len(stats) else None)
+                     for j, r in enumerate(results)]  # fmt: skip
+        for result, gpu_stats in pairs:
+            row = {**base, **{k: result.get(k) for k in keys}}
+            if gpu_stats is not None:
+                row.update(gpu_stats)
+            elif result["status"] == "ok":
+                row["seconds"] = result["t_end"] - result["t_start"]
+            self.rows.append(row)
+
+
+def worker_envs(plan: dict) -> list[dict]:
+    """One environment per worker: a GPU each when the plan asks for several GPUs."""
+    want = int(plan.get("gpus", 1))
+    gpus = machine_gpus() if want > 1 else []
+    if len(gpus) < 2:
+        return [{}]
+    return [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in gpus[:want]]
 
 
 def run_kernel_power(plan: dict, out_windows, out_timeline, log_stream=None) -> pd.DataFrame:
     out_windows = Path(out_windows)
     work_dir = out_windows.parent / f".{out_windows.stem}.work"
-    windows, timeline = KernelPowerRun(plan, work_dir, log_stream).run()
+    windows, timeline = KernelPowerRun(plan, work_dir, log_stream, worker_envs(plan)).run()
     write_frame(timeline if not timeline.empty else pd.DataFrame({"backend": []}), out_timeline)
     write_frame(windows, out_windows)
     for stale in work_dir.iterdir():

@@ -157,6 +157,7 @@ def kernel_power_plan(config: dict, backend: str) -> dict:
         "idle_s": spec["idle_s"],
         "cooldown_s": spec["cooldown_s"],
         "sample_hz": spec["sample_hz"],
+        "gpus": spec["gpus"],
         "timing": config["timing"],
         "check": config["check"],
     }

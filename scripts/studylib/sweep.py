@@ -45,16 +45,17 @@ class WorkerGone(Exception):
 class WorkerClient:
     """A worker process and the pipes to it."""
 
-    def __init__(self, backend: str, plan_path: Path, log_stream=None):
+    def __init__(self, backend: str, plan_path: Path, log_stream=None, env: dict | None = None):
         self.backend = backend
         self.plan_path = plan_path
+        self.env = env or {}  # on top of ours, e.g. the one GPU this worker may use
         self.log_stream = log_stream if log_stream is not None else sys.stderr
         self.proc: subprocess.Popen | None = None
         self.buffer = b""
 
     def start(self, timeout: float) -> dict:
         read_fd, write_fd = os.pipe()
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(SCRIPTS_DIR), env.get("PYTHONPATH", "")) if p
         )
@@ -81,12 +82,18 @@ class WorkerClient:
         return self.request({"point": point}, timeout)
 
     def request(self, message: dict, timeout: float) -> dict:
+        self.send(message)
+        return self._receive(timeout)
+
+    def send(self, message: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise WorkerGone(self._death()) from None
+
+    def receive(self, timeout: float) -> dict:
         return self._receive(timeout)
 
     def _receive(self, timeout: float) -> dict:

@@ -109,6 +109,8 @@ def inject_fault(point: dict) -> None:
         os.kill(os.getpid(), signal.SIGSEGV)
     elif fault == "hang":
         time.sleep(3600)
+    elif fault == "slow":  # a JIT build or autotuning: one worker prepares a second late
+        time.sleep(1.0)
     elif fault == "raise":
         raise RuntimeError("injected fault")
     elif fault == "exit":
@@ -208,11 +210,13 @@ class Measurer:
             row.update(watch.result())
         return row
 
-    def sustain(self, point: dict, mode: str, seconds: float) -> dict:
+    def sustain(self, point: dict, mode: str, seconds: float, barrier=None) -> dict:
         """Run one point back to back for ``seconds`` (eager launches or graph replays).
 
         Returns the loop's span on the host's monotonic clock (shared with the parent's power
         sampler), bracketed by device synchronisation, and the number of calls made.
+        ``barrier``: called once everything is prepared; it returns the monotonic time at
+        which to start, so that workers on several GPUs run the same loop at the same time.
         """
         started = time.monotonic()
         try:
@@ -233,6 +237,9 @@ class Measurer:
                 step, calls_per_step = prepared.run, 1
             step()
             self.sync()
+            if barrier is not None:
+                start_at = barrier()
+                time.sleep(max(0.0, start_at - time.monotonic()))
             t0 = time.monotonic()
             steps = 0
             # No syncs inside the loop: the device runs back to back as a caller's loop would
@@ -322,7 +329,15 @@ def main(argv=None) -> int:
         if "point" in message:
             row = measurer.measure(message["point"])
         elif "loop" in message:
-            row = measurer.sustain(message["loop"], message["mode"], message["seconds"])
+            barrier = None
+            if message.get("barrier"):
+
+                def barrier():
+                    send({"ready": True})  # the parent answers {"go": <monotonic start>}
+                    return float(json.loads(sys.stdin.readline())["go"])
+
+            row = measurer.sustain(message["loop"], message["mode"], message["seconds"],
+                                   barrier)  # fmt: skip
         else:
             break
         send(row)

@@ -22,12 +22,14 @@ def build_model_for_machine(geometry: dict, preference: str, out_dir) -> dict:
     """The seed geometry on a GPU (bf16), the small one on a CPU (fp32)."""
     device = job_device(preference)
     dtype = "bfloat16" if device == "cuda" else "float32"
-    return build_moe_model(out_dir, geometry[device], seed=0, dtype=dtype)
+    return build_moe_model(out_dir, geometry[device], seed=0, dtype=dtype, device=device)
 
 
-def run_decode_job(plan: dict, model_dir: str | None, out_dir) -> None:
+def run_decode_job(plan: dict, model_dir: str | None, out_dir, port_offset: int = 0) -> None:
+    """``port_offset`` keeps the servers of decode jobs running side by side apart."""
     device = job_device(plan["device"])
     resolved = resolve_for_device(plan, device)
+    resolved["port"] = int(resolved["port"]) + port_offset
     resolved["args"] = list(resolved.get("args") or [])
     if resolved["model"] == "local":
         if model_dir is None:

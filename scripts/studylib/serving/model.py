@@ -34,8 +34,13 @@ def prompt_text(token_ids: list[int]) -> str:
     return " ".join(f"w{t}" for t in token_ids)
 
 
-def build_moe_model(out_dir: str | Path, geometry: dict, seed: int = 0, dtype: str = "bfloat16"):
-    """Save a random Qwen3-MoE with ``geometry`` and its tokenizer under ``out_dir``."""
+def build_moe_model(out_dir: str | Path, geometry: dict, seed: int = 0, dtype: str = "bfloat16",
+                    device: str = "cpu"):  # fmt: skip
+    """Save a random Qwen3-MoE with ``geometry`` and its tokenizer under ``out_dir``.
+
+    The weights are created directly on ``device`` in ``dtype``: the seed geometry is about
+    19 G parameters, 39 GB in bf16, which an fp32 CPU build followed by a cast would double.
+    """
     import torch
     from transformers import GenerationConfig, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
@@ -61,12 +66,18 @@ def build_moe_model(out_dir: str | Path, geometry: dict, seed: int = 0, dtype: s
         tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
-    model = Qwen3MoeForCausalLM(config).to(getattr(torch, dtype))
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        with torch.device(device):
+            model = Qwen3MoeForCausalLM(config)
+    finally:
+        torch.set_default_dtype(previous)
     model.generation_config = GenerationConfig(eos_token_id=None, pad_token_id=1, do_sample=False)
     model.save_pretrained(out_dir)
     build_tokenizer(g["vocab_size"]).save_pretrained(out_dir)
     params = sum(p.numel() for p in model.parameters())
     facts = {"architecture": "Qwen3MoeForCausalLM", "parameters": params, "dtype": dtype,
-             "seed": seed, **geometry}  # fmt: skip
+             "seed": seed, "built_on": device, **geometry}  # fmt: skip
     (out_dir / "study_model.json").write_text(json.dumps(facts, indent=2))
     return facts
