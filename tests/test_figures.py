@@ -195,3 +195,16 @@ def test_shape_label_and_reasons():
     assert reasons[0].startswith("BackendSupportedError") and reasons[0].endswith(
         "(×6)"
     )  # 2 shapes × 3 small M
+
+
+def test_chart_spec_turns_every_missing_value_into_null(tmp_path):
+    """A NaN that altair leaves in the data (inline values, some pandas dtypes) must not
+    break the strict JSON export: it was a failed figure on the H200 image."""
+    import altair as alt
+
+    values = [{"x": 1.0, "y": float("nan"), "why": float("nan")}, {"x": 2.0, "y": 3.0, "why": "a"}]
+    chart = alt.Chart(alt.Data(values=values)).mark_point().encode(x="x:Q", y="y:Q")
+    spec = figures.chart_spec(chart)
+    assert spec["data"]["values"][0] == {"x": 1.0, "y": None, "why": None}
+    figures.save_chart(chart, tmp_path / "c.html", tmp_path / "c.png", tmp_path / "c.json")
+    assert (tmp_path / "c.png").stat().st_size > 0

@@ -486,9 +486,23 @@ def json_for_script(data: Any) -> str:
 
 
 def chart_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
-    """The Vega-Lite spec of a chart with every dataset inline (no files, no row limit)."""
+    """The Vega-Lite spec of a chart with every dataset inline (no files, no row limit).
+
+    Missing values become JSON null: altair converts NaN itself only for some pandas dtypes
+    (a pandas 3 string column kept its NaN on the H200 image and broke the JSON export).
+    """
     with alt.data_transformers.enable("default", max_rows=None):
-        return chart.to_dict()
+        return _nan_to_null(chart.to_dict())
+
+
+def _nan_to_null(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_to_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_to_null(v) for v in value]
+    return value
 
 
 _STANDALONE_HTML = """<!DOCTYPE html>
