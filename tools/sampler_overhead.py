@@ -28,14 +28,19 @@ def main() -> int:
     args = parser.parse_args()
     readers, source, why = open_readers(visible_nvml_indices())
     print(f"power source: {source} {why or ''}; GPUs: {[r.name for r in readers]}")
-    sampler = Sampler(readers, rate_hz=20)
-    with sampler:
-        time.sleep(args.seconds)
-    print(
-        f"sampler: {sum(len(s) for s in sampler.samples.values())} samples, "
-        f"GPM supported {sampler.gpm_supported}, "
-        f"CPU {100 * sampler.cpu_fraction():.3f} % of one core over {sampler.wall_s:.1f} s"
-    )
+    # One GPU (the common kernel_power / decode job) and every GPU of the machine.
+    for label, chosen in (("one GPU", readers[:1]), (f"{len(readers)} GPUs", readers)):
+        sampler = Sampler(chosen, rate_hz=20)
+        with sampler:
+            time.sleep(args.seconds)
+        cpu = 100 * sampler.cpu_fraction()
+        counted = sum(1 for s in sampler.samples.values() for x in s if x["energy_mj"] is not None)
+        print(
+            f"sampler, {label}: {sum(len(s) for s in sampler.samples.values())} samples "
+            f"({counted} with the energy counter), GPM supported {sampler.gpm_supported}, "
+            f"CPU {cpu:.3f} % of one core over {sampler.wall_s:.1f} s "
+            f"({cpu / max(len(chosen), 1):.3f} % per GPU)"
+        )
     rule = StopRule(min_samples=50, max_samples=5000, min_time_s=1.0, max_time_s=3.0,
                     rel_noise=0.001)  # fmt: skip
     timer = CudaTimer()
