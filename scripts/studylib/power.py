@@ -9,9 +9,9 @@ any-tensor util and DRAM bandwidth util. Memory is bounded (a ring per device).
 Energy of a window is the energy-counter delta over it (the caller synchronises the device
 first; the counter, a dear read, is taken about once a second and each edge is reached by
 integrating instant power from the last read), cross-checked against the integral of the
-instant-power samples; both are reported, with the gap, rather than one hiding the other. A machine without NVML gets a RAPL reader where
-``/sys/class/powercap`` is readable, else none: rows then say ``power_source: none`` and carry
-no invented number.
+instant-power samples; both are reported, with the gap, rather than one hiding the other.
+A machine without NVML gets a RAPL reader where ``/sys/class/powercap`` is readable, else
+none: rows then say ``power_source: none`` and carry no invented number.
 """
 
 from __future__ import annotations
