@@ -285,6 +285,26 @@ def test_q3_power_ranges_and_capping():
     assert gap.numbers["max_gap_pct"] == pytest.approx(0.8)
 
 
+def test_q3_loops_on_two_gpus_at_once_report_the_spread_between_gpus():
+    rows = []
+    for gpu, scale in ((0, 1.0), (1, 0.9)):
+        for rec in synthetic_power().to_dict("records"):
+            rec.update(gpu=gpu, gpus_running=0 if rec["mode"] == "idle" else 2,
+                       window=f"{rec['mode']}/{rec['M']}/{rec['impl']}")  # fmt: skip
+            if rec["avg_w"] is not None and rec["mode"] != "idle":
+                rec["avg_w"] *= scale
+            rows.append(rec)
+    out = q3_power(pd.DataFrame(rows), HW_H200)
+    spread = only(out, 3, "GPUs at once")
+    assert spread.numbers["gpus"] == 2
+    assert spread.numbers["spread_max_pct"] == pytest.approx(10.0)
+    capped = only(out, 3, "power-capped")
+    assert "loop windows × GPU (2 GPUs)" in capped.text and capped.numbers["windows"] == 10
+    # one GPU: no spread sentence
+    assert not [f for f in q3_power(synthetic_power(), HW_H200).findings
+                if "GPUs at once" in f.text]  # fmt: skip
+
+
 def test_q3_missing_power():
     none = synthetic_power().assign(power_source="none", avg_w=None, pct_limit=None)
     out = q3_power(none, HW_CPU)

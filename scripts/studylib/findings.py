@@ -796,15 +796,45 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
     if d_eager.empty and d_graph.empty:
         out.miss(3, f"no decode-sized (M ≤ {DECODE_MAX_M}) kernel-power window was measured")
     _q3_throttle(out, loops, decode, hardware)
+    _q3_gpu_spread(out, loops)
     gaps = measured["energy_gap_pct"].abs()
     if gaps.notna().any():
         out.add(
             3,
             f"Energy counter and integrated samples agree within {gaps.max():.1f} % "
-            f"over {int(gaps.notna().sum())} windows.",
+            f"over {int(gaps.notna().sum())} {_window_unit(measured).replace('loop ', '')}.",
             max_gap_pct=float(gaps.max()),
         )
     return out
+
+
+def _window_unit(rows: pd.DataFrame) -> str:
+    """'loop windows', or what a row is when each loop ran on several GPUs at once."""
+    gpus = pd.to_numeric(rows.get("gpu"), errors="coerce").nunique() if "gpu" in rows else 0
+    return "loop windows" if gpus <= 1 else f"loop windows × GPU ({gpus} GPUs)"
+
+
+def _q3_gpu_spread(out: Findings, loops: pd.DataFrame) -> None:
+    """When each loop ran on several GPUs at once: how far apart the GPUs' watts were."""
+    if "gpus_running" not in loops.columns:
+        return
+    together = loops[pd.to_numeric(loops["gpus_running"], errors="coerce") > 1]
+    together = together[together["avg_w"].notna()]
+    if together.empty:
+        return
+    spread = together.groupby("window")["avg_w"].agg(["min", "max", "count"])
+    spread = spread[spread["count"] > 1]
+    if spread.empty:
+        return
+    pct = 100 * (spread["max"] - spread["min"]) / spread["max"]
+    worst = pct.idxmax()
+    gpus = int(spread["count"].max())
+    out.add(3, f"Each loop ran on {gpus} GPUs at once (as every GPU of a tensor-parallel server "
+               f"runs the same GEMM); their average power differed by a median of "
+               f"{pct.median():.1f} % and at most {pct.max():.1f} % ({worst}: "
+               f"{spread.loc[worst, 'min']:.0f}–{spread.loc[worst, 'max']:.0f} W).",
+            gpus=gpus, spread_median_pct=float(pct.median()),
+            spread_max_pct=float(pct.max()))  # fmt: skip
 
 
 def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
@@ -819,7 +849,8 @@ def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
         names = sorted({f"{_impl_label(r)} M = {r['M']:.0f} {r['mode']}"
                         for _, r in capped.iterrows()})  # fmt: skip
         clocks = capped["sm_clock_mhz"]
-        text = (f"{len(capped)} of {len(loops)} loop windows were power-capped (sw_power_cap at "
+        text = (f"{len(capped)} of {len(loops)} {_window_unit(loops)} were power-capped "
+                f"(sw_power_cap at "
                 f"≥ {POWER_CAP_PCT:.0f} % of the limit): {', '.join(names)}; their SM clock fell "
                 f"to {_span(clocks.min(), clocks.max(), _plain, ' MHz')}")  # fmt: skip
         if _ok(max_clock):
@@ -832,7 +863,7 @@ def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
     else:
         out.add(
             3,
-            f"None of the {len(loops)} loop windows was power-capped (sw_power_cap at "
+            f"None of the {len(loops)} {_window_unit(loops)} was power-capped (sw_power_cap at "
             f"≥ {POWER_CAP_PCT:.0f} % of the limit).",
             capped=0,
             windows=len(loops),
