@@ -22,8 +22,7 @@ from studylib.findings import (
     seed_comparison,
 )
 
-H200 = Path("/tmp/h200b/results")
-H200_POWER = Path("/tmp/pw/kernel_power_fixed.csv")
+H200 = Path(__file__).resolve().parents[1] / "examples" / "h200x2-2026-11-29"  # a real run
 CPU = Path("/tmp/freshclone2/results")
 
 HW_H200 = {
@@ -500,17 +499,20 @@ def _print(title: str, out: Findings) -> None:
             print(f"[{q}] (missing) {m.text}")
 
 
-@pytest.mark.skipif(not H200.exists(), reason="H200 example results not on this machine")
 def test_h200_example_results():
-    inputs = load_inputs(H200)
-    if inputs["kernel_power"] is None and H200_POWER.exists():
-        inputs["kernel_power"] = pd.read_csv(H200_POWER)
-    out = compute_findings(**inputs)
+    """The findings of the committed two-H200 run (examples/h200x2-2026-11-29)."""
+    out = compute_findings(**load_inputs(H200))
     _print("H200", out)
     bf16 = only(out, 2, "BF16 call")
     assert bf16.numbers["M"] == 16 and bf16.numbers["launch_share"] > 0.5
     assert only(out, 1, "FP4:").numbers["fp4_ok"] == 0
     assert only(out, "seed", "The seed ran on").numbers["arch"] == "sm_90"
+    capped = only(out, 3, "power-capped")
+    assert capped.numbers["capped"] == 14 and capped.numbers["windows"] == 44
+    assert only(out, 3, "GPUs at once").numbers["gpus"] == 2
+    decode = only(out, 5, "transformers")
+    assert sorted(decode.numbers["per_concurrency"]) == [1, 16, 64]
+    assert not [m for m in out.missing if m.question == 5]
 
 
 @pytest.mark.skipif(not CPU.exists(), reason="CPU example results not on this machine")
