@@ -41,6 +41,7 @@ def test_cpu_study_through_the_slurm_executor(tmp_path):
         [str(Path(sys.executable).parent / "snakemake"), "--profile", "profiles/slurm",
          # The test cluster has no GPUs (no GRES): the GPU rules ask for none here.
          "--set-resources", "sweep:gpu=0", "peaks:gpu=0", "kernel_power:gpu=0", "decode:gpu=0",
+             "decode_model:gpu=0",
          "--default-resources", "slurm_partition=debug", "mem_mb=500", "runtime=30",
          "--slurm-init-seconds-before-status-checks", "2",
          "--seconds-between-status-checks", "3", "--jobs", "4"],
