@@ -143,6 +143,13 @@ def test_decode_chart_with_power_saves_offline(tmp_path):
     assert tips["pct_limit"]["title"] == "% of power limit"
     assert {"validity", "avg_w_total", "j_per_token", "throttle_reasons"} <= set(tips)
     assert values[0]["pct_limit"] == pytest.approx(100 * 203 / LIMIT)
+    # the W panel labels each valid point with its % of the limit and draws the limit
+    w_layers = spec["hconcat"][1]["layer"]
+    assert [layer["mark"]["type"] for layer in w_layers] == ["line", "point", "point", "text",
+                                                             "rule"]  # fmt: skip
+    assert "' %'" in w_layers[3]["transform"][1]["calculate"]
+    assert "100 / datum.pct_limit" in w_layers[4]["transform"][1]["calculate"]
+    assert [len(p["layer"]) for p in spec["hconcat"]] == [3, 5, 3]
     assert "6 runs of 2 variants (sglang); 5 valid" in text
     assert "hollow, faded points: invalid runs" in text
     assert "no power measured" not in text

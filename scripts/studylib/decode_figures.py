@@ -196,7 +196,26 @@ def _panel(
         .encode(tooltip=tooltip)
         .transform_filter(f"!datum.valid && isValid(datum.{column})")
     )
-    return alt.layer(line, valid, invalid).properties(width=300, height=230)
+    layers = [line, valid, invalid]
+    if column == "avg_w_per_gpu" and "pct_limit" in data.columns:
+        # How far below the limit: each valid point labelled with its % of the power limit,
+        # and the limit itself as a dashed line (W per GPU × 100 / % of limit).
+        has_pct = "datum.valid && isValid(datum.avg_w_per_gpu) && datum.pct_limit > 0"
+        layers.append(
+            base.mark_text(align="left", dx=7, dy=-7, fontSize=10)
+            .encode(text=alt.Text("pct_label:N"))
+            .transform_filter(has_pct)
+            .transform_calculate(pct_label="format(datum.pct_limit, '.0f') + ' %'")
+        )
+        layers.append(
+            alt.Chart(data)
+            .transform_filter(has_pct)
+            .transform_calculate(limit_w="datum.avg_w_per_gpu * 100 / datum.pct_limit")
+            .transform_aggregate(limit_w="max(limit_w)")
+            .mark_rule(strokeDash=[5, 4], color="#b22222")
+            .encode(y=alt.Y("limit_w:Q"))
+        )
+    return alt.layer(*layers).properties(width=300, height=230)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,8 +249,8 @@ def decode_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
     subtitle.append(head)
     if powered:
         subtitle.append(
-            "power and energy over each steady window; tooltip: % of the power limit, "
-            "clocks, reasons, utilisation"
+            "power and energy over each steady window; labels: % of the power limit (dashed); "
+            "tooltip: clocks, reasons, utilisation"
         )
         if "rapl" in sources:
             subtitle.append("rapl: CPU package power, not a GPU's")
