@@ -76,14 +76,14 @@ class WorkerClient:
         os.close(write_fd)
         self.read_fd = read_fd
         self.buffer = b""
-        return self._receive(timeout)["hello"]
+        return self.receive(timeout)["hello"]
 
     def measure(self, point: dict, timeout: float) -> dict:
         return self.request({"point": point}, timeout)
 
     def request(self, message: dict, timeout: float) -> dict:
         self.send(message)
-        return self._receive(timeout)
+        return self.receive(timeout)
 
     def send(self, message: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -94,9 +94,6 @@ class WorkerClient:
             raise WorkerGone(self._death()) from None
 
     def receive(self, timeout: float) -> dict:
-        return self._receive(timeout)
-
-    def _receive(self, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
