@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from .nvml import reason_names
 from .peaks import PEAK_FOR_DTYPE
 
 Question = int | str
@@ -713,14 +714,6 @@ POWER_NUMERIC = ("M", "avg_w", "pct_limit", "power_limit_w", "sm_clock_mhz", "sm
                  "tensor_util", "dram_util", "energy_gap_pct")  # fmt: skip
 
 
-def _reasons(value: Any) -> list[str]:
-    if isinstance(value, list | tuple):
-        items = [str(v) for v in value]
-    else:
-        items = _text(value).split(",")
-    return [i.strip() for i in items if i.strip()]
-
-
 def _prep_power(kp: pd.DataFrame) -> pd.DataFrame:
     df = _numeric(kp, *POWER_NUMERIC)
     for c in ("backend", "impl", "op", "dtype", "shape", "mode", "label", "status",
@@ -802,16 +795,16 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
         out.add(
             3,
             f"Energy counter and integrated samples agree within {gaps.max():.1f} % "
-            f"over {int(gaps.notna().sum())} {_window_unit(measured).replace('loop ', '')}.",
+            f"over {int(gaps.notna().sum())} {_window_unit(measured, 'windows')}.",
             max_gap_pct=float(gaps.max()),
         )
     return out
 
 
-def _window_unit(rows: pd.DataFrame) -> str:
-    """'loop windows', or what a row is when each loop ran on several GPUs at once."""
+def _window_unit(rows: pd.DataFrame, noun: str = "loop windows") -> str:
+    """``noun``, or what a row is when each loop ran on several GPUs at once."""
     gpus = pd.to_numeric(rows.get("gpu"), errors="coerce").nunique() if "gpu" in rows else 0
-    return "loop windows" if gpus <= 1 else f"loop windows × GPU ({gpus} GPUs)"
+    return noun if gpus <= 1 else f"{noun} × GPU ({gpus} GPUs)"
 
 
 def _q3_gpu_spread(out: Findings, loops: pd.DataFrame) -> None:
@@ -840,10 +833,10 @@ def _q3_gpu_spread(out: Findings, loops: pd.DataFrame) -> None:
 def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
                  hardware: dict | None) -> None:  # fmt: skip
     max_clock = _num(_gpu(hardware).get("max_sm_clock_mhz"))
-    capped = loops[loops["throttle_reasons"].map(lambda r: "sw_power_cap" in _reasons(r))
+    capped = loops[loops["throttle_reasons"].map(lambda r: "sw_power_cap" in reason_names(r))
                    & (loops["pct_limit"] >= POWER_CAP_PCT)]  # fmt: skip
     thermal = loops[
-        loops["throttle_reasons"].map(lambda r: any("thermal" in x for x in _reasons(r)))
+        loops["throttle_reasons"].map(lambda r: any("thermal" in x for x in reason_names(r)))
     ]
     if not capped.empty:
         names = sorted({f"{_impl_label(r)} M = {r['M']:.0f} {r['mode']}"
@@ -874,7 +867,7 @@ def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
         return
     throttled = decode[decode["throttle_reasons"].map(
         lambda r: any(x in ("sw_power_cap", "hw_slowdown", "hw_power_brake_slowdown")
-                      or "thermal" in x for x in _reasons(r)))]  # fmt: skip
+                      or "thermal" in x for x in reason_names(r)))]  # fmt: skip
     clocks = decode["sm_clock_mhz"].dropna()
     if throttled.empty:
         text = ("Low power at decode sizes is under-use, not throttling: no decode-sized window "

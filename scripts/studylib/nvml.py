@@ -30,6 +30,18 @@ def decode_reasons(mask: int | None) -> list[str]:
     return names
 
 
+def reason_names(value) -> list[str]:
+    """The names in a ``throttle_reasons`` cell ("a,b", a list, '' or NaN): the inverse of
+    joining :func:`decode_reasons` with commas."""
+    if isinstance(value, list | tuple):
+        items = [str(v) for v in value]
+    elif isinstance(value, str):
+        items = value.split(",")
+    else:  # None, NaN, pd.NA: an empty cell
+        items = []
+    return [i.strip() for i in items if i.strip()]
+
+
 def handle_for_torch_device(pynvml, index: int = 0):
     """The NVML handle of torch's CUDA device ``index`` (CUDA_VISIBLE_DEVICES aware)."""
     try:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from .figures import _has_data, _no_data_chart, backend_color, backend_scale, read_table, save_chart
 from .figures import strict_frame as _strict
+from .nvml import reason_names
 
 # ---------------------------------------------------------------------------------------------
 # Classification
@@ -86,15 +87,6 @@ def _text(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     return str(value).strip()
-
-
-def reason_names(value: Any) -> list[str]:
-    """The names in a ``throttle_reasons`` cell ("a,b", a list, '' or NaN)."""
-    if isinstance(value, list | tuple):
-        items = [str(v) for v in value]
-    else:
-        items = _text(value).split(",")
-    return [i.strip() for i in items if i.strip()]
 
 
 def _pct(value: float) -> str:
