@@ -9,11 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def default_config() -> dict:
     """The repository's default config with the schema's defaults filled in."""
-    from snakemake.utils import validate
+    from studylib.plan import load_config
 
-    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
-    return config
+    return load_config(ROOT / "config" / "config.yaml")
 
 
 def tiny_config() -> dict:

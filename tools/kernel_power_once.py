@@ -10,13 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from studylib.kernel_power import run_kernel_power  # noqa: E402
-from studylib.plan import kernel_power_plan  # noqa: E402
+from studylib.plan import kernel_power_plan, load_config  # noqa: E402
 
 
 def main() -> int:
@@ -27,13 +25,7 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, help="GPUs running each loop at once")
     parser.add_argument("--out", default="/tmp/kernel_power_once.parquet")
     args = parser.parse_args()
-    config = yaml.safe_load(Path(args.config).read_text())
-    try:
-        from snakemake.utils import validate
-
-        validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
-    except ImportError:
-        print("snakemake missing: config used as written, without schema defaults")
+    config = load_config(args.config)
     if args.seconds is not None:
         config["kernel_power"]["seconds"] = {"cuda": args.seconds, "cpu": args.seconds}
     if args.gpus is not None:

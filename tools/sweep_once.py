@@ -10,12 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from studylib.plan import sweep_plan  # noqa: E402
+from studylib.plan import load_config, sweep_plan  # noqa: E402
 from studylib.sweep import run_sweep  # noqa: E402
 
 
@@ -26,13 +24,7 @@ def main() -> int:
     parser.add_argument("--m", help="comma-separated M values to keep")
     parser.add_argument("--out", default="/tmp/sweep_once.parquet")
     args = parser.parse_args()
-    config = yaml.safe_load(Path(args.config).read_text())
-    try:
-        from snakemake.utils import validate
-
-        validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
-    except ImportError:
-        print("snakemake missing: config used as written, without schema defaults")
+    config = load_config(args.config)
     plan = sweep_plan(config, args.backend)
     if args.m:
         keep = {int(v) for v in args.m.split(",")}

@@ -10,8 +10,26 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from pathlib import Path
 
 from .backends import catalogue
+
+SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+
+
+def load_config(path: str | Path) -> dict:
+    """A config file as Snakemake sees it: the schema's defaults filled in (outside a
+    workflow: the tools and the tests). Without snakemake installed, as written."""
+    import yaml
+
+    config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    try:
+        from snakemake.utils import validate
+    except ImportError:
+        print("snakemake missing: config used as written, without schema defaults")
+        return config
+    validate(config, str(SCHEMA), set_default=True)
+    return config
 
 
 def enabled_backends(config: dict) -> list[str]:
