@@ -249,8 +249,7 @@ class Sampler:
         self.readers = list(readers)
         self.period_s = 1.0 / rate_hz
         # Power and energy every tick (one batched call); clocks, temperature, limit and
-        # reasons every `slow_every` ticks (2 Hz at 20 Hz). On the H200 VM, reading all of
-        # them every tick at 20 Hz plus GPM at 5 Hz cost 6-16 % of a core.
+        # reasons every `slow_every` ticks (2 Hz at 20 Hz).
         self.slow_every = max(1, slow_every)
         # The energy counter about once a second (its read is ~50x dearer than power's);
         # window energy anchors on these reads and integrates the power samples to the edges.
