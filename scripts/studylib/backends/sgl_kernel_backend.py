@@ -1,14 +1,38 @@
 """sgl-kernel's GEMMs: NVFP4 ``cutlass_scaled_fp4_mm``, FP8 ``fp8_scaled_mm`` (row-wise
 scales) and ``fp8_blockwise_scaled_mm`` (128-wide block scales, DeepSeek style).
 
-sgl-kernel's 0.4 series moved ``cutlass_scaled_fp4_mm``/``scaled_fp4_quant`` (and others)
-out of ``sgl_kernel`` into SGLang's JIT kernels: each op is looked up where the installed
-versions keep it, and a point is ``unsupported`` with the places searched when it is nowhere.
+sgl-kernel's 0.4 series moved these ops out of ``sgl_kernel`` into SGLang. Each op is looked
+up in ``LOCATIONS`` order, ``sgl_kernel`` first, and called with the conventions of the module
+that provided it (``CONVENTIONS``); a point is ``unsupported`` with the places searched when
+the op is nowhere. Where the installed pair keeps each op:
+
+=========================  ==========================  =====================================
+op                         sglang-kernel 0.4.5         SGLang 0.5.16
+=========================  ==========================  =====================================
+fp8_scaled_mm              ``sgl_kernel`` (sm_90 ok)   ``sglang.kernels.ops.gemm`` (forwards
+                                                       to ``sgl_kernel``)
+fp8_blockwise_scaled_mm    absent                      ``sglang.jit_kernel.fp8_blockwise_gemm``
+                                                       (JIT, SM120 only: sm_90/sm_100 raise
+                                                       "requires SM120 (Blackwell)")
+scaled_fp4_quant,          absent                      absent (0.5.16 quantises and multiplies
+cutlass_scaled_fp4_mm                                  NVFP4 with FlashInfer's fp4_quantize /
+                                                       mm_fp4); some SGLang releases have them
+                                                       in ``sglang.jit_kernel.nvfp4`` (sm_100+)
+=========================  ==========================  =====================================
+
+An arch the library refuses (e.g. FP4 or SM120-only kernels on Hopper) gives an
+``unsupported`` row carrying the library's own text (``is_unsupported_error``). The module
+that provided each op is printed once per worker on stderr (the job's log; the row schema has
+no per-point column for it) and kept in ``Prepared.extra["provider"]``.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .base import (
     Prepared,
@@ -25,43 +49,111 @@ OPS = {
     "fp8_blockwise_scaled_mm": {"dtypes": ["fp8_e4m3"], "impls": ["cutlass"], "grouped": False},
 }
 
-# Where each function may live, newest layout last.
+SGL_KERNEL = "sgl_kernel"
+SGLANG_GEMM = "sglang.kernels.ops.gemm"
+SGLANG_FP8_BLOCKWISE = "sglang.jit_kernel.fp8_blockwise_gemm"
+SGLANG_NVFP4 = "sglang.jit_kernel.nvfp4"
+
+# Where each function may live, searched in this order.
 LOCATIONS = {
-    "fp8_scaled_mm": ["sgl_kernel", "sglang.jit_kernel.gemm"],
-    "fp8_blockwise_scaled_mm": ["sgl_kernel", "sglang.jit_kernel.gemm"],
-    "cutlass_scaled_fp4_mm": ["sgl_kernel", "sglang.jit_kernel.nvfp4"],
-    "scaled_fp4_quant": ["sgl_kernel", "sglang.jit_kernel.nvfp4"],
+    "fp8_scaled_mm": [SGL_KERNEL, SGLANG_GEMM],
+    "fp8_blockwise_scaled_mm": [SGL_KERNEL, SGLANG_FP8_BLOCKWISE],
+    "cutlass_scaled_fp4_mm": [SGL_KERNEL, SGLANG_NVFP4],
+    "scaled_fp4_quant": [SGL_KERNEL, SGLANG_NVFP4],
 }
+
+# How each place's function is called where places differ (see _fp8_blockwise_scaled_mm):
+#   "aot": sgl_kernel's own wrapper, which pads M to a multiple of 4 itself;
+#   "jit_row_padded": SGLang's JIT wrapper, which does not pad: SGLang feeds it activations
+#   quantised into buffers of M rounded up to 4 rows (zero tail, column-major scales) and
+#   slices the output back (fp8_utils.cutlass_w8a8_block_fp8_linear_with_fallback).
+# Every other (op, place) pair has the same signature in both places.
+CONVENTIONS = {
+    ("fp8_blockwise_scaled_mm", SGL_KERNEL): "aot",
+    ("fp8_blockwise_scaled_mm", SGLANG_FP8_BLOCKWISE): "jit_row_padded",
+}
+BLOCK = 128  # fp8 blockwise: 1x128 activation groups, 128x128 weight blocks
+ROW_ALIGNMENT = 4  # SGLang's row padding for the JIT blockwise GEMM
 FP8_MAX = 448.0
 FP4_MAX = 6.0
+FP4_ALIGNMENT = 32  # CUTLASS NVFP4 GEMM: N and K multiples of 32 (SGLang's FP4_GEMM_ALIGNMENT)
+
+_UNSUPPORTED_TEXT = re.compile(
+    r"not supported|does not support|not implemented|no compiled"
+    r"|requires? (compute capab|sm_?\d|blackwell|hopper)",
+    re.IGNORECASE,
+)
+_announced: set[tuple[str, str]] = set()
+
+
+@dataclass(frozen=True)
+class Found:
+    """An op and the module it came from."""
+
+    name: str
+    module: str
+    fn: Callable
+
+    @property
+    def convention(self) -> str:
+        return CONVENTIONS.get((self.name, self.module), "same")
 
 
 def _version() -> str | None:
     return distribution_version("sglang-kernel", "sgl-kernel")
 
 
+def _versions() -> str:
+    """Both packages the ops may come from, for messages."""
+    return f"sglang-kernel {_version()}, sglang {distribution_version('sglang')}"
+
+
 def environment(device: str) -> dict:
-    return gpu_library_environment("sgl_kernel", _version(), device)
+    env = gpu_library_environment(SGL_KERNEL, _version(), device)
+    sglang = distribution_version("sglang")
+    if sglang and env.get("library_version"):
+        # Some ops come from SGLang itself (see the module docstring).
+        env["library_version"] = f"{env['library_version']} (sglang {sglang})"
+    return env
 
 
-def find(name: str):
-    """The function ``name`` from the first module that has it, or Unsupported."""
+def find(name: str) -> Found:
+    """The function ``name`` from the first module of ``LOCATIONS`` that has it, or Unsupported
+    listing every place searched and why it had nothing."""
     tried = []
     for module_name in LOCATIONS[name]:
         try:
             module = importlib.import_module(module_name)
-        except ImportError as exc:
+        except Exception as exc:  # noqa: BLE001 - a missing or broken install is a result
             tried.append(f"{module_name} ({type(exc).__name__}: {exc})")
             continue
-        if hasattr(module, name):
-            return getattr(module, name)
+        fn = getattr(module, name, None)
+        if callable(fn):
+            return Found(name, module_name, fn)
         tried.append(f"{module_name} (no {name})")
-    raise Unsupported(f"{name} not found in sgl-kernel {_version()}: searched " + "; ".join(tried))
+    raise Unsupported(f"{name} not found in {_versions()}: searched " + "; ".join(tried))
+
+
+def _announce(found: Found) -> dict:
+    """Say once per process which module provides an op; returns it for ``Prepared.extra``."""
+    key = (found.name, found.module)
+    if key not in _announced:
+        _announced.add(key)
+        print(
+            f"sgl_kernel adapter: {found.name} from {found.module} "
+            f"(convention {found.convention}; {_versions()})",
+            file=sys.stderr,
+            flush=True,
+        )
+    return {found.name: found.module}
 
 
 def is_unsupported_error(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return "not supported" in text or "not implemented" in text or "requires compute capab" in text
+    """The libraries' own 'this arch or build cannot do it' errors, e.g. SGLang 0.5.16's
+    "fp8_blockwise_scaled_mm JIT kernel requires SM120 (Blackwell).", the NVFP4 JIT's
+    "NVFP4 JIT kernels require compute capability >= 10.0, got 9.0." and sgl-kernel's
+    NotImplementedError "No compiled nvfp4 ... kernel"."""
+    return type(exc).__name__ == "NotImplementedError" or bool(_UNSUPPORTED_TEXT.search(str(exc)))
 
 
 def prepare(point: dict, device: str) -> Prepared:
@@ -84,15 +176,17 @@ def _rowwise_fp8(x):
     return (x / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), scale
 
 
-def _fp8_scaled_mm(point: dict) -> Prepared:
+def _fp8_scaled_mm(point: dict, device: str = "cuda") -> Prepared:
     import torch
 
-    fn = find("fp8_scaled_mm")
+    found = find("fp8_scaled_mm")
+    provider = _announce(found)
+    fn = found.fn  # same signature in sgl_kernel and sglang.kernels.ops.gemm
     m, n, k = point["M"], point["N"], point["K"]
 
     def make():
-        a, sa = _rowwise_fp8(torch.randn(m, k, device="cuda"))
-        w, sw = _rowwise_fp8(torch.randn(n, k, device="cuda") / k**0.5)
+        a, sa = _rowwise_fp8(torch.randn(m, k, device=device))
+        w, sw = _rowwise_fp8(torch.randn(n, k, device=device) / k**0.5)
         # mat_b is (K, N) column-major: the transpose of the row-major (N, K) weight.
         return a, w.t(), sa.reshape(m).contiguous(), sw.reshape(n).contiguous()
 
@@ -112,63 +206,117 @@ def _fp8_scaled_mm(point: dict) -> Prepared:
         flops=gemm_flops(m, n, k),
         bytes=gemm_bytes(m, n, k, 8, 8, 16) + 4 * (m + n),
         variants=variants,
+        extra={"provider": provider},
     )
 
 
-def _fp8_blockwise_scaled_mm(point: dict) -> Prepared:
+def _blockwise_inputs(m: int, n: int, k: int, device: str, rows: int):
+    """DeepSeek-style block FP8 operands, as SGLang quantises them.
+
+    Activations: one fp32 scale per (token, 128 columns) (``per_token_group_quant_fp8``,
+    group 128), in a buffer of ``rows`` >= m rows whose tail rows are zero; weights: one fp32
+    scale per 128x128 block. Returns, as the GEMM takes them:
+    ``mat_a`` (rows, K) fp8 row-major; ``mat_b`` (K, N) fp8 column-major (the row-major
+    (N, K) weight transposed); ``scales_a`` (rows, K/128) fp32 column-major (stride(0) == 1);
+    ``scales_b`` (K/128, N/128) fp32, the transposed view of the row-major (N/128, K/128)
+    block scales (SGLang passes ``weight_scale.T``).
+    """
     import torch
 
-    fn = find("fp8_blockwise_scaled_mm")
+    kb, nb = k // BLOCK, n // BLOCK
+    a = torch.randn(m, k, device=device)
+    groups = a.view(m, kb, BLOCK)
+    sa = (groups.abs().amax(-1).float() / FP8_MAX).clamp(min=1e-12)
+    a_q = torch.zeros(rows, k, device=device, dtype=torch.float8_e4m3fn)
+    a_q[:m] = (groups / sa[..., None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(m, k)
+    scales_a = torch.zeros(kb, rows, device=device, dtype=torch.float32).t()
+    scales_a[:m] = sa
+    w = torch.randn(n, k, device=device) / k**0.5
+    blocks = w.view(nb, BLOCK, kb, BLOCK)
+    sw = (blocks.abs().amax(dim=(1, 3)).float() / FP8_MAX).clamp(min=1e-12)
+    w_q = (blocks / sw[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return a_q, w_q.view(n, k).t(), scales_a, sw.t()
+
+
+def _blockwise_dequant(args, m: int, n: int, k: int):
+    """fp64 A (m, K) and W (N, K) from the operands of ``_blockwise_inputs``."""
+    a_q, b, sa, sw_t = args
+    kb, nb = k // BLOCK, n // BLOCK
+    a = a_q[:m].double().view(m, kb, BLOCK) * sa[:m].double()[..., None]
+    w = b.t().double().view(nb, BLOCK, kb, BLOCK) * sw_t.t().double()[:, None, :, None]
+    return a.view(m, k), w.view(n, k)
+
+
+def _fp8_blockwise_scaled_mm(point: dict, device: str = "cuda") -> Prepared:
+    import torch
+
+    found = find("fp8_blockwise_scaled_mm")
+    provider = _announce(found)
+    fn = found.fn
     m, n, k = point["M"], point["N"], point["K"]
-    if k % 128 or n % 128:
-        raise Unsupported(f"N={n} and K={k} must be multiples of the 128 block")
+    if k % BLOCK or n % BLOCK:
+        raise Unsupported(f"N={n} and K={k} must be multiples of the {BLOCK} block")
+    if found.convention == "jit_row_padded":
+        # SGLang's JIT wrapper allocates out (rows, N) and pads nothing: M is padded to 4 rows
+        # at quantisation and the output sliced back (a view: no extra kernel).
+        rows = -(-m // ROW_ALIGNMENT) * ROW_ALIGNMENT
+
+        def call(a_q, b, sa, sb):
+            return fn(a_q, b, sa, sb, torch.bfloat16)[:m]
+    else:
+        # sgl_kernel's AOT wrapper pads mat_a / scales_a to 4 rows itself.
+        rows = m
+
+        def call(a_q, b, sa, sb):
+            return fn(a_q, b, sa, sb, torch.bfloat16)
 
     def make():
-        # Activations: one scale per (row, 128 columns); weights: per 128x128 block.
-        a = torch.randn(m, k, device="cuda")
-        sa = (a.view(m, k // 128, 128).abs().amax(-1).float() / FP8_MAX).clamp(min=1e-12)
-        a_q = (a.view(m, k // 128, 128) / sa[..., None]).to(torch.float8_e4m3fn).view(m, k)
-        w = torch.randn(n, k, device="cuda") / k**0.5
-        blocks = w.view(n // 128, 128, k // 128, 128)
-        sw = (blocks.abs().amax(dim=(1, 3)).float() / FP8_MAX).clamp(min=1e-12)
-        w_q = (blocks / sw[:, None, :, None]).to(torch.float8_e4m3fn).view(n, k)
-        # Scales as the kernel expects them: A's column-major (M, K/128), B's (K/128, N/128).
-        return a_q, w_q.t(), sa.t().contiguous().t(), sw.t()
+        return _blockwise_inputs(m, n, k, device, rows)
 
     args = make()
 
     def reference():
-        a_q, b, sa, sw_t = args
-        a = a_q.double().view(m, k // 128, 128) * sa.double()[..., None]
-        w = b.t().double().view(n // 128, 128, k // 128, 128) * sw_t.t().double()[:, None, :, None]
-        return a.view(m, k) @ w.view(n, k).t()
+        a, w = _blockwise_dequant(args, m, n, k)
+        return a @ w.t()
 
     def variants(count: int):
         sets = [make() for _ in range(count)]
-        return [lambda s=s: fn(*s, torch.bfloat16) for s in sets]
+        return [lambda s=s: call(*s) for s in sets]
 
-    scale_bytes = 4 * (m * k // 128 + (n // 128) * (k // 128))
+    scale_bytes = 4 * (m * k // BLOCK + (n // BLOCK) * (k // BLOCK))
     return Prepared(
-        run=lambda: fn(*args, torch.bfloat16),
+        run=lambda: call(*args),
         reference=reference,
         flops=gemm_flops(m, n, k),
         bytes=gemm_bytes(m, n, k, 8, 8, 16) + scale_bytes,
         variants=variants,
+        extra={"provider": provider},
     )
 
 
-def _cutlass_scaled_fp4_mm(point: dict) -> Prepared:
+def _cutlass_scaled_fp4_mm(point: dict, device: str = "cuda") -> Prepared:
     import torch
 
-    quant = find("scaled_fp4_quant")
-    fn = find("cutlass_scaled_fp4_mm")
+    # sgl_kernel's and sglang.jit_kernel.nvfp4's share one signature:
+    #   scaled_fp4_quant(input bf16 (m, K), input_global_scale fp32 (1,))
+    #     -> packed e2m1 uint8 (m, K/2), e4m3 scales swizzled 128x4 (round_up(m, 128), K/16)
+    #   cutlass_scaled_fp4_mm(a, b (N, K/2), block_scale_a, block_scale_b, alpha fp32 (1,),
+    #                         out_dtype) -> (m, N)
+    quant_found = find("scaled_fp4_quant")
+    mm_found = find("cutlass_scaled_fp4_mm")
+    provider = {**_announce(quant_found), **_announce(mm_found)}
+    quant, fn = quant_found.fn, mm_found.fn
     m, n, k = point["M"], point["N"], point["K"]
+    if k % FP4_ALIGNMENT or n % FP4_ALIGNMENT:
+        raise Unsupported(
+            f"N={n} and K={k} must be multiples of {FP4_ALIGNMENT} for the CUTLASS NVFP4 GEMM"
+        )
 
     def make():
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        w = (torch.randn(n, k, device="cuda") / k**0.5).to(torch.bfloat16)
-        a_gs = (FP8_MAX * FP4_MAX / a.float().abs().amax()).reshape(1)
-        w_gs = (FP8_MAX * FP4_MAX / w.float().abs().amax()).reshape(1)
+        a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+        w = (torch.randn(n, k, device=device) / k**0.5).to(torch.bfloat16)
+        a_gs = (FP8_MAX * FP4_MAX / a.float().abs().amax().clamp(min=1e-12)).reshape(1)
+        w_gs = (FP8_MAX * FP4_MAX / w.float().abs().amax().clamp(min=1e-12)).reshape(1)
         a_fp4, a_sf = quant(a, a_gs)
         w_fp4, w_sf = quant(w, w_gs)
         alpha = (1.0 / (a_gs * w_gs)).float()
@@ -192,4 +340,5 @@ def _cutlass_scaled_fp4_mm(point: dict) -> Prepared:
         flops=gemm_flops(m, n, k),
         bytes=gemm_bytes(m, n, k, 4.5, 4.5, 16),
         variants=variants,
+        extra={"provider": provider},
     )

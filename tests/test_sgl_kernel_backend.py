@@ -1,0 +1,309 @@
+"""The sgl_kernel adapter on CPU: where it looks for each op, what it says when an op is
+nowhere, and how it calls each place's function (fake modules injected into sys.modules)."""
+
+import sys
+import types
+
+import pytest
+from studylib.backends import sgl_kernel_backend as sgl
+from studylib.backends.base import Unsupported
+
+torch = pytest.importorskip("torch")
+
+JIT_BLOCKWISE = "sglang.jit_kernel.fp8_blockwise_gemm"
+SGLANG_MODULES = ("sglang", "sglang.jit_kernel", "sglang.kernels", "sglang.kernels.ops")
+
+
+def fake_module(monkeypatch, name: str, **functions) -> types.ModuleType:
+    module = types.ModuleType(name)
+    for attr, fn in functions.items():
+        setattr(module, attr, fn)
+    monkeypatch.setitem(sys.modules, name, module)
+    return module
+
+
+def absent(monkeypatch, *names: str) -> None:
+    """Make ``import name`` fail with ModuleNotFoundError whatever is installed."""
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+@pytest.fixture(autouse=True)
+def fixed_versions(monkeypatch):
+    """sglang-kernel 0.4.5 and SGLang 0.5.16, whatever is installed; no op announced yet."""
+    monkeypatch.setattr(sgl, "_announced", set())
+    versions = {"sglang-kernel": "0.4.5", "sglang": "0.5.16"}
+    monkeypatch.setattr(sgl, "distribution_version", lambda *n: versions.get(n[0]))
+
+
+def never(*args, **kwargs):
+    raise AssertionError("called the wrong place's function")
+
+
+# --- where each op is looked for ---------------------------------------------------------
+
+
+def test_locations_are_sgl_kernel_then_where_sglang_0_5_16_keeps_them():
+    for op, places in sgl.LOCATIONS.items():
+        assert places[0] == "sgl_kernel", op
+    assert sgl.LOCATIONS["fp8_blockwise_scaled_mm"][1] == JIT_BLOCKWISE
+    assert sgl.LOCATIONS["fp8_scaled_mm"][1] == "sglang.kernels.ops.gemm"
+    assert sgl.LOCATIONS["scaled_fp4_quant"][1] == "sglang.jit_kernel.nvfp4"
+    assert sgl.LOCATIONS["cutlass_scaled_fp4_mm"][1] == "sglang.jit_kernel.nvfp4"
+    # The module searched before, which SGLang never had.
+    assert all("sglang.jit_kernel.gemm" not in places for places in sgl.LOCATIONS.values())
+
+
+def test_sgl_kernel_wins_when_it_has_the_op(monkeypatch):
+    def mine(*args):
+        return "sgl_kernel"
+
+    fake_module(monkeypatch, "sgl_kernel", fp8_blockwise_scaled_mm=mine)
+    fake_module(monkeypatch, JIT_BLOCKWISE, fp8_blockwise_scaled_mm=never)
+    found = sgl.find("fp8_blockwise_scaled_mm")
+    assert (found.module, found.fn, found.convention) == ("sgl_kernel", mine, "aot")
+
+
+def test_sglang_module_when_sgl_kernel_lacks_the_op(monkeypatch):
+    def jit(*args):
+        return "jit"
+
+    fake_module(monkeypatch, "sgl_kernel", fp8_scaled_mm=never)  # like sglang-kernel 0.4.5
+    fake_module(monkeypatch, JIT_BLOCKWISE, fp8_blockwise_scaled_mm=jit)
+    found = sgl.find("fp8_blockwise_scaled_mm")
+    assert (found.module, found.fn, found.convention) == (JIT_BLOCKWISE, jit, "jit_row_padded")
+
+
+def test_places_are_imported_in_order_and_no_further(monkeypatch):
+    imported = []
+
+    def import_module(name):
+        imported.append(name)
+        if name == "sgl_kernel":
+            return types.SimpleNamespace()
+        return types.SimpleNamespace(cutlass_scaled_fp4_mm=lambda *a: None)
+
+    monkeypatch.setattr(sgl, "importlib", types.SimpleNamespace(import_module=import_module))
+    assert sgl.find("cutlass_scaled_fp4_mm").module == "sglang.jit_kernel.nvfp4"
+    assert imported == ["sgl_kernel", "sglang.jit_kernel.nvfp4"]
+
+
+def test_not_found_says_where_it_searched_and_why(monkeypatch):
+    fake_module(monkeypatch, "sgl_kernel", fp8_scaled_mm=never)
+    absent(monkeypatch, "sglang.jit_kernel.nvfp4", *SGLANG_MODULES)
+    with pytest.raises(Unsupported) as info:
+        sgl.find("cutlass_scaled_fp4_mm")
+    text = str(info.value)
+    assert text.startswith("cutlass_scaled_fp4_mm not found in sglang-kernel 0.4.5, sglang 0.5.16")
+    assert "sgl_kernel (no cutlass_scaled_fp4_mm)" in text
+    assert "sglang.jit_kernel.nvfp4 (ModuleNotFoundError" in text
+    assert text.index("sgl_kernel (") < text.index("sglang.jit_kernel.nvfp4 (")
+
+
+def test_a_broken_place_is_recorded_not_raised(monkeypatch):
+    def import_module(name):
+        if name == "sgl_kernel":
+            raise RuntimeError("libcudart.so.13: cannot open shared object file")
+        raise ImportError(f"No module named {name!r}")
+
+    monkeypatch.setattr(sgl, "importlib", types.SimpleNamespace(import_module=import_module))
+    with pytest.raises(Unsupported, match=r"sgl_kernel \(RuntimeError: libcudart"):
+        sgl.find("fp8_blockwise_scaled_mm")
+
+
+def test_prepare_without_cuda_is_unsupported():
+    point = {"op": "fp8_blockwise_scaled_mm", "M": 16, "N": 256, "K": 256}
+    with pytest.raises(Unsupported, match="no CUDA device"):
+        sgl.prepare(point, "cpu")
+
+
+def test_library_version_names_sglang_too():
+    env = sgl.environment("cpu")
+    assert env["library_version"] == "0.4.5 (sglang 0.5.16)"
+    assert env["unsupported"] == "no CUDA device"
+
+
+# --- arch refusals are unsupported rows with the library's text ---------------------------
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("fp8_blockwise_scaled_mm JIT kernel requires SM120 (Blackwell)."),
+        RuntimeError("NVFP4 JIT kernels require compute capability >= 10.0, got 9.0."),
+        NotImplementedError("No compiled nvfp4 quantization kernel"),
+        RuntimeError("fp8_scaled_mm is not supported on this device"),
+    ],
+)
+def test_arch_refusals_are_unsupported(exc):
+    assert sgl.is_unsupported_error(exc)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("CUDA error: an illegal memory access was encountered"),
+        RuntimeError("mat_a must be a row major tensor"),
+        AssertionError("out_dtype must be Half or BFloat16, got torch.float32"),
+    ],
+)
+def test_real_failures_stay_errors(exc):
+    assert not sgl.is_unsupported_error(exc)
+
+
+def test_worker_row_carries_the_library_text():
+    from studylib.worker import Measurer
+
+    measurer = object.__new__(Measurer)
+    measurer.module, measurer.device = sgl, "cpu"
+    row = measurer.failure(
+        RuntimeError("fp8_blockwise_scaled_mm JIT kernel requires SM120 (Blackwell).")
+    )
+    assert row["status"] == "unsupported"
+    assert (
+        row["error"]
+        == "RuntimeError: fp8_blockwise_scaled_mm JIT kernel requires SM120 (Blackwell)."
+    )
+
+
+# --- each place's calling convention ------------------------------------------------------
+
+
+def blockwise_product(mat_a, mat_b, scales_a, scales_b):
+    """What a blockwise GEMM computes, from operands laid out as the kernels take them."""
+    rows, k = mat_a.shape
+    n = mat_b.shape[1]
+    a = mat_a.double().view(rows, k // 128, 128) * scales_a.double()[..., None]
+    w = mat_b.t().double().view(n // 128, 128, k // 128, 128)
+    w = w * scales_b.t().double()[:, None, :, None]
+    return a.view(rows, k) @ w.view(n, k).t()
+
+
+def check_blockwise_operands(mat_a, mat_b, scales_a, scales_b, out_dtype, rows, n, k):
+    assert mat_a.dtype == mat_b.dtype == torch.float8_e4m3fn
+    assert mat_a.shape == (rows, k) and mat_a.stride(1) == 1  # row-major
+    assert mat_b.shape == (k, n) and mat_b.stride(0) == 1  # column-major
+    # 1x128 per-token-group activation scales, column-major (stride(0) == 1).
+    assert scales_a.dtype == torch.float32 and scales_a.shape == (rows, k // 128)
+    assert scales_a.stride(0) == 1
+    # 128x128 block weight scales, the (K/128, N/128) view of row-major (N/128, K/128).
+    assert scales_b.dtype == torch.float32 and scales_b.shape == (k // 128, n // 128)
+    assert scales_b.stride(0) == 1 and scales_b.t().is_contiguous()
+    assert out_dtype == torch.bfloat16
+
+
+def relative_error(out, ref):
+    return (torch.linalg.vector_norm(out.double() - ref) / torch.linalg.vector_norm(ref)).item()
+
+
+@pytest.mark.parametrize("m", [5, 8])
+def test_blockwise_jit_gets_row_padded_operands(monkeypatch, m, capsys):
+    n, k = 256, 384
+    rows = -(-m // 4) * 4
+    calls = []
+
+    def jit(mat_a, mat_b, scales_a, scales_b, out_dtype):
+        check_blockwise_operands(mat_a, mat_b, scales_a, scales_b, out_dtype, rows, n, k)
+        # SGLang's padding rows are zero, so the padded GEMM is exact on the first m rows.
+        assert not mat_a[m:].float().any() and not scales_a[m:].any()
+        calls.append(mat_a.shape)
+        return blockwise_product(mat_a, mat_b, scales_a, scales_b).to(out_dtype)
+
+    fake_module(monkeypatch, "sgl_kernel", fp8_scaled_mm=never)
+    fake_module(monkeypatch, JIT_BLOCKWISE, fp8_blockwise_scaled_mm=jit)
+    point = {"op": "fp8_blockwise_scaled_mm", "M": m, "N": n, "K": k}
+    prepared = sgl._fp8_blockwise_scaled_mm(point, device="cpu")
+    out = prepared.run()
+    assert out.shape == (m, n) and out.dtype == torch.bfloat16
+    assert relative_error(out, prepared.reference()) < 1e-2
+    assert prepared.extra["provider"] == {"fp8_blockwise_scaled_mm": JIT_BLOCKWISE}
+    assert [run().shape for run in prepared.variants(2)] == [(m, n), (m, n)]
+    assert calls == [(rows, k)] * 3
+    log = capsys.readouterr().err
+    assert f"fp8_blockwise_scaled_mm from {JIT_BLOCKWISE}" in log
+
+
+def test_blockwise_sgl_kernel_gets_unpadded_operands(monkeypatch):
+    m, n, k = 5, 256, 128
+
+    def aot(mat_a, mat_b, scales_a, scales_b, out_dtype):
+        check_blockwise_operands(mat_a, mat_b, scales_a, scales_b, out_dtype, m, n, k)
+        return blockwise_product(mat_a, mat_b, scales_a, scales_b).to(out_dtype)
+
+    fake_module(monkeypatch, "sgl_kernel", fp8_blockwise_scaled_mm=aot)
+    point = {"op": "fp8_blockwise_scaled_mm", "M": m, "N": n, "K": k}
+    prepared = sgl._fp8_blockwise_scaled_mm(point, device="cpu")
+    assert relative_error(prepared.run(), prepared.reference()) < 1e-2
+    assert prepared.extra["provider"] == {"fp8_blockwise_scaled_mm": "sgl_kernel"}
+
+
+def test_blockwise_needs_whole_blocks(monkeypatch):
+    fake_module(monkeypatch, "sgl_kernel", fp8_blockwise_scaled_mm=never)
+    with pytest.raises(Unsupported, match="multiples of the 128 block"):
+        sgl._fp8_blockwise_scaled_mm({"M": 4, "N": 200, "K": 256}, device="cpu")
+
+
+def test_fp8_scaled_mm_from_sglang_gemm_ops(monkeypatch):
+    m, n, k = 3, 64, 32
+
+    def rowwise(mat_a, mat_b, scales_a, scales_b, out_dtype, bias=None):
+        assert mat_a.dtype == mat_b.dtype == torch.float8_e4m3fn
+        assert mat_a.shape == (m, k) and mat_b.shape == (k, n) and mat_b.stride(0) == 1
+        assert scales_a.shape == (m,) and scales_b.shape == (n,)
+        assert scales_a.dtype == scales_b.dtype == torch.float32
+        assert out_dtype == torch.bfloat16 and bias is None
+        out = (mat_a.double() * scales_a.double()[:, None]) @ mat_b.double()
+        return (out * scales_b.double()).to(out_dtype)
+
+    fake_module(monkeypatch, "sgl_kernel", bmm_fp8=never)
+    fake_module(monkeypatch, "sglang.kernels.ops.gemm", fp8_scaled_mm=rowwise)
+    prepared = sgl._fp8_scaled_mm({"M": m, "N": n, "K": k}, device="cpu")
+    assert relative_error(prepared.run(), prepared.reference()) < 1e-2
+    assert prepared.extra["provider"] == {"fp8_scaled_mm": "sglang.kernels.ops.gemm"}
+
+
+def test_nvfp4_signature(monkeypatch):
+    m, n, k = 3, 64, 96
+    quantised = []
+
+    def scaled_fp4_quant(x, global_scale):
+        assert x.dtype == torch.bfloat16 and x.dim() == 2 and x.shape[1] == k
+        assert global_scale.dtype == torch.float32 and global_scale.shape == (1,)
+        rows = -(-x.shape[0] // 128) * 128
+        cols = -(-(k // 16) // 4) * 4
+        quantised.append(x.shape[0])
+        packed = torch.zeros(x.shape[0], k // 2, dtype=torch.uint8)
+        return packed, torch.zeros(rows, cols).to(torch.float8_e4m3fn)
+
+    def cutlass_scaled_fp4_mm(a, b, block_scale_a, block_scale_b, alpha, out_dtype):
+        assert a.dtype == b.dtype == torch.uint8
+        assert a.shape == (m, k // 2) and b.shape == (n, k // 2)  # B is (N, K/2), not transposed
+        assert block_scale_a.dtype == block_scale_b.dtype == torch.float8_e4m3fn
+        assert block_scale_a.shape[0] == 128 and block_scale_b.shape[0] == 128
+        assert alpha.dtype == torch.float32 and alpha.shape == (1,)
+        assert out_dtype == torch.bfloat16
+        return torch.ones(m, n, dtype=out_dtype)
+
+    fake_module(monkeypatch, "sgl_kernel", fp8_scaled_mm=never)
+    fake_module(
+        monkeypatch,
+        "sglang.jit_kernel.nvfp4",
+        scaled_fp4_quant=scaled_fp4_quant,
+        cutlass_scaled_fp4_mm=cutlass_scaled_fp4_mm,
+    )
+    prepared = sgl._cutlass_scaled_fp4_mm({"M": m, "N": n, "K": k}, device="cpu")
+    assert quantised == [m, n]
+    assert prepared.run().shape == (m, n)
+    assert prepared.reference().shape == (m, n)
+    assert prepared.extra["provider"] == {
+        "scaled_fp4_quant": "sglang.jit_kernel.nvfp4",
+        "cutlass_scaled_fp4_mm": "sglang.jit_kernel.nvfp4",
+    }
+
+
+def test_nvfp4_absent_is_unsupported_before_any_work(monkeypatch):
+    """SGLang 0.5.16 with sglang-kernel 0.4.5: neither place has the FP4 ops."""
+    fake_module(monkeypatch, "sgl_kernel", fp8_scaled_mm=never)
+    absent(monkeypatch, "sglang.jit_kernel.nvfp4")
+    with pytest.raises(Unsupported, match="scaled_fp4_quant not found"):
+        sgl._cutlass_scaled_fp4_mm({"M": 16, "N": 64, "K": 64}, device="cpu")
