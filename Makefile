@@ -1,24 +1,60 @@
 # Two commands set everything up on a fresh machine:
-#   make study   create .venv, install the pinned study set, run `snakemake --cores $(CORES)`
+#   make study   create .venv, install the pinned set for this machine, run `snakemake --cores $(CORES)`
 #   make test    install the dev tools too, run the whole test suite
-# STACK=system reuses the torch / flashinfer / sgl-kernel / sglang already installed in the
-# Python that runs make (a GPU serving box): .venv sees its packages and installs no torch.
+# STACK picks the pinned set, by itself unless given:
+#   gpu     `nvidia-smi -L` lists a GPU: envs/requirements-gpu.txt (torch 2.11.0, SGLang 0.5.16,
+#           sglang-kernel 0.4.5, flashinfer 0.7.2.post1, the study's tools)
+#   cpu     otherwise: the study's tools, transformers serving and CPU-capable torch 2.13.0
+#   system  (only when asked) reuse the torch / flashinfer / sgl-kernel / sglang already installed
+#           in the Python that runs make: .venv sees its packages and installs no torch.
+# `make print-stack` prints the choice alone.
 PYTHON ?= python3
 VENV ?= .venv
 CORES ?= 8
-STACK ?= venv
+NVIDIA_SMI ?= nvidia-smi
 SNAKEMAKE_ARGS ?=
+
+ifeq ($(origin STACK),undefined)
+GPU_COUNT := $(shell n=0; if out=$$($(NVIDIA_SMI) -L 2>/dev/null); then n=$$(printf '%s\n' "$$out" | grep -c '^GPU '); fi; echo $$n)
+ifeq ($(GPU_COUNT),0)
+STACK := cpu
+STACK_WHY := no GPU: nvidia-smi -L is missing, failed or listed none
+else
+STACK := gpu
+STACK_WHY := nvidia-smi lists $(GPU_COUNT) GPU$(if $(filter 1,$(GPU_COUNT)),,s)
+endif
+else
+STACK_WHY := STACK set by $(origin STACK)
+endif
+ifeq ($(filter $(STACK),cpu gpu system),)
+$(error STACK=$(STACK): use cpu, gpu or system)
+endif
+ifeq ($(MAKECMDGOALS),print-stack)
+else
+$(info make: STACK=$(STACK) ($(STACK_WHY)))
+endif
 
 BIN := $(VENV)/bin
 ifeq ($(STACK),system)
 VENV_FLAGS := --system-site-packages
-TORCH_REQ :=
+STACK_PINS := envs/requirements-study.txt envs/requirements-serving.txt
+INSTALL := $(BIN)/python -m pip install -q -r envs/requirements-study.txt -r envs/requirements-serving.txt
+else ifeq ($(STACK),gpu)
+VENV_FLAGS :=
+STACK_PINS := envs/requirements-gpu.txt envs/requirements-gpu-base.txt envs/requirements-study.txt envs/requirements-serving.txt
+# sglang goes in with --no-deps (see envs/requirements-gpu.txt); the rest resolves normally.
+INSTALL := $(BIN)/python -m pip install -q -r envs/requirements-gpu-base.txt \
+	&& $(BIN)/python -m pip install -q --no-deps -r envs/requirements-gpu.txt
 else
 VENV_FLAGS :=
-TORCH_REQ := -r envs/requirements-torch.txt
+STACK_PINS := envs/requirements-study.txt envs/requirements-serving.txt envs/requirements-torch.txt
+INSTALL := $(BIN)/python -m pip install -q -r envs/requirements-study.txt -r envs/requirements-serving.txt -r envs/requirements-torch.txt
 endif
 
-.PHONY: study test report sweep lint clean-results
+.PHONY: study test report sweep lint clean-results print-stack
+
+print-stack:
+	@echo $(STACK)
 
 study: $(VENV)/.study-$(STACK)
 	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
@@ -45,8 +81,8 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # Stamps make reruns instant; they depend on the pin files, so a changed pin reinstalls.
-$(VENV)/.study-$(STACK): envs/requirements-study.txt envs/requirements-torch.txt envs/requirements-serving.txt | $(BIN)/python
-	$(BIN)/python -m pip install -q -r envs/requirements-study.txt -r envs/requirements-serving.txt $(TORCH_REQ)
+$(VENV)/.study-$(STACK): $(STACK_PINS) | $(BIN)/python
+	$(INSTALL)
 	touch $@
 
 $(VENV)/.dev-$(STACK): $(VENV)/.study-$(STACK) envs/requirements-dev.txt

@@ -40,7 +40,7 @@ nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx
 IMAGE_PREFIXES = ("jax-cuda",)  # jax-cuda13-pjrt, jax-cuda13-plugin
 
 REQUIRED = ["snakemake", "altair", "vl-convert-python", "flashinfer-python", "apache-tvm-ffi"]
-GROUPS = {"snakemake", "report", "flashinfer", "sgl_kernel", "serving"}
+GROUPS = {"snakemake", "report", "flashinfer", "sgl_kernel", "serving", "serving_sglang"}
 PIN_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)")
 
 

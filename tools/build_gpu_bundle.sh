@@ -7,8 +7,8 @@
 #
 #   --dest DIR       output folder (default: <repo>/.gpu-bundle, git-ignored)
 #   --part-mib N     max total size of one part folder in MiB (default: 56)
-#   --without GROUP  leave a group out: sgl_kernel | flashinfer | report | serving
-#                    (repeatable, or comma-separated)
+#   --without GROUP  leave a group out: snakemake | report | flashinfer | sgl_kernel |
+#                    serving | serving_sglang (repeatable, or comma-separated)
 #   --list FILE      pinned list (default: <repo>/envs/gpu-offline.txt)
 #   --python PY      interpreter whose pip downloads (default: python3)
 #
@@ -23,7 +23,11 @@
 #      valid wheels that together install the same files;
 #   4. bin-packs all wheels (largest first) into DEST/part1, DEST/part2, ...
 #      (each <= --part-mib) and writes DEST/MANIFEST.txt (part, file, bytes,
-#      sha256).
+#      sha256; each part's groups on its total line). The report group goes
+#      into parts of its own, after the others: a run without figures or the
+#      report (e.g. decode only) can leave those parts behind.
+# Wheels must suit the box: CPython 3.12, glibc 2.39, so every manylinux tag up
+# to manylinux_2_39 is offered (sglang's cp312 wheel is manylinux_2_34).
 # On the GPU box: tools/install_gpu_bundle.sh (see there).
 set -euo pipefail
 
@@ -54,7 +58,8 @@ done
 
 [[ "$PART_MIB" =~ ^[0-9]+$ && "$PART_MIB" -ge 1 ]] || die "--part-mib must be a positive integer, got '$PART_MIB'"
 for g in "${WITHOUT[@]+"${WITHOUT[@]}"}"; do
-  case "$g" in sgl_kernel|flashinfer|report|serving) ;; *) die "--without: unknown group '$g' (sgl_kernel|flashinfer|report|serving)" ;; esac
+  case "$g" in snakemake|report|flashinfer|sgl_kernel|serving|serving_sglang) ;;
+    *) die "--without: unknown group '$g' (snakemake|report|flashinfer|sgl_kernel|serving|serving_sglang)" ;; esac
 done
 [[ -f "$LIST" ]] || die "pinned list not found: $LIST"
 command -v "$PY" >/dev/null || die "interpreter not found: $PY"
@@ -65,12 +70,15 @@ CACHE="$DEST/cache"
 mkdir -p "$CACHE" "$CACHE/built" "$CACHE/full" "$CACHE/slim" "$CACHE/split"
 PART_BYTES=$((PART_MIB * 1024 * 1024))
 
-# Target: CPython 3.12 on x86_64 manylinux.
+# Target: CPython 3.12 on x86_64 manylinux with glibc 2.39 (the image): every
+# manylinux tag from manylinux_2_5 (manylinux1) to manylinux_2_39, and the legacy
+# aliases manylinux1 / manylinux2010 / manylinux2014.
 PLATFORM_ARGS=(--python-version 3.12 --implementation cp)
-for p in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 \
-         manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_31_x86_64 \
-         manylinux_2_34_x86_64 manylinux_2_35_x86_64 manylinux1_x86_64; do
+for p in manylinux1_x86_64 manylinux2010_x86_64 manylinux2014_x86_64; do
   PLATFORM_ARGS+=(--platform "$p")
+done
+for ((minor = 5; minor <= 39; minor++)); do
+  PLATFORM_ARGS+=(--platform "manylinux_2_${minor}_x86_64")
 done
 PIP_DL=("$PY" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: "${PLATFORM_ARGS[@]}")
 
@@ -242,26 +250,35 @@ def cmd_split(src, outdir, limit):
     for p in outs:
         print(p)
 
+LAST_GROUPS = ("report",)  # packed into parts of their own, after the others
+
 def cmd_pack(dest, limit, manifest, *wheels):
-    """First-fit decreasing into dest/partN; hard-link (or copy) files there."""
+    """First-fit decreasing into dest/partN; hard-link (or copy) files there.
+
+    wheels are GROUP=PATH; groups in LAST_GROUPS never share a part with the others.
+    """
     limit = int(limit)
-    items = sorted(((os.path.getsize(w), w) for w in wheels), key=lambda t: (-t[0], os.path.basename(t[1])))
-    parts = []  # [total, [(size, path)]]
-    for size, w in items:
-        if size > limit:
-            raise SystemExit(f"{os.path.basename(w)} is {size} bytes > part limit {limit}")
-        for p in parts:
-            if p[0] + size <= limit:
-                p[0] += size; p[1].append((size, w)); break
-        else:
-            parts.append([size, [(size, w)]])
+    tagged = [w.split("=", 1) for w in wheels]
+    parts = []  # [total, [(size, path)], {groups}]
+    for last in (False, True):
+        items = sorted(((os.path.getsize(w), w, g) for g, w in tagged if (g in LAST_GROUPS) == last),
+                       key=lambda t: (-t[0], os.path.basename(t[1])))
+        first = len(parts)
+        for size, w, g in items:
+            if size > limit:
+                raise SystemExit(f"{os.path.basename(w)} is {size} bytes > part limit {limit}")
+            for p in parts[first:]:
+                if p[0] + size <= limit:
+                    p[0] += size; p[1].append((size, w)); p[2].add(g); break
+            else:
+                parts.append([size, [(size, w)], {g}])
     for old in os.listdir(dest):
         if re.fullmatch(r"part\d+", old) and os.path.isdir(os.path.join(dest, old)):
             shutil.rmtree(os.path.join(dest, old))
     lines = ["# part\tfile\tbytes\tsha256",
              f"# {len(parts)} parts, limit {limit} bytes ({limit / 2**20:g} MiB) each; "
              f"install all parts together: tools/install_gpu_bundle.sh"]
-    for n, (total, members) in enumerate(parts, 1):
+    for n, (total, members, groups) in enumerate(parts, 1):
         pdir = os.path.join(dest, f"part{n}")
         os.makedirs(pdir)
         for size, w in members:
@@ -272,7 +289,8 @@ def cmd_pack(dest, limit, manifest, *wheels):
                 shutil.copy2(w, out)
             h = hashlib.sha256(open(w, "rb").read()).hexdigest()
             lines.append(f"part{n}\t{os.path.basename(w)}\t{size}\t{h}")
-        lines.append(f"# part{n} total {total} bytes ({total / 2**20:.1f} MiB), {len(members)} wheels")
+        lines.append(f"# part{n} total {total} bytes ({total / 2**20:.1f} MiB), {len(members)} wheels, "
+                     f"groups: {' '.join(sorted(groups))}")
     with open(manifest, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -292,6 +310,7 @@ ENTRIES="$(helper list "$LIST" "$WITHOUT_CSV")" || die "could not parse $LIST"
 [[ -n "$ENTRIES" ]] || die "nothing selected from $LIST"
 
 WHEELS=()
+WGROUPS=()   # group of each WHEELS entry
 n_cached=0; n_downloaded=0; n_built=0
 SGL_VERSION=""
 while read -r name ver group; do
@@ -320,7 +339,7 @@ while read -r name ver group; do
     fi
     [[ -n "$whl" ]] || die "pip reported success but no wheel for $spec is in $CACHE"
   fi
-  WHEELS+=("$whl")
+  WHEELS+=("$whl"); WGROUPS+=("$group")
 done <<<"$ENTRIES"
 log "wheels: ${#WHEELS[@]} (cached: $n_cached, downloaded: $n_downloaded, built from sdist: $n_built)"
 
@@ -341,14 +360,15 @@ if [[ -n "$SGL_VERSION" ]]; then
     log "repacking $(basename "$full") -> slim (python files + sgl_kernel/sm90)"
     helper slim_sgl "$full" "$slim" || die "repacking sglang-kernel failed"
   fi
-  WHEELS+=("$slim")
+  WHEELS+=("$slim"); WGROUPS+=(sgl_kernel)
 fi
 
 # Split wheels that do not fit in one part.
-FINAL=()
-for whl in "${WHEELS[@]}"; do
+FINAL=()   # GROUP=PATH
+for i in "${!WHEELS[@]}"; do
+  whl="${WHEELS[i]}"; group="${WGROUPS[i]}"
   size=$(stat -c %s "$whl")
-  if (( size <= PART_BYTES )); then FINAL+=("$whl"); continue; fi
+  if (( size <= PART_BYTES )); then FINAL+=("$group=$whl"); continue; fi
   sdir="$CACHE/split/$(basename "$whl" .whl)-max${PART_MIB}"
   if [[ -f "$sdir/SOURCE" && "$(cat "$sdir/SOURCE")" == "$(basename "$whl") $size" ]]; then
     log "split of $(basename "$whl"): cached"
@@ -357,7 +377,7 @@ for whl in "${WHEELS[@]}"; do
     rm -rf "$sdir"
     helper split "$whl" "$sdir" "$PART_BYTES" >/dev/null || die "splitting $(basename "$whl") failed"
   fi
-  while IFS= read -r p; do FINAL+=("$p"); done < <(find "$sdir" -maxdepth 1 -name '*.whl' | sort)
+  while IFS= read -r p; do FINAL+=("$group=$p"); done < <(find "$sdir" -maxdepth 1 -name '*.whl' | sort)
 done
 
 log "packing ${#FINAL[@]} wheels into parts of <= ${PART_MIB} MiB"
@@ -366,8 +386,9 @@ echo
 echo "Parts in $DEST:"
 for d in "$DEST"/part*/; do
   [[ -d "$d" ]] || continue
-  printf '  %-8s %3d wheels  %6.1f MiB\n' "$(basename "$d")" "$(find "$d" -name '*.whl' | wc -l)" \
-    "$(du -b --apparent-size -c "$d"*.whl | tail -1 | awk '{print $1 / 1048576}')"
+  printf '  %-8s %3d wheels  %6.1f MiB  groups: %s\n' "$(basename "$d")" "$(find "$d" -name '*.whl' | wc -l)" \
+    "$(du -b --apparent-size -c "$d"*.whl | tail -1 | awk '{print $1 / 1048576}')" \
+    "$(grep "^# $(basename "$d") total" "$DEST/MANIFEST.txt" | sed 's/.*groups: //')"
 done
 echo "Manifest: $DEST/MANIFEST.txt"
 echo "Carry each part folder (and MANIFEST.txt) to the GPU box, then run there: tools/install_gpu_bundle.sh"

@@ -16,9 +16,18 @@
 #   PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
 #       --target DIR BUNDLE/part*/*.whl
 # (adding --upgrade when DIR already has files, so a re-run replaces them),
-# prints the `export PYTHONPATH=...` line, then imports snakemake, altair,
-# vl_convert (required) and flashinfer, sgl_kernel (if bundled; errors are
-# printed, not fatal, since they need the GPU libraries).
+# patches the installed SGLang when it is bundled (see below), prints the
+# `export PYTHONPATH=...` line, then imports snakemake (required), altair,
+# vl_convert (required when bundled) and flashinfer, sgl_kernel, sglang, sglang.srt.entrypoints.http_server
+# (if bundled; errors are printed, not fatal, since they need the GPU libraries).
+#
+# The one patch: SGLang 0.5.16 pins transformers 5.12.1, the image has 5.17, which
+# ships the qwen3_asr model type itself; sglang/srt/configs/qwen3_asr.py registers it
+# again with AutoConfig at import time and raises ValueError ("'qwen3_asr' is already
+# used by a Transformers config"), so no sglang.srt module imports. The installer adds
+# exist_ok=True to those two AutoConfig.register calls in the installed file
+# (tools/patches/sglang_qwen3_asr_exist_ok.py): idempotent, and it stops the install
+# with an error if the lines are not found (a different SGLang: review the patch).
 
 _gpu_bundle_main() (
   set -euo pipefail
@@ -35,11 +44,13 @@ _gpu_bundle_main() (
       --python) [[ $# -ge 2 ]] || die "--python needs an interpreter"; py="$2"; shift 2 ;;
       --partial) partial=1; shift ;;
       --no-smoke) smoke=0; shift ;;
-      -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}"; exit 0 ;;
+      -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}"; exit 0 ;;
       *) die "unknown argument: $1 (see --help)" ;;
     esac
   done
 
+  local here
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   command -v "$py" >/dev/null || die "interpreter not found: $py"
   [[ -d "$bundle" ]] || die "bundle folder not found: $bundle (run from the repo root, or pass --bundle)"
   shopt -s nullglob
@@ -78,6 +89,14 @@ _gpu_bundle_main() (
     "${upgrade[@]+"${upgrade[@]}"}" --target "$target" "${wheels[@]}" \
     || die "pip install failed"
 
+  # SGLang 0.5.16 with transformers >= 5.13: see the header (idempotent, checked edit).
+  if [[ -d "$target/sglang" ]]; then
+    local patched
+    patched="$("$py" "$here/patches/sglang_qwen3_asr_exist_ok.py" "$target")" \
+      || die "patching sglang for transformers >= 5.13 failed (see above)"
+    log "$patched"
+  fi
+
   echo "export PYTHONPATH=$target\${PYTHONPATH:+:\$PYTHONPATH}"
   echo "export PATH=$target/bin:\$PATH"
 
@@ -108,15 +127,20 @@ for dist, need in [("typing-extensions", (4, 14)), ("packaging", (24, 0)), ("jin
     if nums < need:
         print(f"  warn  image has {dist} {v}; the bundle needs >= {'.'.join(map(str, need))}")
 for mod, dist, required in [("snakemake", "snakemake", True), ("snakemake.api", "snakemake", True),
-                            ("altair", "altair", True),
-                            ("vl_convert", "vl-convert-python", True),
+                            # the report group: required when bundled (--without report leaves it out)
+                            ("altair", "altair", "bundled"),
+                            ("vl_convert", "vl-convert-python", "bundled"),
                             ("flashinfer", "flashinfer-python", False), ("sgl_kernel", "sglang-kernel", False),
                             # transformers serve (the decode engine here) needs these three
                             ("fastapi", "fastapi", False), ("uvicorn", "uvicorn", False),
-                            ("openai", "openai", False)]:
-    if not required and not os.path.isdir(os.path.join(target, mod.split(".")[0])):
+                            ("openai", "openai", False),
+                            # SGLang's server (decode engine 'sglang'); needs the CUDA image
+                            ("sglang", "sglang", False),
+                            ("sglang.srt.entrypoints.http_server", "sglang", False)]:
+    if required is not True and not os.path.isdir(os.path.join(target, mod.split(".")[0])):
         print(f"  skip  {mod}: not in the bundle")
         continue
+    required = bool(required)
     try:
         m = importlib.import_module(mod)
         print(f"  ok    import {mod} {version(m, dist)}  ({os.path.dirname(m.__file__)})")
