@@ -5,7 +5,9 @@ from pathlib import Path
 from studylib.entry import setup_logging
 from studylib.gpu_slots import pin_gpus, slot_index
 from studylib.serving.entry import run_decode_job
+from studylib.serving.guard import protect_job
 
+protect_job()  # die with Snakemake; SIGTERM / SIGHUP stop the server cleanly
 log = setup_logging(snakemake)
 pin_gpus(snakemake)  # before anything initialises CUDA
 run_decode_job(snakemake.params.plan, snakemake.input.get("model"),

@@ -2,10 +2,13 @@
 
     python tests/standin_server.py --port P [--ready-after S] [--ignore-sigterm]
         [--exit-before-ready CODE] [--crash-after-requests N] [--spawn-child]
+        [--served-model-name NAME]
 
-GET /health: 503 until --ready-after seconds have passed, then 200. POST /v1/completions:
-an OpenAI completion of max_tokens tokens (streamed as SSE when "stream" is true), stopping
-early at "EOS" unless ignore_eos is set. POST /start|stop|dump_expert_distribution_record:
+GET /health: 503 until --ready-after seconds have passed, then 200. GET /v1/models: the
+served name (--served-model-name, else --model-path) as {"data": [{"id": NAME}]}.
+POST /v1/completions: an OpenAI completion of max_tokens tokens (streamed as SSE when
+"stream" is true), stopping early at "EOS" unless ignore_eos is set; a request naming
+another model gets 404, as from vLLM. POST /start|stop|dump_expert_distribution_record:
 SGLang's recorder (the dump gives per-layer per-expert token counts).
 """
 
@@ -27,6 +30,7 @@ def main() -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model-path", default="standin")
+    parser.add_argument("--served-model-name")
     parser.add_argument("--ready-after", type=float, default=0.0)
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--exit-before-ready", type=int)
@@ -35,6 +39,7 @@ def main() -> int:
     parser.add_argument("--token-delay", type=float, default=0.001)
     parser.add_argument("--eos-after", type=int, default=3)
     args, _ = parser.parse_known_args()
+    served_name = args.served_model_name or args.model_path
     started = time.monotonic()
     print(f"standin: starting on {args.host}:{args.port}", flush=True)
     if args.ignore_sigterm:
@@ -63,6 +68,10 @@ def main() -> int:
             if self.path == "/health":
                 ready = time.monotonic() - started >= args.ready_after
                 self._json(200 if ready else 503, {"ready": ready})
+            elif self.path == "/v1/models":
+                self._json(
+                    200, {"object": "list", "data": [{"id": served_name, "object": "model"}]}
+                )
             else:
                 self._json(404, {"error": "not found"})
 
@@ -79,6 +88,9 @@ def main() -> int:
                 return
             if self.path != "/v1/completions":
                 self._json(404, {"error": "not found"})
+                return
+            if payload.get("model") not in (None, served_name):
+                self._json(404, {"error": f"the model {payload['model']!r} does not exist"})
                 return
             STATE["requests"] += 1
             if args.crash_after_requests and STATE["requests"] > args.crash_after_requests:
@@ -108,6 +120,7 @@ def main() -> int:
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")
 
+    ThreadingHTTPServer.request_queue_size = 1024  # hundreds of clients connect at once
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print("standin: serving", flush=True)

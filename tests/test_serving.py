@@ -1,5 +1,6 @@
 """Server launch, readiness and teardown against a stand-in that follows the engines' contract."""
 
+import os
 import socket
 import sys
 import time
@@ -8,7 +9,16 @@ import pytest
 from helpers import ROOT
 from studylib.serving.engines import engine
 from studylib.serving.engines.sglang_engine import expert_recorder
-from studylib.serving.launcher import ServerFailed, ServerProcess, group_alive, http_status
+from studylib.serving.guard import pid_alive
+from studylib.serving.launcher import (
+    ServerFailed,
+    ServerProcess,
+    check_port_free,
+    group_alive,
+    http_status,
+    port_holder,
+    run_served_name,
+)
 
 STANDIN = str(ROOT / "tests" / "standin_server.py")
 
@@ -77,10 +87,7 @@ def test_children_are_stopped_with_the_server(tmp_path):
         server.wait_ready()
     log = (tmp_path / "server.log").read_text()
     child = int(log.split("child pid ")[1].split()[0])
-    with pytest.raises(ProcessLookupError):
-        import os
-
-        os.kill(child, 0)
+    assert not pid_alive(child)  # gone, or a zombie its new parent has yet to reap
 
 
 def test_an_exception_in_the_measured_code_still_tears_down(tmp_path):
@@ -146,15 +153,17 @@ def test_glm5_example_reproduces_the_seed_server():
     validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
     assert decode_variants(config) == ["seed-graphs-off", "production-graphs-on"]
     plan = resolve_for_device(decode_plan(config, "seed-graphs-off"), "cuda")
-    argv = engine("sglang").argv(plan["model"], plan["host"], plan["port"], plan["args"], "py")
+    argv = engine("sglang").argv(plan["model"], plan["host"], plan["port"], plan["args"], "py",
+                                 served_name="glm-5")  # fmt: skip
+    # The seed's flags, in its order; the per-run served name (here the seed's) comes last.
     seed = (
         "py -m sglang.launch_server --model-path lukealonso/GLM-5-NVFP4 --host 0.0.0.0 "
-        "--port 8000 --served-model-name glm-5 --reasoning-parser glm45 --tool-call-parser "
+        "--port 8000 --reasoning-parser glm45 --tool-call-parser "
         "glm47 --trust-remote-code --tp-size 8 --mem-fraction-static 0.92 "
         "--max-running-requests 1024 --kv-cache-dtype auto --quantization modelopt_fp4 "
         "--attention-backend flashinfer --fp8-gemm-backend cutlass --nsa-decode-backend trtllm "
         "--nsa-prefill-backend trtllm --moe-runner-backend flashinfer_cutlass "
-        "--disable-cuda-graph --disable-radix-cache"
+        "--disable-cuda-graph --disable-radix-cache --served-model-name glm-5"
     )
     assert " ".join(argv) == seed
     assert plan["env"] == {
@@ -167,3 +176,97 @@ def test_glm5_example_reproduces_the_seed_server():
         "--disable-cuda-graph", "--disable-radix-cache"
     }  # fmt: skip
     assert plan["gpus"] == 8 and plan["expert_distribution"] is True
+
+
+def test_engine_argv_with_a_served_name():
+    sglang, vllm, hf = engine("sglang"), engine("vllm"), engine("transformers")
+    args = ["--served-model-name", "glm-5", "--tp-size", "8"]
+    argv = sglang.argv("/m", "127.0.0.1", 1, args, python="py", served_name="study-x-1-ab")
+    assert argv[-4:] == ["--tp-size", "8", "--served-model-name", "study-x-1-ab"]
+    assert "glm-5" not in argv  # the run's own name replaces the configured one
+    assert vllm.argv("m", "h", 1, [], served_name="n")[-2:] == ["--served-model-name", "n"]
+    assert "n" not in hf.argv("m", "h", 1, [], served_name="n")  # it serves the path
+    assert hf.request_model("/models/x", "n") == "/models/x"
+    assert sglang.request_model("/models/x", "n") == "n"
+    names = {run_served_name("graphs on/x") for _ in range(20)}
+    assert len(names) == 20 and all(n.startswith("study-graphs-on-x-") for n in names)
+
+
+def test_readiness_needs_this_runs_served_name(tmp_path):
+    sglang = engine("sglang")
+    server, port = standin(tmp_path, "--served-model-name", "someone-else")
+    with server:
+        server.wait_ready()  # the probe here asks for no name
+        assert sglang.ready("127.0.0.1", port)
+        assert sglang.ready("127.0.0.1", port, "standin", "someone-else")
+        # A foreign server answering on the port is not taken for the one this run started.
+        assert not sglang.ready("127.0.0.1", port, "standin", run_served_name("mine"))
+
+
+def test_a_foreign_server_on_the_port_never_passes_for_ours(tmp_path):
+    real = engine("sglang")
+    sglang = real.__class__(**{**real.__dict__, "launch": (sys.executable, STANDIN)})
+    foreign, port = standin(tmp_path, "--served-model-name", "foreign")
+    name = run_served_name("v")
+    ours = ServerProcess(
+        sglang.argv("m", "127.0.0.1", port, [], served_name=name),
+        tmp_path / "ours.log",
+        ready=lambda: sglang.ready("127.0.0.1", port, "m", name),
+        ready_timeout_s=1.0,
+        poll_s=0.1,
+    )
+    with foreign:
+        foreign.wait_ready()
+        ours.port = None  # bypass the port check: as if the foreign server bound it later
+        with ours, pytest.raises(ServerFailed):
+            ours.wait_ready()  # ours cannot bind and exits, or is never seen as ready
+        assert http_status(f"http://127.0.0.1:{port}/health") == 200  # still the foreign one
+
+
+def test_a_port_in_use_is_refused_naming_its_holder(tmp_path):
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        server = ServerProcess(
+            [sys.executable, STANDIN, "--host", "127.0.0.1", "--port", str(port)],
+            tmp_path / "server.log",
+            ready=lambda: True,
+        )
+        with pytest.raises(ServerFailed) as failure, server:
+            pass
+        message = str(failure.value)
+        assert "\n" not in message
+        assert f"port {port} on 127.0.0.1 is already in use" in message
+        assert f"held by pid {os.getpid()} (" in message
+        assert server.proc is None  # nothing was started
+    assert port_holder(port) is None
+    check_port_free("127.0.0.1", port)  # free again once closed
+
+
+def test_a_port_held_by_a_running_server_names_its_command(tmp_path):
+    first, port = standin(tmp_path, "--served-model-name", "first")
+    with first:
+        first.wait_ready()
+        second, _ = standin(tmp_path)
+        second.port = port
+        with pytest.raises(ServerFailed) as failure:
+            second.start()
+        message = str(failure.value)
+        assert (
+            f"port {port} on 127.0.0.1 is already in use, held by pid {first.proc.pid}" in message
+        )
+        assert "standin_server.py" in message and "\n" not in message
+        assert second.proc is None
+
+
+def test_an_unknown_holder_is_said_so(monkeypatch):
+    import studylib.serving.launcher as launcher
+
+    monkeypatch.setattr(launcher, "port_holder", lambda port: None)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(ServerFailed, match=r"in use, held by an unknown process$"):
+            check_port_free("127.0.0.1", port)

@@ -1,23 +1,35 @@
 """Start an inference server, wait until it is really ready, and tear it down leaving nothing.
 
-The server runs in its own process group (``start_new_session``) with its output in a log
-file. Readiness is the engine's probe (SGLang and vLLM: ``/health`` answers 200); a server
-that exits, or is not ready by the deadline, fails with the tail of its log. Teardown sends
-SIGTERM to the whole group, waits, then SIGKILL, and checks that no process of the group is
-left (and, where NVML is available, that none of them still holds GPU memory).
+Before starting, the server's host:port must be free (else ServerFailed names the process
+holding it). The server runs in its own process group (``start_new_session``) with its
+output in a log file, beside a guard process (``guard.py``) that stops it if this job dies
+without doing so. Readiness is the engine's probe (SGLang and vLLM: ``/health`` answers 200
+and ``/v1/models`` lists this run's served name); a server that exits, or is not ready by
+the deadline, fails with the tail of its log. Teardown sends SIGTERM to the whole group,
+waits, then SIGKILL, and checks that no process of the group (or carrying the run's token)
+is left (and, where NVML is available, that none of them still holds GPU memory).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import secrets
+import shlex
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from .guard import TOKEN_ENV, Guard, cmdline, group_alive, group_members, terminate, token_pids
+
+__all__ = ["ServerFailed", "ServerProcess", "check_port_free", "group_alive", "http_status",
+           "port_holder", "run_served_name"]  # fmt: skip
 
 log = logging.getLogger("study.serving")
 
@@ -45,18 +57,93 @@ def http_status(url: str, timeout: float = 5.0) -> int | None:
         return None
 
 
-def group_alive(pgid: int) -> bool:
+def run_served_name(variant: str) -> str:
+    """A served-model name no other run uses: readiness then knows the server is ours."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in variant)
+    return f"study-{safe}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _proc_net_inodes(port: int) -> list[str]:
+    """Socket inodes bound to local ``port`` (listening ones first), from /proc/net/tcp*."""
+    listening, other = [], []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 10 or int(fields[1].rsplit(":", 1)[1], 16) != port:
+                continue
+            if fields[9] != "0":
+                (listening if fields[3] == "0A" else other).append(fields[9])
+    return listening + other
+
+
+def port_holder(port: int) -> tuple[int, str] | None:
+    """(pid, command line) of a process holding a socket on local TCP ``port``, if visible."""
+    inodes = _proc_net_inodes(port)
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]": rank for rank, inode in enumerate(inodes)}
+    best = None
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{name}/fd/{fd}")
+            except OSError:
+                continue
+            rank = wanted.get(target)
+            if rank is not None and (best is None or rank < best[0]):
+                best = (rank, int(name))
+    return None if best is None else (best[1], cmdline(best[1]))
+
+
+def check_port_free(host: str, port: int) -> None:
+    """ServerFailed (one line, naming the holder where it can be found) unless a server
+    could bind ``host:port`` now."""
     try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a process exists that we may not signal
-        return True
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError as exc:
+        raise ServerFailed(f"cannot resolve server address {host}:{port}: {exc}") from None
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do
+        try:
+            sock.bind(address)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise ServerFailed(f"cannot bind {host}:{port}: {exc.strerror}") from None
+    holder = port_holder(port)
+    who = (f"held by pid {holder[0]} ({holder[1]})" if holder
+           else "held by an unknown process")  # fmt: skip
+    raise ServerFailed(f"port {port} on {host} is already in use, {who}")
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, part in enumerate(argv):
+        if part == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if part.startswith(flag + "="):
+            return part.split("=", 1)[1]
+    return None
 
 
 class ServerProcess:
-    """One server process group. Use as a context manager: it is always torn down."""
+    """One server process group. Use as a context manager: it is always torn down.
+
+    ``host`` / ``port`` (default: the argv's ``--host`` / ``--port``) must be free before the
+    start. A guard process stops the server should this process die before ``stop()``.
+    """
 
     def __init__(
         self,
@@ -67,24 +154,41 @@ class ServerProcess:
         ready_timeout_s: float = 600.0,
         poll_s: float = 1.0,
         stop_grace_s: float = 30.0,
+        host: str | None = None,
+        port: int | None = None,
     ):
-        self.argv = argv
+        self.argv = [str(a) for a in argv]
         self.log_path = Path(log_path)
         self.ready = ready
         self.env = env
         self.ready_timeout_s = ready_timeout_s
         self.poll_s = poll_s
         self.stop_grace_s = stop_grace_s
+        self.host = host or _flag_value(self.argv, "--host") or "127.0.0.1"
+        port = port if port is not None else _flag_value(self.argv, "--port")
+        self.port = int(port) if port is not None else None
         self.proc: subprocess.Popen | None = None
+        self.guard: Guard | None = None
+        self.token = secrets.token_hex(8)
         self.ready_after_s: float | None = None
         self.stop_result: dict | None = None
 
     def start(self) -> ServerProcess:
+        if self.port is not None:
+            check_port_free(self.host, self.port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - closed in stop()
         env = dict(os.environ, **(self.env or {}))
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env[TOKEN_ENV] = self.token  # marks the server and every descendant as this run's
         log.info("starting: %s", " ".join(self.argv))
+        log_file.write(f"launcher: starting {shlex.join(self.argv)}\n".encode())
+        # The guard first: from the server's start on, this job's death stops the server.
+        try:
+            self.guard = Guard(self.token, self.stop_grace_s, log_file)
+        except OSError as exc:
+            log_file.close()
+            raise ServerFailed(f"cannot start the server's guard: {exc}") from exc
         try:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -95,8 +199,10 @@ class ServerProcess:
                 start_new_session=True,
             )
         except OSError as exc:
+            self.guard.release()
             log_file.close()
             raise ServerFailed(f"cannot start {self.argv[0]}: {exc}") from exc
+        self.guard.arm(self.proc.pid)
         self._log_file = log_file
         return self
 
@@ -130,8 +236,11 @@ class ServerProcess:
         """SIGTERM the group, wait, SIGKILL what is left; report how it went."""
         if self.proc is None:
             return {"stopped": "never started"}
+        if self.stop_result is not None:
+            return self.stop_result
         pgid = self.proc.pid  # the leader of its own session: pgid == pid
         result = {"signal": None, "stop_s": 0.0}
+        pids = {pgid, *group_members(pgid), *token_pids(self.token)}
         started = time.monotonic()
         if group_alive(pgid):
             os.killpg(pgid, signal.SIGTERM)
@@ -153,9 +262,19 @@ class ServerProcess:
             if not group_alive(pgid):
                 break
             time.sleep(0.1)
+        strays = token_pids(self.token)  # descendants that left the group
+        if strays:
+            log.warning("server processes %s left its group: stopping them", strays)
+            result["strays"] = strays
+            terminate(None, self.token, min(self.stop_grace_s, 5.0), log.warning)
         result["stop_s"] = time.monotonic() - started
-        result["left_behind"] = group_alive(pgid)
+        result["left_behind"] = group_alive(pgid) or bool(token_pids(self.token))
+        result["gpu_memory_left"] = gpu_memory_held_by(pids)
         self.stop_result = result
+        if result["left_behind"]:
+            self.guard.close()  # without release: the guard keeps trying
+        else:
+            self.guard.release()
         self._log_file.close()
         if result["left_behind"]:
             raise ServerFailed(f"processes of server group {pgid} are still running")

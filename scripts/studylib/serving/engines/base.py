@@ -9,7 +9,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from ..launcher import http_status
+from ..launcher import http_status, run_served_name
+
+__all__ = ["Engine", "one_token_completion", "run_served_name", "served_names"]
 
 
 def one_token_completion(base_url: str, model: str, timeout: float = 60.0) -> str | None:
@@ -29,14 +31,42 @@ def one_token_completion(base_url: str, model: str, timeout: float = 60.0) -> st
         return None
 
 
+def served_names(base_url: str, timeout: float = 5.0) -> list[str] | None:
+    """The model ids GET /v1/models lists, or None when nothing (valid) answered."""
+    try:
+        with urllib.request.urlopen(base_url + "/v1/models", timeout=timeout) as response:
+            answer = json.loads(response.read())
+        return [str(entry["id"]) for entry in answer["data"]]
+    except (urllib.error.URLError, OSError, TimeoutError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _without_flag(args: list[str], flag: str) -> list[str]:
+    """``args`` less ``flag VALUE...`` / ``flag=VALUE`` (the run sets its own)."""
+    out, skipping = [], False
+    for arg in args:
+        if arg == flag:
+            skipping = True
+        elif arg.startswith(flag + "="):
+            skipping = False
+        elif skipping and not arg.startswith("-"):
+            continue  # a value of the dropped flag (vLLM takes several names)
+        else:
+            skipping = False
+            out.append(arg)
+    return out
+
+
 @dataclass(frozen=True)
 class Engine:
     """An OpenAI-compatible inference server.
 
     ``launch`` is the argv prefix before the configured arguments (``{python}`` is replaced by
     the interpreter running the study); ``model_flag`` names the model argument;
-    ``request_extras`` go into every completion request (e.g. ``ignore_eos``) so generation
-    runs to the requested length; ``distributions`` are checked in order for the version.
+    ``served_name_flag`` sets the name the server answers to (None: it serves the model
+    path itself); ``request_extras`` go into every completion request (e.g. ``ignore_eos``)
+    so generation runs to the requested length; ``distributions`` are checked in order for
+    the version.
     """
 
     name: str
@@ -55,23 +85,53 @@ class Engine:
     ready_by_completion: bool = False
     # Environment every launch of this engine gets (before the variant's own `env`).
     env: dict = field(default_factory=dict)
+    # The flag naming the served model (requests' "model"); None: the model path is served.
+    served_name_flag: str | None = None
 
-    def argv(self, model: str, host: str, port: int, args: list[str], python: str | None = None):
+    def argv(
+        self,
+        model: str,
+        host: str,
+        port: int,
+        args: list[str],
+        python: str | None = None,
+        served_name: str | None = None,
+    ) -> list[str]:
+        """The launch argv; with ``served_name`` (engines with a ``served_name_flag``) the
+        server answers to that name, replacing any configured one."""
         python = python or sys.executable
         argv = [part.replace("{python}", python) for part in self.launch]
         argv += [self.model_flag, model] if self.model_flag else [model]
         argv += [self.host_flag, host, self.port_flag, str(port)]
-        return argv + [str(a) for a in args]
+        args = [str(a) for a in args]
+        if served_name and self.served_name_flag:
+            args = _without_flag(args, self.served_name_flag)
+            args += [self.served_name_flag, served_name]
+        return argv + args
+
+    def request_model(self, model: str, served_name: str | None = None) -> str:
+        """The "model" of this run's requests: the served name where the engine takes one."""
+        return served_name if served_name and self.served_name_flag else model
 
     def base_url(self, host: str, port: int) -> str:
         return f"http://{host}:{port}"
 
-    def ready(self, host: str, port: int, model: str | None = None) -> bool:
-        """Ready when the health endpoint answers 200 (SGLang only after its own warm-up),
-        or, for ``ready_by_completion`` engines, when a 1-token completion returns."""
-        if not self.ready_by_completion:
-            return http_status(self.base_url(host, port) + self.health_path) == 200
-        return one_token_completion(self.base_url(host, port), model or "") is not None
+    def ready(
+        self, host: str, port: int, model: str | None = None, served_name: str | None = None
+    ) -> bool:
+        """Ready when the health endpoint answers 200 (SGLang only after its own warm-up)
+        and, given ``served_name``, ``/v1/models`` lists it (so the server answering is the
+        one this run started); for ``ready_by_completion`` engines, when a 1-token
+        completion of the request model returns."""
+        base = self.base_url(host, port)
+        if self.ready_by_completion:
+            request_model = self.request_model(model or "", served_name)
+            return one_token_completion(base, request_model) is not None
+        if http_status(base + self.health_path) != 200:
+            return False
+        if served_name and self.served_name_flag:
+            return served_name in (served_names(base) or [])
+        return True
 
     def version(self) -> str | None:
         for dist in self.distributions:

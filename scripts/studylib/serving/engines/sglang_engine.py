@@ -15,6 +15,7 @@ ENGINE = Engine(
     name="sglang",
     launch=("{python}", "-m", "sglang.launch_server"),
     model_flag="--model-path",
+    served_name_flag="--served-model-name",
     request_extras={"ignore_eos": True},
     distributions=("sglang",),
 )

@@ -14,6 +14,7 @@ ENGINE = Engine(
     # The CLI as a module of the study's interpreter: no PATH lookup needed.
     launch=("{python}", "-m", "transformers.cli.transformers", "serve"),
     model_flag=None,  # the model is the positional argument
+    served_name_flag=None,  # it serves the model path: requests name the path
     request_extras={},
     distributions=("transformers",),
     prompt_format="text",

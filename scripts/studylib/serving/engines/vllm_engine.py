@@ -6,6 +6,7 @@ ENGINE = Engine(
     name="vllm",
     launch=("vllm", "serve"),
     model_flag=None,  # the model is vllm serve's positional argument
+    served_name_flag="--served-model-name",
     request_extras={"ignore_eos": True},
     distributions=("vllm",),
 )
