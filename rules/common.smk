@@ -15,7 +15,9 @@ from studylib.plan import (  # noqa: E402
     enabled_backends,
     schema_problem,
     kernel_power_plan,
+    served_models,
     stable_hash,
+    study_device,
     sweep_plan,
 )
 
@@ -31,7 +33,11 @@ if _problems:
     raise WorkflowError("invalid config: " + "; ".join(_problems))
 
 BACKENDS = enabled_backends(config)
-DECODE_VARIANTS = decode_variants(config)
+# The device the DAG is planned for (auto: a GPU that NVML sees): it picks the decode
+# variants (SGLang on GPUs, transformers on CPUs by default).
+STUDY_DEVICE = study_device(config)
+DECODE_VARIANTS = decode_variants(config, STUDY_DEVICE)
+SERVED_MODELS = served_models(config, STUDY_DEVICE)
 # Backends with kernel-power points (and enabled).
 POWER_BACKENDS = [b for b in BACKENDS if config["kernel_power"]["backends"].get(b)]
 CONFIG_HASH = stable_hash(config)
@@ -44,6 +50,7 @@ REPORT_TEMPLATES = sorted(
 wildcard_constraints:
     backend="|".join(BACKENDS),
     variant="|".join(DECODE_VARIANTS) or "no-variant",
+    weights="bf16|fp8",
 
 
 def backend_plan(wildcards):
@@ -60,7 +67,11 @@ def variant_decode_plan(wildcards):
 
 
 def decode_inputs(wildcards):
-    """The locally built model, for variants that serve it."""
-    if config["decode"]["variants"][wildcards.variant]["model"] == "local":
+    """The model the study builds for the variant: the local model with weights (transformers
+    engine) or the config-only model of the variant's weight type (dummy weights)."""
+    variant = config["decode"]["variants"][wildcards.variant]
+    if variant["model"] == "local":
         return {"model": "results/decode/model"}
+    if variant["model"] == "dummy":
+        return {"model": f"results/decode/served_model/{variant['weights']}"}
     return {}

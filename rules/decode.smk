@@ -16,6 +16,20 @@ rule decode_model:
         "../scripts/build_decode_model.py"
 
 
+rule served_model:
+    output:
+        directory("results/decode/served_model/{weights}"),
+    log:
+        "results/logs/decode/served_model_{weights}.log",
+    conda:
+        "../envs/study.yaml"
+    params:
+        geometry=config["decode"].get("model", {}),
+        device=STUDY_DEVICE,
+    script:
+        "../scripts/write_served_model.py"
+
+
 rule decode:
     input:
         unpack(decode_inputs),
@@ -26,6 +40,8 @@ rule decode:
         timeline="results/decode/{variant}/power_timeline.parquet",
         server_log="results/decode/{variant}/server.log",
         run="results/decode/{variant}/run.json",
+        expert_m="results/decode/{variant}/expert_m.csv",
+        recorder="results/decode/{variant}/recorder.csv",
     log:
         "results/logs/decode/{variant}.log",
     benchmark:
@@ -47,13 +63,22 @@ rule aggregate_decode:
         summaries=expand(
             "results/decode/{variant}/summary.csv", variant=DECODE_VARIANTS
         ),
+        expert_m=expand(
+            "results/decode/{variant}/expert_m.csv", variant=DECODE_VARIANTS
+        ),
+        recorder=expand(
+            "results/decode/{variant}/recorder.csv", variant=DECODE_VARIANTS
+        ),
+        peaks="results/peaks.json",
     output:
-        report(
+        decode=report(
             "results/tables/decode.csv",
             caption="../report/captions/decode_table.rst",
             category="Tables",
             labels={"table": "decode"},
         ),
+        expert_m="results/tables/expert_m.csv",
+        recorder="results/tables/decode_recorder.csv",
     log:
         "results/logs/aggregate_decode.log",
     conda:

@@ -1,12 +1,26 @@
-"""Snakemake entry: every variant's decode summary -> results/tables/decode.csv."""
+"""Snakemake entry: every variant's decode results -> results/tables/decode.csv (with the
+step's HBM floor), expert_m.csv (per-expert M per variant, layer and C) and
+decode_recorder.csv (what SGLang's expert recorder cost)."""
+
+from pathlib import Path
 
 import pandas as pd
+from studylib.aggregate import decode_table, with_variant
 from studylib.entry import setup_logging
-from studylib.io import write_frame
-from studylib.serving.decode import SUMMARY_COLUMNS
+from studylib.io import read_json, write_frame
+from studylib.serving.decode import RECORDER_COLUMNS
+from studylib.serving.experts import EXPERT_M_COLUMNS
 
 log = setup_logging(snakemake)
-frames = [pd.read_csv(p) for p in snakemake.input.summaries]
-table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SUMMARY_COLUMNS)
-write_frame(table, snakemake.output[0])
-log.info("%d rows", len(table))
+inp, out = snakemake.input, snakemake.output
+table = decode_table([pd.read_csv(p) for p in inp.summaries], read_json(inp.peaks))
+write_frame(table, out.decode)
+
+
+def by_variant(paths):
+    return {Path(p).parent.name: pd.read_csv(p) for p in paths}
+
+
+write_frame(with_variant(by_variant(inp.expert_m), EXPERT_M_COLUMNS), out.expert_m)
+write_frame(with_variant(by_variant(inp.recorder), RECORDER_COLUMNS), out.recorder)
+log.info("%d decode rows", len(table))

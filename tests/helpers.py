@@ -36,7 +36,7 @@ def tiny_config() -> dict:
     config["decode"].update(
         concurrency={"cuda": [1], "cpu": [1, 2]}, output_len={"cuda": 16, "cpu": 12},
         input_len={"cuda": 8, "cpu": 8}, idle_s={"cuda": 1, "cpu": 0.3},
-        min_steady_s={"cuda": 1, "cpu": 0.01}, prompts_per_concurrency=3,
+        min_steady_s={"cuda": 1, "cpu": 0.3},
     )  # fmt: skip
     config["decode"]["model"]["cpu"] = {
         "vocab_size": 512, "hidden_size": 64, "moe_intermediate_size": 32, "layers": 1,

@@ -20,42 +20,82 @@ def test_transformers_decode_on_cpu(tmp_path, monkeypatch):
     plan = {
         "engine": "transformers", "variant": "cpu", "model": str(tmp_path / "model"),
         "args": ["--device", "cpu"], "host": "127.0.0.1", "port": free_port(),
-        "concurrency": [1, 2], "input_len": 8, "output_len": 8, "prompts_per_concurrency": 3,
-        "min_steady_s": 0.05, "idle_s": 0.2, "warmup_requests": 1, "ready_timeout_s": 120,
+        "concurrency": [1, 2], "input_len": 8, "output_len": 8, "min_steady_s": 0.3,
+        "idle_s": 0.2, "warmup_requests": 1, "ready_timeout_s": 120, "sample_hz": 20,
         "vocab_size": TINY["vocab_size"],
     }  # fmt: skip
     summary = run_decode(plan, tmp_path / "out")
     assert list(summary.columns) == SUMMARY_COLUMNS
     assert summary["concurrency"].tolist() == [1, 2]
     assert (summary["errors"] == 0).all() and (summary["wrong_length"] == 0).all()
-    assert (summary["output_tok_s"] > 0).all() and summary["valid"].all()
+    # The closed loop holds C in flight for min_steady_s whatever the machine's speed, so the
+    # window is valid by construction (a fast machine once made a prompt-count load too short).
+    assert (summary["steady_s"] >= 0.3).all() and summary["valid"].all()
+    assert (summary["output_tok_s"] > 0).all()
     assert (summary["power_source"] == "none").all()
     assert summary["avg_w_total"].isna().all()  # no NVML here: no watts, none invented
+    assert summary["cuda_graphs"].isna().all() and summary["load_cpu_pct"].notna().all()
     requests = pd.read_parquet(tmp_path / "out" / "requests.parquet")
-    assert len(requests) == 3 + 6 and (requests["completion_tokens"] == 8).all()
+    complete = requests[~requests["cut"]]
+    assert (complete["completion_tokens"] == 8).all() and (requests["error"] == "").all()
+    assert set(requests["concurrency"]) == {1, 2}
+    # The requests still streaming at the end of each level were cancelled: at most one per
+    # client (none where a request ended right at the deadline).
+    cut = requests.groupby("concurrency")["cut"].sum()
+    assert cut[1] <= 1 and cut[2] <= 2
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["teardown"]["left_behind"] is False and run["ready_s"] > 0
     assert "Uvicorn running" in (tmp_path / "out" / "server.log").read_text()
+    assert pd.read_csv(tmp_path / "out" / "expert_m.csv").empty  # no recorder: header only
 
 
-def test_sglang_contract_with_expert_distribution(tmp_path, monkeypatch):
+def _standin_sglang(monkeypatch):
     # The stand-in answers SGLang's contract; run it through the sglang engine's argv prefix.
     import studylib.serving.decode as decode
 
     real = decode.get_engine("sglang")
     standin = real.__class__(**{**real.__dict__, "launch": (sys.executable, STANDIN)})
     monkeypatch.setattr(decode, "get_engine", lambda name: standin)
+
+
+def test_sglang_contract_with_the_recorder_in_its_own_pass(tmp_path, monkeypatch):
+    _standin_sglang(monkeypatch)
     plan = {
-        "engine": "sglang", "variant": "graphs-off", "model": "standin", "args": [],
-        "host": "127.0.0.1", "port": free_port(), "concurrency": [4], "input_len": 8,
-        "output_len": 12, "prompts_per_concurrency": 4, "min_steady_s": 30, "idle_s": 0.1,
-        "vocab_size": 1000, "expert_distribution": True,
+        "engine": "sglang", "variant": "graphs-off", "model": "standin", "model_kind": "dummy",
+        "args": ["--disable-cuda-graph"], "host": "127.0.0.1", "port": free_port(),
+        "concurrency": [2, 4], "input_len": 8, "output_len": 12, "min_steady_s": 0.3,
+        "expert_distribution_s": 0.2, "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20,
+        "vocab_size": 1000, "expert_distribution": True, "top_k": 8, "weights": "bf16",
+    }  # fmt: skip
+    summary = run_decode(plan, tmp_path / "out")
+    assert (summary["errors"] == 0).all() and (summary["wrong_length"] == 0).all()  # ignore_eos
+    assert summary["valid"].all() and (summary["cuda_graphs"] == False).all()  # noqa: E712
+    out = tmp_path / "out"
+    # The main pass ran without the recorder; a second server start recorded the experts.
+    assert "--expert-distribution-recorder-mode" not in (out / "server.log").read_text()
+    assert "--expert-distribution-recorder-mode" in (out / "server_recorder.log").read_text()
+    m = pd.read_csv(out / "expert_m.csv")
+    assert sorted(set(m["concurrency"])) == [2, 4]
+    sums = m.groupby(["concurrency", "layer"])["m"].sum().round(6)
+    assert sums.tolist() == [16.0, 16.0, 32.0, 32.0]  # C x top-8 per layer
+    recorder = pd.read_csv(out / "recorder.csv")
+    assert recorder["concurrency"].tolist() == [2, 4]
+    assert (recorder["tpot_ratio"] > 0).all() and (recorder["errors"] == 0).all()
+    run = json.loads((out / "run.json").read_text())
+    assert run["recorder_teardown"]["left_behind"] is False
+    assert run["served_name"] in (out / "server.log").read_text()
+
+
+def test_a_short_window_is_flagged_not_reported(tmp_path, monkeypatch):
+    # Errors are the only way to cut the closed loop's window short: a server that crashes
+    # mid-load gives rows with valid = false and its error text, never a result.
+    _standin_sglang(monkeypatch)
+    plan = {
+        "engine": "sglang", "variant": "crashing", "model": "standin", "model_kind": "path",
+        "args": ["--crash-after-requests", "3"], "host": "127.0.0.1", "port": free_port(),
+        "concurrency": [2], "input_len": 4, "output_len": 6, "min_steady_s": 0.5,
+        "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20, "vocab_size": 1000,
     }  # fmt: skip
     summary = run_decode(plan, tmp_path / "out")
     row = summary.iloc[0]
-    assert row["errors"] == 0 and row["wrong_length"] == 0  # ignore_eos was sent
-    assert not row["valid"]  # steady window far shorter than min_steady_s: flagged
-    dump = json.loads((tmp_path / "out" / "expert_distribution_c4.json").read_text())
-    assert dump == {"logical_count": [[5, 0, 11], [2, 14, 0]]}
-    m = pd.read_csv(tmp_path / "out" / "expert_m_c4.csv")
-    assert m.groupby("layer")["m"].sum().round(6).tolist() == [32.0, 32.0]  # C=4 x top-8
+    assert not row["valid"] and row["errors"] > 0 and row["first_error"]

@@ -13,7 +13,7 @@ from test_serving import standin
 
 def test_prompts_are_random_reproducible_and_sized():
     spec = LoadSpec(concurrency=2, num_prompts=5, input_len=7, output_len=3, vocab_size=1000)
-    a, b = random_prompts(spec), random_prompts(spec)
+    a, b = random_prompts(spec, 5), random_prompts(spec, 5)
     assert a == b and len(a) == 5 and all(len(p) == 7 for p in a)
     assert len({tuple(p) for p in a}) == 5
     assert all(100 <= t < 1000 for p in a for t in p)
@@ -30,8 +30,8 @@ def test_load_against_standin(tmp_path):
     spec = LoadSpec(concurrency=4, num_prompts=16, input_len=8, output_len=20, vocab_size=500)
     with server:
         server.wait_ready()
-        records, active = run_load(f"http://127.0.0.1:{port}", "standin", spec,
-                                   {"ignore_eos": True})  # fmt: skip
+        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    records, active = load.records, load.active
     assert len(records) == 16 and not any(r.error for r in records)
     assert all(r.completion_tokens == 20 and len(r.token_times) == 20 for r in records)
     assert max(count for _, count in active) == 4
@@ -48,7 +48,7 @@ def test_eos_not_ignored_is_detected(tmp_path):
     spec = LoadSpec(concurrency=2, num_prompts=4, input_len=4, output_len=10, vocab_size=500)
     with server:
         server.wait_ready()
-        records, active = run_load(f"http://127.0.0.1:{port}", "standin", spec, {})
+        records = run_load(f"http://127.0.0.1:{port}", "standin", spec, {}).records
     summary = summarize_load(records, spec, records[0].start, records[-1].end)
     assert summary["wrong_length"] == 4  # stopped at EOS: 3 tokens, not 10
 
@@ -59,6 +59,56 @@ def test_server_crash_during_load_is_recorded(tmp_path):
                     timeout_s=5)  # fmt: skip
     with server:
         server.wait_ready()
-        records, _ = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
-    assert len(records) == 8
-    assert sum(1 for r in records if r.error) >= 5
+        records = run_load(f"http://127.0.0.1:{port}", "standin", spec,
+                           {"ignore_eos": True}).records  # fmt: skip
+    # Three answered, the fourth killed the server; the other client's request failed with it
+    # or was the last sent: no new request follows a failure.
+    assert sum(1 for r in records if not r.error) == 3
+    assert 1 <= sum(1 for r in records if r.error) <= 2 and len(records) < 8
+
+
+def test_timed_load_keeps_c_in_flight_for_the_duration_whatever_the_speed(tmp_path):
+    # A slow server (50 ms per token: one request outlasts the duration) and a fast one: the
+    # steady window lasts at least the configured time in both, by construction.
+    for delay in ("0.05", "0.001"):
+        server, port = standin(tmp_path, "--token-delay", delay)
+        spec = LoadSpec(concurrency=3, duration_s=0.6, input_len=4, output_len=20,
+                        vocab_size=500)  # fmt: skip
+        with server:
+            server.wait_ready()
+            load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+        assert not any(r.error for r in load.records)
+        complete = [r for r in load.records if not r.cut]
+        assert all(r.completion_tokens == 20 for r in complete)
+        window = steady_window(load.active, 3)
+        assert window[1] - window[0] >= 0.6
+        assert max(count for _, count in load.active) == 3
+        # At the deadline the requests still streaming are cancelled: at most one per client
+        # (none where a request ended right then); no failed request, none left over.
+        cut = sum(r.cut for r in load.records)
+        assert cut <= 3 and len(load.records) == len(complete) + cut and load.cpu_s > 0
+        if delay == "0.05":  # 1 s per request: none can finish within 0.6 s, all are cut
+            assert complete == [] and cut == 3
+
+
+def test_timed_load_at_c256_against_the_standin(tmp_path):
+    # Behaviour only (the CPU and tok/s targets are measured by tools/load_benchmark.py and on
+    # the GPU): 256 streams in flight at once, every one complete, the window as long as asked.
+    server, port = standin(tmp_path, "--token-delay", "0.02")
+    spec = LoadSpec(concurrency=256, duration_s=1.0, input_len=4, output_len=8,
+                    vocab_size=500, timeout_s=120)  # fmt: skip
+    with server:
+        server.wait_ready()
+        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    assert not any(r.error for r in load.records), [r.error for r in load.records][:3]
+    assert max(count for _, count in load.active) == 256
+    window = steady_window(load.active, 256)
+    assert window[1] - window[0] >= 1.0
+    summary = summarize_load(load.records, spec, *window)
+    assert summary["wrong_length"] == 0 and summary["tok_s_over_c_tpot"] > 0
+    assert load.cpu_pct is not None
+
+
+def test_a_load_needs_a_duration_or_a_count():
+    with pytest.raises(ValueError, match="duration_s > 0 or num_prompts"):
+        LoadSpec(concurrency=2, input_len=4, output_len=4)

@@ -206,9 +206,38 @@ def check_kernel_power(config: dict) -> list[str]:
     return problems
 
 
-def decode_variants(config: dict) -> list[str]:
+def study_device(config: dict) -> str:
+    """The device the workflow plans for: ``device`` unless auto, else cuda when NVML sees a
+    GPU that CUDA_VISIBLE_DEVICES leaves visible (no torch import: the Snakefile calls this
+    on every run). Jobs still check CUDA themselves before they use it."""
+    if config.get("device", "auto") != "auto":
+        return config["device"]
+    import os
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return "cpu"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return "cuda" if pynvml.nvmlDeviceGetCount() > 0 else "cpu"
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver, no library: a machine without a GPU
+        return "cpu"
+
+
+def decode_variants(config: dict, device: str | None = None) -> list[str]:
+    """Enabled variants that serve on ``device`` (a variant's ``devices``: where it runs;
+    SGLang's on GPUs, the transformers engine's on CPUs by default)."""
+    device = device or study_device(config)
     variants = config.get("decode", {}).get("variants", {})
-    return [name for name, spec in variants.items() if spec.get("enabled", True)]
+    return [
+        name
+        for name, spec in variants.items()
+        if spec.get("enabled", True) and device in spec.get("devices", ["cuda", "cpu"])
+    ]
 
 
 def decode_plan(config: dict, variant: str) -> dict:
@@ -218,9 +247,20 @@ def decode_plan(config: dict, variant: str) -> dict:
             **config["decode"]["variants"][variant]}  # fmt: skip
 
 
+def served_models(config: dict, device: str | None = None) -> list[str]:
+    """Weight types of the config-only models the enabled variants serve (model: dummy)."""
+    variants = config["decode"]["variants"]
+    return sorted({variants[v].get("weights", "bf16") for v in decode_variants(config, device)
+                   if variants[v]["model"] == "dummy"})  # fmt: skip
+
+
 def resolve_for_device(plan: dict, device: str) -> dict:
     """Pick the ``{cuda: .., cpu: ..}`` entries of a plan for ``device``."""
-    return {
-        key: value[device] if isinstance(value, dict) and set(value) == {"cuda", "cpu"} else value
-        for key, value in plan.items()
-    }
+
+    def pick(value):
+        # A per-device entry may name one device only (e.g. args for cuda): absent = None.
+        if isinstance(value, dict) and value and set(value) <= {"cuda", "cpu"}:
+            return value.get(device)
+        return value
+
+    return {key: pick(value) for key, value in plan.items()}

@@ -33,7 +33,9 @@ def patch(site: Path) -> str:
     """Patch site/REL in place; a one-line account of what was done. Raises SystemExit(1)."""
     path = site / REL
     if not path.is_file():
-        return f"sglang qwen3_asr patch: {path} not found (SGLang not installed here), nothing to do"
+        return (
+            f"sglang qwen3_asr patch: {path} not found (SGLang not installed here), nothing to do"
+        )
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     done = 0
@@ -44,12 +46,17 @@ def patch(site: Path) -> str:
                 lines[i] = lines[i].replace(old, new)
             done += len(hits)
         elif not any(line.strip() == new for line in lines):
-            raise SystemExit(f"sglang qwen3_asr patch: ERROR: {path}: neither {old!r} nor its "
-                             f"patched form found; SGLang changed, review tools/patches/{Path(__file__).name}")  # fmt: skip
+            here = Path(__file__).name
+            raise SystemExit(
+                f"sglang qwen3_asr patch: ERROR: {path}: neither {old!r} nor its patched form "
+                f"found; SGLang changed, review tools/patches/{here}"
+            )
     if not done:
         return f"sglang qwen3_asr patch: {path} already patched"
     path.write_text("".join(lines), encoding="utf-8")
-    return f"sglang qwen3_asr patch: {path}: added exist_ok=True to {done} AutoConfig.register call(s)"
+    return (
+        f"sglang qwen3_asr patch: {path}: added exist_ok=True to {done} AutoConfig.register call(s)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,15 @@
-"""Decode power: launch a server, drive decode-heavy load at each concurrency, sample power.
+"""Decode power: launch a server, hold a closed-loop load at each concurrency, sample power.
 
 Windows per concurrency C, on the sampler's clock: an idle baseline before the server starts
-(once), a discarded warm-up, the steady window (at least 0.85 × C requests in flight; shorter
-than ``min_steady_s`` is flagged ``valid = false``, not reported as a result) and the
-ramp-down. The server is always torn down, leaving no process behind.
+(once), a discarded warm-up, the steady window (at least 0.85 × C requests in flight, held
+for ``min_steady_s`` by the timed closed-loop load, so its length does not depend on the
+server's speed; a shorter one, which only errors can cause, is flagged ``valid = false``)
+and the ramp-down. The server is always torn down, leaving no process behind.
+
+SGLang's expert-distribution recorder is not free (with CUDA graphs its hooks are captured
+into every replayed step), so the power and latency windows run with it off, and the
+per-expert token counts come from a second server start with the recorder on: the
+recorder pass. Its TPOT and watts beside the main pass's give the recorder's cost.
 """
 
 from __future__ import annotations
@@ -12,7 +18,6 @@ import json
 import logging
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -20,22 +25,32 @@ import pandas as pd
 from ..io import write_frame, write_json
 from ..power import Sampler, open_readers, visible_nvml_indices
 from .engines import engine as get_engine
+from .engines.base import run_served_name
 from .engines.sglang_engine import expert_recorder
-from .experts import RECORDER_DIR_ENV, expert_m, load_logical_count
+from .experts import EXPERT_M_COLUMNS, RECORDER_DIR_ENV, expert_m, load_logical_count
 from .launcher import ServerProcess
 from .load import LoadSpec, run_load, steady_window, summarize_load
+from .model import step_bytes
 
 log = logging.getLogger("study.decode")
 
 SUMMARY_COLUMNS = [
-    "engine", "variant", "concurrency", "gpus", "power_source", "steady_s", "valid",
-    "requests", "errors", "wrong_length", "output_tok_s", "tpot_ms", "itl_p50_ms",
-    "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu", "avg_w_total", "pct_limit", "j_per_token",
-    "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util", "dram_util",
+    "engine", "variant", "model_kind", "weights", "cuda_graphs", "concurrency", "gpus",
+    "power_source", "steady_s", "valid", "requests", "errors", "wrong_length", "output_tok_s",
+    "tpot_ms", "tok_s_over_c_tpot", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu",
+    "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
+    "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
+    "dram_util", "step_gb", "load_cpu_pct", "first_error",
+]  # fmt: skip
+
+#: The recorder pass beside the main pass, per concurrency: what recording costs.
+RECORDER_COLUMNS = [
+    "engine", "variant", "concurrency", "steady_s", "tpot_ms", "tpot_ms_off", "tpot_ratio",
+    "output_tok_s", "output_tok_s_off", "avg_w_per_gpu", "avg_w_per_gpu_off", "errors",
 ]  # fmt: skip
 
 
-def _combine(windows: list[dict], tokens: int) -> dict:
+def _combine(windows: list[dict], tokens: int, idle_w_total: float | None, seconds: float):
     """Per-GPU window statistics -> the row's power columns (sum over GPUs, mean per GPU)."""
     if not windows:
         return {}
@@ -49,15 +64,20 @@ def _combine(windows: list[dict], tokens: int) -> dict:
         return sum(values) / len(values) if values else None
 
     total = sum(watts) if len(watts) == len(windows) else None
+    joules = sum(energy) if len(energy) == len(windows) else None
     reasons = sorted(
         {r for w in windows for r in (w.get("throttle_reasons") or "").split(",") if r}
     )
+    net = None
+    if joules is not None and idle_w_total is not None and tokens:
+        net = (joules - idle_w_total * seconds) / tokens
     return {
         "gpus": len(windows),
         "avg_w_total": total,
         "avg_w_per_gpu": total / len(windows) if total is not None else None,
         "pct_limit": 100 * total / sum(limits) if total is not None and limits else None,
-        "j_per_token": sum(energy) / tokens if len(energy) == len(windows) and tokens else None,
+        "j_per_token": joules / tokens if joules is not None and tokens else None,
+        "j_per_token_net": net,
         "energy_gap_pct": 100 * (sum(energy_s) - sum(energy)) / sum(energy)
         if energy and len(energy_s) == len(energy) and sum(energy)
         else None,
@@ -69,142 +89,217 @@ def _combine(windows: list[dict], tokens: int) -> dict:
     }
 
 
-def run_decode(plan: dict, out_dir: str | Path) -> pd.DataFrame:
+def cuda_graphs(engine: str, args: list) -> bool | None:
+    """Whether the server replays CUDA graphs (SGLang and vLLM do unless told not to)."""
+    flags = {"sglang": "--disable-cuda-graph", "vllm": "--enforce-eager"}
+    if engine not in flags:
+        return None
+    return flags[engine] not in [str(a) for a in args]
+
+
+class _Pass:
+    """One server start of a variant: its argv, env, served name and log."""
+
+    def __init__(self, plan: dict, eng, out_dir: Path, log_name: str, recorder: bool = False):
+        self.plan, self.eng = plan, eng
+        self.host, self.port = plan["host"], int(plan["port"])
+        self.base_url = eng.base_url(self.host, self.port)
+        self.served_name = run_served_name(plan["variant"])
+        args = [str(a) for a in plan.get("args") or []]
+        if plan.get("model_kind") == "dummy" and plan["engine"] == "sglang":
+            args += ["--load-format", "dummy"]  # random weights: nothing to load or carry
+        self.env = {**eng.env, **{k: str(v) for k, v in (plan.get("env") or {}).items()}}
+        if recorder:
+            # SGLang records per-layer per-expert token counts only when started this way,
+            # and writes its dumps into the folder this variable names.
+            args += ["--expert-distribution-recorder-mode", "stat"]
+            self.record_dir = out_dir / "expert_record"
+            self.record_dir.mkdir(parents=True, exist_ok=True)
+            self.env[RECORDER_DIR_ENV] = str(self.record_dir.resolve())
+        self.argv = eng.argv(plan["model"], self.host, self.port, args, python=sys.executable,
+                             served_name=self.served_name)  # fmt: skip
+        self.server = ServerProcess(
+            self.argv,
+            out_dir / log_name,
+            ready=lambda: eng.ready(self.host, self.port, plan["model"], self.served_name),
+            env=self.env,
+            ready_timeout_s=plan["ready_timeout_s"],
+            stop_grace_s=plan.get("stop_grace_s", 30),
+        )
+
+    def load(self, spec: LoadSpec):
+        model = self.eng.request_model(self.plan["model"], self.served_name)
+        return run_load(self.base_url, model, spec, self.eng.request_extras,
+                        self.eng.prompt_format)  # fmt: skip
+
+
+def _specs(plan: dict, c: int, seconds: float) -> tuple[LoadSpec, LoadSpec]:
+    """The warm-up (C short requests, or ``warmup_requests``) and the timed steady load."""
+    common = {"concurrency": c, "input_len": plan["input_len"], "vocab_size": plan["vocab_size"],
+              "seed": c}  # fmt: skip
+    warm = LoadSpec(**common, output_len=min(plan["output_len"], 16),
+                    num_prompts=max(plan.get("warmup_requests") or c, 1))  # fmt: skip
+    return warm, LoadSpec(**common, output_len=plan["output_len"], duration_s=seconds)
+
+
+def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None) -> pd.DataFrame:
     """Run every concurrency of one server variant; write its files under ``out_dir``.
 
-    ``plan``: engine, variant, model, args, env, host, port, concurrency (list),
-    input_len, output_len, prompts_per_concurrency, min_steady_s, idle_s, warmup_requests,
-    ready_timeout_s, stop_grace_s, sample_hz, vocab_size, expert_distribution (bool).
+    ``plan`` (resolved for the device): engine, variant, model, model_kind (local, dummy or
+    a path), args, env, host, port, concurrency (list), input_len, output_len,
+    min_steady_s, idle_s, ready_timeout_s, sample_hz, vocab_size, weights,
+    expert_distribution (bool), expert_distribution_s, top_k. ``model_facts``: the served
+    model's geometry (for the HBM bytes of a step), when the study built the model.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     eng = get_engine(plan["engine"])
-    host, port = plan["host"], int(plan["port"])
-    base_url = eng.base_url(host, port)
-    args = list(plan.get("args", []))
-    env = {**eng.env, **{k: str(v) for k, v in (plan.get("env") or {}).items()}}
-    if plan.get("expert_distribution") and plan["engine"] == "sglang":
-        # SGLang records per-layer per-expert token counts only when started this way, and
-        # writes its dumps into the folder this variable names.
-        args += ["--expert-distribution-recorder-mode", "stat"]
-        plan = {**plan, "expert_record_dir": str(out_dir / "expert_record")}
-        Path(plan["expert_record_dir"]).mkdir(parents=True, exist_ok=True)
-        env[RECORDER_DIR_ENV] = plan["expert_record_dir"]
-    argv = eng.argv(plan["model"], host, port, args, python=sys.executable)
     readers, source, why = open_readers(visible_nvml_indices())
     if why:
         log.info("power source %s (%s)", source, why)
-    sampler = Sampler(readers, rate_hz=plan.get("sample_hz", 20))
-    rows, windows, requests = [], [], []
-    server = ServerProcess(
-        argv,
-        out_dir / "server.log",
-        ready=lambda: eng.ready(host, port, plan["model"]),
-        env=env,
-        ready_timeout_s=plan.get("ready_timeout_s", 1800),
-        stop_grace_s=plan.get("stop_grace_s", 30),
-    )
+    sampler = Sampler(readers, rate_hz=plan["sample_hz"])
+    main = _Pass(plan, eng, out_dir, "server.log")
+    rows, windows, requests, recorder_rows = [], [], [], []
+    expert_frames = []
+    facts = {"argv": main.argv, "served_name": main.served_name,
+             "engine_version": eng.version(), "power_source": source}  # fmt: skip
     with sampler:
         time.sleep(0.2)
         t0 = time.monotonic()
-        time.sleep(plan.get("idle_s", 5))
-        windows += [{"label": "idle", "concurrency": 0, **w}
-                    for w in sampler.window(t0, time.monotonic())]  # fmt: skip
-        with server:
-            ready_s = server.wait_ready()
+        time.sleep(plan["idle_s"])
+        idle = sampler.window(t0, time.monotonic())
+        windows += [{"label": "idle", "concurrency": 0, **w} for w in idle]
+        idle_w = [w["avg_w"] for w in idle if w.get("avg_w") is not None]
+        idle_w_total = sum(idle_w) if idle and len(idle_w) == len(idle) else None
+        started = time.monotonic()
+        with main.server:
+            facts["ready_s"] = main.server.wait_ready()
             for c in plan["concurrency"]:
-                rows.append(_one_concurrency(plan, eng, base_url, c, sampler, source,
-                                             windows, requests, out_dir))  # fmt: skip
-        stop = server.stop_result
-    summary = pd.DataFrame(rows)
-    for column in SUMMARY_COLUMNS:
-        if column not in summary.columns:
-            summary[column] = None
-    summary = summary[SUMMARY_COLUMNS]
+                rows.append(_one_concurrency(main, c, sampler, source, windows, requests,
+                                             idle_w_total, model_facts))  # fmt: skip
+        facts["teardown"] = main.server.stop_result
+        facts["main_pass_s"] = time.monotonic() - started
+        if plan.get("expert_distribution") and plan["engine"] == "sglang":
+            rec = _Pass(plan, eng, out_dir, "server_recorder.log", recorder=True)
+            started = time.monotonic()
+            with rec.server:
+                facts["recorder_ready_s"] = rec.server.wait_ready()
+                for c, main_row in zip(plan["concurrency"], rows, strict=True):
+                    counts, row = _recorder_concurrency(rec, c, sampler, main_row)
+                    recorder_rows.append(row)
+                    if counts is not None:
+                        frame = expert_m(counts, c, int(plan.get("top_k", 8)))
+                        frame.insert(0, "concurrency", c)
+                        expert_frames.append(frame)
+            facts["recorder_teardown"] = rec.server.stop_result
+            facts["recorder_pass_s"] = time.monotonic() - started
+    summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     write_frame(summary, out_dir / "summary.csv")
+    write_frame(pd.DataFrame(recorder_rows).reindex(columns=RECORDER_COLUMNS),
+                out_dir / "recorder.csv")  # fmt: skip
+    experts = (pd.concat(expert_frames, ignore_index=True) if expert_frames
+               else pd.DataFrame(columns=EXPERT_M_COLUMNS))  # fmt: skip
+    write_frame(experts.reindex(columns=EXPERT_M_COLUMNS), out_dir / "expert_m.csv")
     write_frame(pd.DataFrame(requests), out_dir / "requests.parquet")
     write_frame(pd.DataFrame(windows), out_dir / "windows.parquet")
     timeline = pd.DataFrame(sampler.timeline())
     write_frame(timeline if not timeline.empty else pd.DataFrame({"gpu": []}),
                 out_dir / "power_timeline.parquet")  # fmt: skip
-    write_json(out_dir / "run.json", {"argv": argv, "engine_version": eng.version(),
-                                      "ready_s": ready_s, "power_source": source,
-                                      "sampler_cpu_pct": 100 * (sampler.cpu_fraction() or 0),
-                                      "teardown": stop})  # fmt: skip
+    facts["sampler_cpu_pct"] = 100 * (sampler.cpu_fraction() or 0)
+    facts["model"] = model_facts
+    write_json(out_dir / "run.json", facts)
     return summary
 
 
-def _one_concurrency(plan, eng, base_url, c, sampler, source, windows, requests, out_dir):
-    spec = LoadSpec(
-        concurrency=c,
-        num_prompts=c * plan.get("prompts_per_concurrency", 8),
-        input_len=plan["input_len"],
-        output_len=plan["output_len"],
-        vocab_size=plan["vocab_size"],
-        seed=c,
-    )
-    warm = LoadSpec(**{**asdict(spec), "num_prompts": max(plan.get("warmup_requests", c), 1),
-                       "output_len": min(spec.output_len, 16)})  # fmt: skip
+def _steady(pas: _Pass, c: int, seconds: float, sampler, windows: list, label: str):
+    """Warm up, then hold C in flight for ``seconds``: the load and its steady window."""
+    warm, spec = _specs(pas.plan, c, seconds)
     t_warm = time.monotonic()
-    run_load(base_url, plan["model"], warm, eng.request_extras, eng.prompt_format)
-    windows += [{"label": "warmup", "concurrency": c, **w}
+    pas.load(warm)
+    windows += [{"label": f"{label}warmup", "concurrency": c, **w}
                 for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
-    recording = plan.get("expert_distribution") and plan["engine"] == "sglang"
-    if recording:
-        expert_recorder(base_url, "start")
-    records, active = run_load(base_url, plan["model"], spec, eng.request_extras,
-                               eng.prompt_format)  # fmt: skip
-    if recording:
-        expert_recorder(base_url, "stop")
-        record_dir = Path(plan["expert_record_dir"])
-        before = set(record_dir.glob("*"))
-        dump = expert_recorder(base_url, "dump")
-        (out_dir / f"expert_distribution_c{c}.json").write_text(json.dumps(dump))
-        _save_expert_m(dump, sorted(set(record_dir.glob("*")) - before), c, plan, out_dir)
-    for r in records:
+    load = pas.load(spec)
+    return spec, load, steady_window(load.active, c)
+
+
+def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, model_facts):
+    plan = pas.plan
+    spec, load, window = _steady(pas, c, plan["min_steady_s"], sampler, windows, "")
+    for r in load.records:
         requests.append({"concurrency": c, "index": r.index, "start": r.start,
                          "first_token": r.first_token, "end": r.end, "tokens": len(r.token_times),
                          "completion_tokens": r.completion_tokens, "error": r.error,
-                         "ttft_s": r.ttft_s, "itl_s": r.itl_s()})  # fmt: skip
-    window = steady_window(active, c)
-    row = {"engine": plan["engine"], "variant": plan["variant"], "concurrency": c,
-           "power_source": source}  # fmt: skip
+                         "cut": r.cut, "ttft_s": r.ttft_s, "itl_s": r.itl_s()})  # fmt: skip
+    row = {"engine": plan["engine"], "variant": plan["variant"],
+           "model_kind": plan.get("model_kind"), "weights": plan.get("weights"),
+           "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
+           "concurrency": c, "power_source": source, "load_cpu_pct": load.cpu_pct}  # fmt: skip
+    if model_facts is not None:
+        context = plan["input_len"] + plan["output_len"] / 2  # mean KV length over a request
+        row["step_gb"] = step_bytes(model_facts, plan.get("weights") or "bf16", c, context) / 1e9
     if window is None:
-        row.update(steady_s=0.0, valid=False, requests=len(records),
-                   errors=sum(1 for r in records if r.error))  # fmt: skip
+        row.update(steady_s=0.0, valid=False, requests=len(load.records),
+                   errors=sum(1 for r in load.records if r.error),
+                   first_error=next((r.error for r in load.records if r.error), ""))  # fmt: skip
         return row
     s0, s1 = window
-    load = summarize_load(records, spec, s0, s1)
+    summary = summarize_load(load.records, spec, s0, s1)
     stats = sampler.window(s0, s1)
     windows.extend({"label": "steady", "concurrency": c, **w} for w in stats)
-    end = max((r.end for r in records if r.end), default=s1)
+    end = max((r.end for r in load.records if r.end), default=s1)
     windows.extend({"label": "ramp-down", "concurrency": c, **w} for w in sampler.window(s1, end))
-    row.update(load)
-    row.update(_combine(stats, load["output_tokens_steady"]))
-    row["valid"] = bool(load["steady_s"] >= plan.get("min_steady_s", 20)
-                        and load["errors"] == 0 and load["wrong_length"] == 0)  # fmt: skip
-    log.info("C=%d: %.1f tok/s over %.1f s steady (valid=%s)", c, load["output_tok_s"] or 0,
-             load["steady_s"], row["valid"])  # fmt: skip
+    row.update(summary)
+    row.update(_combine(stats, summary["output_tokens_steady"], idle_w_total, s1 - s0))
+    row["idle_w_per_gpu"] = idle_w_total / len(stats) if idle_w_total and stats else None
+    row["valid"] = bool(summary["steady_s"] >= plan["min_steady_s"]
+                        and summary["errors"] == 0 and summary["wrong_length"] == 0)  # fmt: skip
+    log.info("C=%d: %.1f tok/s, TPOT %.2f ms over %.1f s steady (valid=%s, load CPU %.0f %%)",
+             c, summary["output_tok_s"] or 0, summary["tpot_ms"] or 0, summary["steady_s"],
+             row["valid"], load.cpu_pct or 0)  # fmt: skip
     return row
 
 
-def _save_expert_m(dump, new_files, c: int, plan: dict, out_dir: Path) -> None:
-    """Per-layer per-expert counts and per-expert M of concurrency ``c``, from the record
-    file the dump wrote (or counts in the dump's answer itself)."""
+def _recorder_concurrency(pas: _Pass, c: int, sampler, main_row: dict):
+    """One recorded window at C: the per-layer per-expert counts and the recorder's cost."""
+    plan = pas.plan
+    expert_recorder(pas.base_url, "start")
+    windows: list = []
+    spec, load, window = _steady(pas, c, plan["expert_distribution_s"], sampler, windows,
+                                 "recorder-")  # fmt: skip
+    expert_recorder(pas.base_url, "stop")
+    before = set(pas.record_dir.glob("*"))
+    dump = expert_recorder(pas.base_url, "dump")
+    counts = _read_counts(dump, sorted(set(pas.record_dir.glob("*")) - before), c)
+    (pas.record_dir / f"dump_answer_c{c}.json").write_text(json.dumps(dump))
+    row = {"engine": plan["engine"], "variant": plan["variant"], "concurrency": c,
+           "tpot_ms_off": main_row.get("tpot_ms"),
+           "output_tok_s_off": main_row.get("output_tok_s"),
+           "avg_w_per_gpu_off": main_row.get("avg_w_per_gpu")}  # fmt: skip
+    if window is not None:
+        summary = summarize_load(load.records, spec, *window)
+        stats = _combine(sampler.window(*window), summary["output_tokens_steady"], None, 0)
+        row.update(steady_s=summary["steady_s"], tpot_ms=summary["tpot_ms"],
+                   output_tok_s=summary["output_tok_s"], errors=summary["errors"],
+                   avg_w_per_gpu=stats.get("avg_w_per_gpu"))  # fmt: skip
+        if row["tpot_ms"] and row["tpot_ms_off"]:
+            row["tpot_ratio"] = row["tpot_ms"] / row["tpot_ms_off"]
+    return counts, row
+
+
+def _read_counts(dump, new_files, c: int):
+    """Per-layer per-expert counts from the record file the dump wrote (or from the dump's
+    answer itself), or None with a warning: the decode results stand without them."""
     source = None
     if isinstance(dump, dict) and "logical_count" in dump:
         source = dump
     elif new_files:
-        source = new_files[-1]
+        source = [f for f in new_files if f.suffix == ".pt"][-1:] or new_files[-1:]
+        source = source[0]
     if source is None:
         log.warning("C=%d: the expert-distribution dump gave no counts: %s", c, dump)
-        return
+        return None
     try:
-        counts = load_logical_count(source)
+        return load_logical_count(source)
     except Exception as exc:  # noqa: BLE001 - the decode results stand without it
         log.warning("C=%d: cannot read the expert distribution record: %s", c, exc)
-        return
-    top_k = int(plan.get("top_k", 8))
-    frame = expert_m(counts, c, top_k)
-    frame.insert(0, "concurrency", c)
-    write_frame(frame, out_dir / f"expert_m_c{c}.csv")
+        return None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..plan import resolve_for_device
 from .decode import run_decode
-from .model import build_moe_model
+from .model import build_moe_model, write_served_model
 
 
 def job_device(preference: str) -> str:
@@ -25,17 +25,27 @@ def build_model_for_machine(geometry: dict, preference: str, out_dir) -> dict:
     return build_moe_model(out_dir, geometry[device], seed=0, dtype=dtype, device=device)
 
 
+def write_served_model_for_machine(geometry: dict, weights: str, device: str, out_dir) -> dict:
+    """The config-only model a dummy-weight variant serves, in the planned device's geometry."""
+    return write_served_model(out_dir, geometry[device], weights)
+
+
 def run_decode_job(plan: dict, model_dir: str | None, out_dir, port_offset: int = 0) -> None:
     """``port_offset`` keeps the servers of decode jobs running side by side apart."""
     device = job_device(plan["device"])
     resolved = resolve_for_device(plan, device)
     resolved["port"] = int(resolved["port"]) + port_offset
     resolved["args"] = list(resolved.get("args") or [])
-    if resolved["model"] == "local":
+    kind = resolved["model"]
+    facts = None
+    if kind in ("local", "dummy"):
         if model_dir is None:
-            raise ValueError(f"variant {plan['variant']}: model 'local' needs the built model")
+            raise ValueError(f"variant {plan['variant']}: model {kind!r} needs the built model")
         facts = json.loads((Path(model_dir) / "study_model.json").read_text())
         resolved["model"] = str(Path(model_dir).resolve())
         resolved.setdefault("vocab_size", facts["vocab_size"])
+    resolved["model_kind"] = kind
     resolved.setdefault("vocab_size", 32000)
-    run_decode(resolved, out_dir)
+    if resolved.get("vocab_size") is None:
+        resolved["vocab_size"] = facts["vocab_size"] if facts else 32000
+    run_decode(resolved, out_dir, model_facts=facts if kind == "dummy" else None)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 RECORDER_DIR_ENV = "SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR"
+EXPERT_M_COLUMNS = ["concurrency", "layer", "expert", "tokens", "share", "m", "balanced_m"]
 
 
 def load_logical_count(source) -> list[list[float]]:

@@ -1,21 +1,27 @@
-"""Decode-heavy load at a fixed concurrency, timed on the sampler's clock.
+"""Decode-heavy closed-loop load at a fixed concurrency, timed on the sampler's clock.
 
-C client threads (stdlib only, so it runs on any box) pull from many more prompts than C:
-random token ids of a fixed input length, a fixed output length with EOS ignored,
-temperature 0, streamed. Per request: start, time of the first token, every later token's
-arrival, end, and the server's completion_tokens (checked against the target). The active-
-request count over time gives the steady window: the span where at least 0.85 × C requests
-are in flight.
+C clients keep C requests in flight: each finished request is replaced at once by a new one
+(random token ids of a fixed input length, a fixed output length with EOS ignored,
+temperature 0, streamed). A timed load (``duration_s``) keeps this up for that long once all
+C requests are first in flight, so the steady window lasts the configured time whatever the
+server's speed, and then cancels the requests still streaming; a counted load
+(``num_prompts``) sends that many requests (warm-ups). Per request: start, time of the first
+token, every later token's arrival, end, and the server's completion_tokens (checked against
+the target). After a failed request no new one is sent (the window is invalid anyway; a dead
+server is not hammered). The active-request count over time gives the steady window: the
+span where at least 0.85 × C requests are in flight.
+
+The clients are coroutines on one asyncio loop over plain sockets (stdlib only, so it runs
+on any box): at C = 256 one thread parses every streamed token, far below a core, where 256
+threads would fight over the GIL. ``run_load`` reports the CPU it used.
 """
 
 from __future__ import annotations
 
-import http.client
+import asyncio
 import json
-import queue
 import random
 import statistics
-import threading
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -24,13 +30,22 @@ from urllib.parse import urlsplit
 @dataclass(frozen=True)
 class LoadSpec:
     concurrency: int
-    num_prompts: int
     input_len: int
     output_len: int
+    # Timed load: keep C requests in flight this long after all C are first in flight
+    # (0: not timed). Counted load: send this many requests in all (None: not counted).
+    duration_s: float = 0.0
+    num_prompts: int | None = None
     vocab_size: int = 32000
     seed: int = 0
     temperature: float = 0.0
     timeout_s: float = 600.0
+
+    def __post_init__(self):
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.duration_s <= 0 and not self.num_prompts:
+            raise ValueError("a load needs duration_s > 0 or num_prompts")
 
 
 @dataclass
@@ -42,6 +57,7 @@ class RequestRecord:
     end: float | None = None
     completion_tokens: int | None = None
     error: str = ""
+    cut: bool = False  # still streaming when a timed load ended: cancelled, not failed
 
     @property
     def ttft_s(self) -> float | None:
@@ -52,19 +68,72 @@ class RequestRecord:
         return [b - a for a, b in zip(t, t[1:], strict=False)]
 
 
-def random_prompts(spec: LoadSpec) -> list[list[int]]:
-    """Token-id prompts: fresh random tokens, reproducible from the seed."""
-    rng = random.Random(spec.seed)
+@dataclass
+class LoadResult:
+    records: list[RequestRecord]
+    active: list[tuple[float, int]]  # (t, in-flight count) after every change
+    cpu_s: float  # CPU time of the load generator's thread
+    wall_s: float
+
+    @property
+    def cpu_pct(self) -> float | None:
+        return 100 * self.cpu_s / self.wall_s if self.wall_s > 0 else None
+
+
+def prompt_ids(spec: LoadSpec, index: int) -> list[int]:
+    """Prompt ``index``: fresh random token ids, reproducible from the spec's seed."""
+    rng = random.Random(spec.seed * 1_000_003 + index)
     # Skip the first ids: special tokens (BOS/EOS/PAD) usually live there.
     low = min(100, spec.vocab_size - 1)
-    return [[rng.randrange(low, spec.vocab_size) for _ in range(spec.input_len)]
-            for _ in range(spec.num_prompts)]  # fmt: skip
+    return [rng.randrange(low, spec.vocab_size) for _ in range(spec.input_len)]
 
 
-def _stream_completion(base_url, model, prompt, spec, extras, record) -> None:
-    parts = urlsplit(base_url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=spec.timeout_s)
-    body = {
+def random_prompts(spec: LoadSpec, count: int) -> list[list[int]]:
+    return [prompt_ids(spec, i) for i in range(count)]
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict]:
+    status_line = await reader.readline()
+    if not status_line:
+        raise ConnectionError("server closed the connection before answering")
+    parts = status_line.decode("latin-1").split(" ", 2)
+    status = int(parts[1])
+    headers = {}
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            return status, headers
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+
+
+async def _body_lines(reader: asyncio.StreamReader, headers: dict):
+    """The response body line by line, whether chunked, sized or closed at the end."""
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        pending = b""
+        while True:
+            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                break
+            pending += await reader.readexactly(size)
+            await reader.readexactly(2)  # the chunk's CRLF
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                yield line
+        if pending:
+            yield pending
+        return
+    if "content-length" in headers:
+        body = await reader.readexactly(int(headers["content-length"]))
+        for line in body.split(b"\n"):
+            yield line
+        return
+    while line := await reader.readline():
+        yield line
+
+
+async def _stream_completion(parts, model, prompt, spec, extras, record) -> None:
+    body = json.dumps({
         "model": model,
         "prompt": prompt,
         "max_tokens": spec.output_len,
@@ -72,15 +141,23 @@ def _stream_completion(base_url, model, prompt, spec, extras, record) -> None:
         "stream": True,
         "stream_options": {"include_usage": True},
         **extras,
-    }
+    }).encode()  # fmt: skip
+    head = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
+    writer = None
     try:
-        conn.request("POST", "/v1/completions", json.dumps(body),
-                     {"Content-Type": "application/json"})  # fmt: skip
-        response = conn.getresponse()
-        if response.status != 200:
-            record.error = f"HTTP {response.status}: {response.read()[:300]!r}"
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        writer.write(head + body)
+        await writer.drain()
+        status, headers = await _read_head(reader)
+        if status != 200:
+            text = b"".join([line async for line in _body_lines(reader, headers)])
+            record.error = f"HTTP {status}: {text[:300]!r}"
             return
-        for raw in response:
+        async for raw in _body_lines(reader, headers):
             line = raw.decode("utf-8", errors="replace").strip()
             if not line.startswith("data:"):
                 continue
@@ -96,11 +173,88 @@ def _stream_completion(base_url, model, prompt, spec, extras, record) -> None:
                 if record.first_token is None:
                     record.first_token = now
                 record.token_times.append(now)
-    except (OSError, http.client.HTTPException, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, asyncio.IncompleteReadError, IndexError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
     finally:
         record.end = time.monotonic()
-        conn.close()
+        if writer is not None:
+            writer.close()
+
+
+async def _run(base_url, model, spec, extras, make_prompt) -> LoadResult:
+    parts = urlsplit(base_url)
+    records: list[RequestRecord] = []
+    active: list[tuple[float, int]] = [(time.monotonic(), 0)]
+    state = {"in_flight": 0, "issued": 0, "deadline": None, "failed": False}
+    full = asyncio.Event()
+    streaming: dict[asyncio.Task, RequestRecord] = {}
+
+    def more() -> bool:
+        # An error makes the window invalid anyway: stop rather than hammer a dead server.
+        if state["failed"]:
+            return False
+        if spec.num_prompts is not None and state["issued"] >= spec.num_prompts:
+            return False
+        deadline = state["deadline"]
+        return deadline is None or time.monotonic() < deadline
+
+    def change(delta: int) -> None:
+        state["in_flight"] += delta
+        now = time.monotonic()
+        active.append((now, state["in_flight"]))
+        if state["in_flight"] >= spec.concurrency and not full.is_set():
+            full.set()
+            if spec.duration_s > 0:
+                state["deadline"] = now + spec.duration_s
+
+    async def client() -> None:
+        # A client slot counts as in flight from its first request to its last: the next
+        # request follows the previous one at once, so the count does not dip in between.
+        if not more():
+            return
+        change(+1)
+        try:
+            while more():
+                index = state["issued"]
+                state["issued"] += 1
+                record = RequestRecord(index=index, start=time.monotonic())
+                records.append(record)
+                task = asyncio.ensure_future(asyncio.wait_for(
+                    _stream_completion(parts, model, make_prompt(index), spec, extras, record),
+                    spec.timeout_s,
+                ))  # fmt: skip
+                streaming[task] = record
+                try:
+                    await task
+                except TimeoutError:
+                    record.error = f"TimeoutError: no end after {spec.timeout_s:g} s"
+                    record.end = time.monotonic()
+                except asyncio.CancelledError:
+                    record.cut, record.end = True, time.monotonic()
+                finally:
+                    streaming.pop(task, None)
+                state["failed"] = state["failed"] or bool(record.error)
+        finally:
+            change(-1)
+
+    async def end_at_deadline() -> None:
+        # A timed load ends at its deadline: requests still streaming are cancelled (the
+        # server aborts them on disconnect) rather than drained, which at C = 256 and a few
+        # hundred tokens would add seconds of ramp-down to every level.
+        await full.wait()
+        await asyncio.sleep(max(state["deadline"] - time.monotonic(), 0))
+        for task in list(streaming):
+            task.cancel()
+
+    clients = asyncio.gather(*(client() for _ in range(spec.concurrency)))
+    if spec.duration_s > 0:
+        ender = asyncio.ensure_future(end_at_deadline())
+        await clients
+        ender.cancel()
+    else:
+        await clients
+    records.sort(key=lambda r: r.index)
+    return LoadResult(records, active, 0.0, 0.0)
 
 
 def run_load(
@@ -109,59 +263,26 @@ def run_load(
     spec: LoadSpec,
     extras: dict | None = None,
     prompt_format: str = "ids",
-):
-    """(records, active) where active is [(t, in-flight count)] after every change.
+) -> LoadResult:
+    """Drive the closed-loop load; the records, in-flight counts and the generator's CPU.
 
     ``prompt_format`` "text" sends each prompt as the text the study's tokenizer maps back
     to its token ids (for servers that take strings only)."""
-    prompts = random_prompts(spec)
     if prompt_format == "text":
         from .model import prompt_text
 
-        prompts = [prompt_text(p) for p in prompts]
-    todo: queue.Queue = queue.Queue()
-    for i, prompt in enumerate(prompts):
-        todo.put((i, prompt))
-    records: list[RequestRecord] = []
-    active: list[tuple[float, int]] = [(time.monotonic(), 0)]
-    lock = threading.Lock()
-    in_flight = [0]
+        def make_prompt(index):
+            return prompt_text(prompt_ids(spec, index))
+    else:
 
-    def change(delta: int) -> None:
-        with lock:
-            in_flight[0] += delta
-            active.append((time.monotonic(), in_flight[0]))
+        def make_prompt(index):
+            return prompt_ids(spec, index)
 
-    def client() -> None:
-        # A client slot counts as in flight from its first request to its last: the next
-        # request follows the previous one at once, so the count does not dip in between.
-        try:
-            index, prompt = todo.get_nowait()
-        except queue.Empty:
-            return
-        change(+1)
-        try:
-            while True:
-                record = RequestRecord(index=index, start=time.monotonic())
-                try:
-                    _stream_completion(base_url, model, prompt, spec, extras or {}, record)
-                finally:
-                    with lock:
-                        records.append(record)
-                try:
-                    index, prompt = todo.get_nowait()
-                except queue.Empty:
-                    return
-        finally:
-            change(-1)
-
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(spec.concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    records.sort(key=lambda r: r.index)
-    return records, active
+    wall0, cpu0 = time.monotonic(), time.thread_time()
+    result = asyncio.run(_run(base_url, model, spec, extras or {}, make_prompt))
+    result.cpu_s = time.thread_time() - cpu0
+    result.wall_s = time.monotonic() - wall0
+    return result
 
 
 def steady_window(active: list[tuple[float, int]], concurrency: int, fraction: float = 0.85):
@@ -192,10 +313,14 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: float) -> dict:
-    """Throughput and latencies of the steady window [t0, t1]."""
+    """Throughput and latencies of the steady window [t0, t1].
+
+    ``tok_s_over_c_tpot``: measured tok/s over C / TPOT. Near 1 when the server decodes C
+    streams at the TPOT each sees (prefills of replacement requests take the rest); far
+    below 1 when the load generator or the server's host side cannot keep C in flight."""
     seconds = t1 - t0
     tokens_in_window = sum(1 for r in records for t in r.token_times if t0 <= t <= t1)
-    finished = [r for r in records if not r.error]
+    finished = [r for r in records if not r.error and not r.cut]
     short = [r for r in finished if r.completion_tokens is not None
              and r.completion_tokens != spec.output_len]  # fmt: skip
     itl = [x for r in finished for x in r.itl_s()]
@@ -205,15 +330,19 @@ def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: 
         for r in finished
         if r.first_token is not None and len(r.token_times) > 1
     ]
+    tok_s = tokens_in_window / seconds if seconds > 0 else None
+    tpot_s = statistics.median(tpot) if tpot else None
     return {
         "requests": len(records),
-        "errors": len(records) - len(finished),
+        "errors": sum(1 for r in records if r.error),
+        "cut": sum(1 for r in records if r.cut),
         "first_error": next((r.error for r in records if r.error), ""),
         "wrong_length": len(short),
         "steady_s": seconds,
         "output_tokens_steady": tokens_in_window,
-        "output_tok_s": tokens_in_window / seconds if seconds > 0 else None,
-        "tpot_ms": 1e3 * statistics.median(tpot) if tpot else None,
+        "output_tok_s": tok_s,
+        "tpot_ms": 1e3 * tpot_s if tpot_s else None,
+        "tok_s_over_c_tpot": tok_s * tpot_s / spec.concurrency if tok_s and tpot_s else None,
         "itl_p50_ms": 1e3 * _pct(itl, 0.5) if itl else None,
         "itl_p99_ms": 1e3 * _pct(itl, 0.99) if itl else None,
         "ttft_p50_ms": 1e3 * _pct(ttft, 0.5) if ttft else None,

@@ -1,0 +1,9 @@
+"""Snakemake entry: a config-only model (config.json + offline tokenizer) for dummy weights."""
+
+from studylib.entry import setup_logging
+from studylib.serving.entry import write_served_model_for_machine
+
+log = setup_logging(snakemake)
+facts = write_served_model_for_machine(snakemake.params.geometry, snakemake.wildcards.weights,
+                                       snakemake.params.device, snakemake.output[0])  # fmt: skip
+log.info("wrote %s", facts)
