@@ -6,6 +6,8 @@ rule report:
         support="results/tables/support.csv",
         kernel_power="results/tables/kernel_power.csv",
         decode="results/tables/decode.csv",
+        expert_m="results/tables/expert_m.csv",
+        decode_recorder="results/tables/decode_recorder.csv",
         specs=[
             "results/figures/support.vl.json",
             "results/figures/efficiency.vl.json",
@@ -13,6 +15,9 @@ rule report:
             "results/figures/power_timeline.vl.json",
             "results/figures/power_vs_util.vl.json",
             "results/figures/decode.vl.json",
+            "results/figures/decode_latency.vl.json",
+            "results/figures/decode_frontier.vl.json",
+            "results/figures/experts.vl.json",
             *expand("results/figures/latency_{backend}.vl.json", backend=BACKENDS),
         ],
         # A template edit re-renders the report alone.

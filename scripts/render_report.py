@@ -32,4 +32,7 @@ render_report(
     kernel_power_csv=snakemake.input.get("kernel_power"),  # noqa: F821
     # Optional: the decode table adds the "Decode power" section.
     decode_csv=snakemake.input.get("decode"),  # noqa: F821
+    # Optional: per-expert M and the expert recorder's cost, in the decode section.
+    expert_m_csv=snakemake.input.get("expert_m"),  # noqa: F821
+    decode_recorder_csv=snakemake.input.get("decode_recorder"),  # noqa: F821
 )

@@ -10,10 +10,15 @@ import pandas as pd
 import pytest
 from studylib import figures
 from studylib.decode_figures import (
+    PAIRED_PALETTE,
     SHORT_STEADY,
     decode_chart,
+    decode_frontier_chart,
+    decode_latency_chart,
+    experts_chart,
     invalid_note,
     plot_decode,
+    prepare,
     variant_scale,
 )
 from test_figures import check_outputs
@@ -292,3 +297,189 @@ def test_report_without_decode_is_unchanged(tree):
     assert 'id="decode-power"' not in html and 'href="#decode-power"' not in html
     assert "decode.csv" not in _section(html, "sweep")
     assert 'id="chart-decode"' in _section(html, "other")
+
+
+# ---------------------------------------------------------------------------------------------
+# SGLang variants: CUDA graphs on / off per weights, HBM floor, frontier, experts
+# ---------------------------------------------------------------------------------------------
+
+SGLANG = {"sglang-bf16-graphs": ("bf16", True), "sglang-bf16-eager": ("bf16", False),
+          "sglang-fp8-graphs": ("fp8", True), "sglang-fp8-eager": ("fp8", False)}  # fmt: skip
+
+
+def make_sglang() -> pd.DataFrame:
+    """make_decode's rows as four SGLang variants on one GPU with the newer columns."""
+    frames = []
+    for variant, (weights, graphs) in SGLANG.items():
+        df = make_decode().iloc[:3].copy()
+        df["variant"], df["weights"], df["cuda_graphs"], df["gpus"] = variant, weights, graphs, 1
+        df["tpot_ms"] = df["tpot_ms"] * (0.5 if graphs else 1.0)
+        df["avg_w_total"] = df["avg_w_per_gpu"]
+        df["j_per_token"] = df["avg_w_per_gpu"] / df["output_tok_s"]
+        df["idle_w_per_gpu"] = 80.0
+        df["j_per_token_net"] = (df["avg_w_per_gpu"] - 80.0) / df["output_tok_s"]
+        df["step_gb"] = [3.0, 20.0, 70.0]
+        df["hbm_floor_ms"] = df["step_gb"] / 4.0
+        df["tpot_over_floor"] = df["tpot_ms"] / df["hbm_floor_ms"]
+        df["first_error"] = ""
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    out.loc[len(out) - 1, ["valid", "steady_s", "errors", "first_error"]] = [False, 3.0, 1, EVIL]
+    return out
+
+
+def make_expert_m() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = []
+    for c in (1, 16, 64):
+        for layer in range(2):
+            counts = rng.multinomial(c * 8 * 50, np.ones(32) / 32)
+            for e, t in enumerate(counts):
+                rows.append({"variant": "sglang-bf16-graphs", "concurrency": c, "layer": layer,
+                             "expert": e, "tokens": int(t), "share": t / counts.sum(),
+                             "m": c * 8 * t / counts.sum(), "balanced_m": c * 8 / 32})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_graphs_pairs_share_a_hue_and_dash_by_graphs(tmp_path):
+    df = make_sglang()
+    scale = variant_scale(list(df["variant"]), prepare(df))
+    # (engine, weights) groups in order, graphs on (dark) before off (light)
+    assert scale.domain == ["sglang-bf16-graphs", "sglang-bf16-eager", "sglang-fp8-graphs",
+                            "sglang-fp8-eager"]  # fmt: skip
+    assert scale.range == [*PAIRED_PALETTE[0], *PAIRED_PALETTE[1]]
+    spec = _save(tmp_path, df, "decode_sglang")
+    line = spec["hconcat"][0]["layer"][0]["encoding"]
+    assert line["strokeDash"]["field"] == "graphs"
+    assert line["strokeDash"]["scale"]["domain"] == ["CUDA graphs on", "CUDA graphs off"]
+    text = json.dumps(spec, ensure_ascii=False)
+    assert "SGLang variants serve dummy (random) weights" in text
+    assert "dark, solid: CUDA graphs on" in text
+    # older tables (no cuda_graphs): no dash encoding, names → palette as before
+    old = figures.chart_spec(decode_chart(make_decode()))
+    assert "strokeDash" not in old["hconcat"][0]["layer"][0]["encoding"]
+
+
+def test_decode_latency_chart_draws_tpot_against_the_hbm_floor(tmp_path):
+    df = make_sglang()
+    csv = tmp_path / "decode.csv"
+    df.to_csv(csv, index=False)
+    stem = tmp_path / "decode_latency"
+    plot_decode(csv, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json", "decode_latency")
+    spec = check_outputs(tmp_path, "decode_latency")
+    assert _panels(spec) == ["tpot_ms", "tpot_over_floor", "itl_p99_ms", "ttft_p50_ms"]
+    tpot = spec["hconcat"][0]["layer"]
+    assert tpot[3]["encoding"]["y"]["field"] == "hbm_floor_ms"  # the floor, dotted
+    assert spec["hconcat"][1]["layer"][3]["mark"]["type"] == "rule"  # 1 = at the floor
+    assert "HBM floor: bytes a decode step must read" in json.dumps(spec)
+    old = figures.chart_spec(decode_latency_chart(make_decode()))
+    assert _panels(old) == ["tpot_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms"]
+    assert "no HBM floor in this table" in json.dumps(old)
+
+
+def test_decode_frontier_one_line_per_variant_labelled_by_c():
+    spec = figures.chart_spec(decode_frontier_chart(make_sglang()))
+    assert [p["layer"][0]["encoding"]["y"]["field"] for p in spec["hconcat"]] == [
+        "j_per_token", "j_per_token_net"]  # fmt: skip
+    layers = spec["hconcat"][0]["layer"]
+    assert layers[0]["encoding"]["x"]["field"] == "output_tok_s"
+    assert layers[0]["encoding"]["order"]["field"] == "concurrency"
+    assert layers[3]["mark"]["type"] == "text" and layers[3]["encoding"]["text"]["field"] == "label"
+    assert {v["label"] for v in _values(spec)} == {"C=1", "C=8", "C=64"}
+    no_power = figures.chart_spec(decode_frontier_chart(make_cpu()))
+    assert "no J/token to draw" in json.dumps(no_power)
+    assert "no decode runs" in json.dumps(figures.chart_spec(decode_frontier_chart(None)))
+
+
+def test_experts_chart_histograms_and_max_over_balanced(tmp_path):
+    em = make_expert_m()
+    csv = tmp_path / "expert_m.csv"
+    em.to_csv(csv, index=False)
+    stem = tmp_path / "experts"
+    plot_decode(csv, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json", "experts")
+    spec = check_outputs(tmp_path, "experts")
+    hist, ratio = spec["vconcat"]
+    assert hist["facet"]["field"] == "panel" and hist["columns"] == 3
+    assert hist["spec"]["layer"][1]["mark"]["type"] == "rule"  # the balanced M
+    rows = [r for rows in spec["datasets"].values() for r in rows]
+    bars = [r for r in rows if "bin_lo" in r]
+    # every (layer, expert) of every C counted once
+    assert sum(r["experts"] for r in bars) == len(em)
+    ratios = [r for r in rows if "max_over_balanced" in r]
+    assert len(ratios) == 3 * 2
+    got = {(r["concurrency"], r["layer"]): r["max_over_balanced"] for r in ratios}
+    want = em.groupby(["concurrency", "layer"])["m"].max() / em.groupby(
+        ["concurrency", "layer"])["balanced_m"].first()  # fmt: skip
+    for (c, layer), x in want.items():
+        assert got[(c, f"layer {layer}")] == pytest.approx(x)
+    assert "random" in json.dumps(spec)
+    empty = figures.chart_spec(experts_chart(pd.DataFrame(columns=list(em.columns))))
+    assert "no expert-distribution record" in json.dumps(empty)
+
+
+def test_report_decode_section_with_sglang_pairs_recorder_and_experts(tree, tmp_path):
+    root = tree["root"]
+    csv, em_csv, rec_csv = (tmp_path / n for n in ("d.csv", "expert_m.csv", "recorder.csv"))
+    make_sglang().to_csv(csv, index=False)
+    make_expert_m().to_csv(em_csv, index=False)
+    pd.DataFrame({"engine": "sglang", "variant": "sglang-bf16-graphs", "concurrency": [1, 8],
+                  "steady_s": 10.0, "tpot_ms": [5.5, 6.6], "tpot_ms_off": [5.0, 6.0],
+                  "tpot_ratio": [1.1, 1.1], "output_tok_s": 1.0, "output_tok_s_off": 1.1,
+                  "avg_w_per_gpu": 200.0, "avg_w_per_gpu_off": 210.0,
+                  "errors": 0}).to_csv(rec_csv, index=False)  # fmt: skip
+    specs = []
+    for kind in ("decode", "decode_latency", "decode_frontier", "experts"):
+        stem = root / "figures" / kind
+        plot_decode(em_csv if kind == "experts" else csv, f"{stem}.html", f"{stem}.png",
+                    f"{stem}.vl.json", kind)  # fmt: skip
+        specs.append(f"{stem}.vl.json")
+    html = _render(dict(tree, specs=specs), decode_csv=csv, expert_m_csv=em_csv,
+                   decode_recorder_csv=rec_csv)  # fmt: skip
+    assert_offline(html)
+    section = _section(html, "decode-power")
+    ids = re.findall(r'id="chart-([^"]+)"', section)
+    assert ids == ["decode", "decode_latency", "decode_frontier", "experts"]
+    assert 'id="other"' not in html
+    assert "Random weights: sglang-bf16-eager, sglang-bf16-graphs" in section
+    assert "--load-format dummy" in section
+    # graphs on ÷ off per weights and C: TPOT halves
+    assert "CUDA graphs on against off" in section and ">0.50×<" in section
+    for label in ("CUDA graphs", "HBM floor ms", "TPOT ÷ floor", "J/token net of idle",
+                  "idle W/GPU", "first error"):  # fmt: skip
+        assert f"<th>{label}</th>" in section
+    # the recorder's cost
+    assert "TPOT was 1.10× the TPOT" in " ".join(section.split())
+    assert "<th>TPOT with÷without</th>" in section
+    assert re.search(r'href="[^"]*expert_m\.csv"', section)
+    # hostile text from the data escaped (first_error, variant)
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in section
+
+
+def test_report_decode_without_recorder_rows(tree, tmp_path):
+    csv, rec_csv = tmp_path / "d.csv", tmp_path / "recorder.csv"
+    make_sglang().to_csv(csv, index=False)
+    rec_csv.write_text("variant,engine,concurrency,tpot_ms,tpot_ms_off,tpot_ratio\n")
+    section = _section(_render(tree, decode_csv=csv, decode_recorder_csv=rec_csv), "decode-power")
+    assert "No recorder pass ran" in section
+
+
+def test_entry_script_kind_param(tmp_path):
+    import runpy
+
+    from helpers import ROOT
+    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, Wildcards
+
+    csv = tmp_path / "expert_m.csv"
+    make_expert_m().to_csv(csv, index=False)
+    stem = tmp_path / "experts"
+    smk = type("Smk", (), {})()
+    smk.input = InputFiles(fromdict={"expert_m": str(csv)})
+    smk.output = OutputFiles(
+        fromdict={"html": f"{stem}.html", "png": f"{stem}.png", "spec": f"{stem}.vl.json"}
+    )
+    smk.wildcards = Wildcards()
+    smk.params = Params(fromdict={"kind": "experts"})
+    smk.log = Log()
+    smk.rule = "plot_experts"
+    runpy.run_path(str(ROOT / "scripts" / "plot_decode.py"), init_globals={"snakemake": smk})
+    assert len(check_outputs(tmp_path, "experts")["vconcat"]) == 2

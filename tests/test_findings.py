@@ -470,11 +470,10 @@ def test_load_inputs_reads_what_exists(tmp_path):
     (tmp_path / "tables").mkdir()
     synthetic_sweep().to_csv(tmp_path / "tables" / "sweep.csv", index=False)
     (tmp_path / "hardware.json").write_text('{"device": "cpu", "gpus": []}')
-    variant = tmp_path / "decode" / "sglang-graphs"
-    variant.mkdir(parents=True)
-    pd.DataFrame({"concurrency": 8, "layer": 0, "expert": [0, 1], "tokens": [3, 1],
-                  "share": [0.75, 0.25], "m": [12.0, 4.0], "balanced_m": 8.0}).to_csv(
-        variant / "expert_m_c8.csv", index=False)  # fmt: skip
+    pd.DataFrame({"variant": "sglang-graphs", "concurrency": 8, "layer": 0, "expert": [0, 1],
+                  "tokens": [3, 1], "share": [0.75, 0.25], "m": [12.0, 4.0],
+                  "balanced_m": 8.0}).to_csv(tmp_path / "tables" / "expert_m.csv",
+                                             index=False)  # fmt: skip
     inputs = load_inputs(tmp_path)
     assert inputs["peaks"] is None and inputs["kernel_power"] is None
     assert inputs["hardware"]["device"] == "cpu"
@@ -521,3 +520,144 @@ def test_cpu_example_results():
     _print("CPU", out)
     assert any("power_source none" in m.text for m in out.missing)
     assert only(out, 5, "transformers").numbers["per_concurrency"]
+
+
+# ---------------------------------------------------------------------------------------------
+# SGLang decode: CUDA graphs on / off per weights, HBM floor, net J/token, random routing
+# ---------------------------------------------------------------------------------------------
+
+
+def sglang_decode() -> pd.DataFrame:
+    """bf16 and fp8 weights × CUDA graphs on / off at C = 1 and 64, one GPU, new columns."""
+    rows = []
+    runs = (("bf16", True, 4.0, 300.0), ("bf16", False, 10.0, 250.0),
+            ("fp8", True, 3.0, 280.0), ("fp8", False, 9.0, 240.0))  # fmt: skip
+    for weights, graphs, tpot, w in runs:
+        variant = f"sglang-{weights}-{'graphs' if graphs else 'eager'}"
+        for c, scale in ((1, 1.0), (64, 5.0)):
+            t = tpot * scale
+            tok = c / (t / 1e3)
+            rows.append({
+                "engine": "sglang", "variant": variant,
+                "weights": weights, "cuda_graphs": graphs, "concurrency": c, "gpus": 1,
+                "power_source": "nvml", "steady_s": 30.0, "valid": True, "errors": 0,
+                "wrong_length": 0, "output_tok_s": tok, "tpot_ms": t, "tok_s_over_c_tpot": 1.0,
+                "itl_p50_ms": t, "itl_p99_ms": 2 * t, "ttft_p50_ms": 50.0, "avg_w_per_gpu": w,
+                "avg_w_total": w, "pct_limit": 100 * w / 700, "idle_w_per_gpu": 100.0,
+                "j_per_token": w / tok, "j_per_token_net": (w - 100.0) / tok,
+                "sm_clock_mhz": 1980.0, "throttle_reasons": "", "sm_util": 50.0,
+                "tensor_util": 10.0, "dram_util": 60.0, "step_gb": 4.0, "load_cpu_pct": 5.0,
+                "first_error": "", "hbm_floor_ms": 1.0 * scale, "tpot_over_floor": t / scale,
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_q5_graphs_on_against_off_per_weights():
+    out = q5_decode(sglang_decode(), HW_H200)
+    assert out.missing == []
+    bf16 = only(out, 5, "CUDA graphs on against off, BF16 weights")
+    n = bf16.numbers
+    assert (n["variant_on"], n["variant_off"]) == ("sglang-bf16-graphs", "sglang-bf16-eager")
+    assert n["per_concurrency"][1]["tpot_ratio"] == pytest.approx(0.4)
+    assert n["per_concurrency"][64]["w_ratio"] == pytest.approx(1.2)
+    # J/token = W × TPOT / C: on ÷ off = 1.2 × 0.4; net of the 100 W idle: 200 × 0.4 / 150
+    assert n["per_concurrency"][1]["j_ratio"] == pytest.approx(0.48)
+    assert n["per_concurrency"][1]["j_net_ratio"] == pytest.approx(200 * 0.4 / 150)
+    assert "C = 1: TPOT 0.40×, W per GPU 1.20×, J/token 0.48× (net of idle 0.53×)" in bf16.text
+    assert "Graphs cut TPOT most at C = 1 (0.40×)" in bf16.text
+    fp8 = only(out, 5, "CUDA graphs on against off, FP8 weights")
+    assert fp8.numbers["per_concurrency"][64]["tpot_ratio"] == pytest.approx(1 / 3)
+    # weights against weights at each graphs setting
+    on = only(out, 5, "FP8 against BF16 weights (CUDA graphs on")
+    assert on.numbers["tpot_ratio"] == {1: pytest.approx(0.75), 64: pytest.approx(0.75)}
+    only(out, 5, "FP8 against BF16 weights (CUDA graphs off")
+    assert not [f for f in out.findings if " vs " in f.text]  # no generic variant comparison
+
+
+def test_q5_states_the_regime_floor_and_net_energy_of_each_variant():
+    out = q5_decode(sglang_decode(), HW_H200)
+    v = only(out, 5, "sglang-bf16-eager (sglang, BF16 weights, CUDA graphs off, 1 GPU):")
+    assert v.numbers["weights"] == "bf16" and v.numbers["cuda_graphs"] is False
+    assert v.numbers["per_concurrency"][1]["tpot_ms"] == 10.0
+    assert v.numbers["per_concurrency"][1]["j_per_token_net"] == pytest.approx(1.5)
+    assert "C = 1: 100.0 tok/s at TPOT 10.0 ms, 2.50 J/token (1.50 net of idle)" in v.text
+    assert v.numbers["latency"]["tpot_over_floor"] == {1: 10.0, 64: 10.0}
+    assert "10× the step's HBM floor (1.0–5.0 ms" in v.text
+    assert "ITL p50 10.0–50.0 ms, p99 20.0–100.0 ms, TTFT p50 50.0 ms" in v.text
+    assert "no power, thermal or other clocks-event limit at any C" in v.text
+    assert "utilisation SM 50 %, tensor 10 %, DRAM 60 %" in v.text
+    dummy = only(out, 5, "serve dummy weights")
+    assert dummy.numbers["weights"] == "random" and len(dummy.numbers["variants"]) == 4
+
+
+def test_q5_graphs_pair_missing_and_throttled_variant():
+    d = sglang_decode()
+    d = d[d["cuda_graphs"]].copy()  # graphs on only: nothing to pair
+    d.loc[d.index[0], "throttle_reasons"] = "sw_power_cap,gpu_idle"
+    d.loc[d.index[1], ["valid", "steady_s", "errors", "first_error"]] = [False, 4.0, 2, "<b>x"]
+    out = q5_decode(d, HW_H200)
+    assert any("CUDA graphs on/off not compared" in m.text for m in out.missing)
+    v = only(out, 5, "sglang-bf16-graphs (sglang")
+    assert v.numbers["latency"]["reasons"] == {"sw_power_cap": [1]}
+    assert "clocks-event reasons sw_power_cap (C = 1)" in v.text
+    assert "C = 64 (steady 4.0 s, 2 errors, first error “<b>x”)" in v.text
+
+
+def test_q5_and_seed_skip_missing_new_columns():
+    # The older columns only (as examples/h200x2-2026-11-29): no floor, no net J, no pairs.
+    new = ["weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "j_per_token_net",
+           "idle_w_per_gpu"]  # fmt: skip
+    d = sglang_decode().drop(columns=new)
+    out = q5_decode(d, HW_H200)
+    assert out.missing == []
+    v = only(out, 5, "sglang-bf16-eager (sglang, 1 GPU)")
+    assert "not set against an HBM floor" in v.text and "net of idle" not in v.text
+    assert only(out, 5, "sglang-bf16-graphs vs sglang-bf16-eager").numbers["tok_ratio"]
+    seed = seed_comparison(HW_H200, PEAKS, None, None, d, None)
+    power = only(seed, "seed", "235 W of 600 W")
+    assert "CUDA graphs off" not in power.text
+
+
+def test_seed_power_per_graphs_regime():
+    out = seed_comparison(HW_H200, PEAKS, None, None, sglang_decode(), None)
+    power = only(out, "seed", "235 W of 600 W")
+    assert power.numbers["decode_w_graphs_off"] == [240.0, 250.0]
+    assert power.numbers["decode_w_graphs_on"] == [280.0, 300.0]
+    assert "with CUDA graphs off (as the seed ran) 240–250 W" in power.text
+
+
+def random_expert_m() -> pd.DataFrame:
+    """2 layers × 16 experts, top-2, at C = 8 and 64; expert 0 of layer 1 is hot."""
+    rows = []
+    for c in (8, 64):
+        for layer in (0, 1):
+            tokens = [4.0] * 16
+            if layer == 1:
+                tokens[0] = 4.0 * (3 if c == 8 else 1.5)
+            total = sum(tokens)
+            for e, t in enumerate(tokens):
+                rows.append({"variant": "sglang-bf16-graphs", "concurrency": c, "layer": layer,
+                             "expert": e, "tokens": t, "share": t / total,
+                             "m": c * 2 * t / total, "balanced_m": c * 2 / 16})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_q4_per_layer_trend_and_random_routing():
+    em = random_expert_m()
+    out = q4_experts(em, sglang_decode().assign(variant="sglang-bf16-graphs"))
+    routing = only(out, 4, "random")
+    assert routing.numbers["routing"] == "random"
+    at8 = only(out, 4, "at C = 8:")
+    # layer 1 at C = 8: 18 experts' worth of tokens, expert 0 has 3 → M = 16 × 3/18 = 2.67
+    assert at8.numbers["max_over_balanced"] == pytest.approx(16 * 3 / 18)
+    assert at8.numbers["layer_max_over_balanced"] == {0: pytest.approx(1.0),
+                                                     1: pytest.approx(16 * 3 / 18)}  # fmt: skip
+    trend = only(out, 4, "goes")
+    assert trend.numbers["max_over_balanced"][64] == pytest.approx(16 * 1.5 / 16.5)
+    assert "more tokens in flight even the load out" in trend.text
+    # without a decode table, nothing is said about the weights
+    assert not [f for f in q4_experts(em).findings if "random" in f.text]
+    seed = seed_comparison(HW_H200, PEAKS, None, None, sglang_decode(), em)
+    bal = only(seed, "seed", "perfect balance")
+    assert bal.numbers["top_c"] == 64 and bal.numbers["top_balanced_m"] == 8.0
+    assert "random routing" in bal.text

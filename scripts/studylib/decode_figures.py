@@ -1,9 +1,15 @@
-"""Decode-power figure: throughput, power and energy per output token against concurrency.
+"""Decode figures: throughput, power and energy per output token against concurrency
+(``decode``), TPOT against the step's HBM floor with ITL and TTFT (``decode_latency``), J/token
+against tok/s through each variant's concurrencies (``decode_frontier``), and the per-expert M
+of SGLang's expert recorder against balanced routing (``experts``).
 
-Input is the decode table (results/tables/decode.csv, one row per server variant and
-concurrency). Invalid rows (steady window shorter than the configured minimum, request errors
-or completions of the wrong length) are drawn hollow and faded, never as results; a machine
-without a power source gets throughput and latency panels and says that no power was measured.
+Inputs are the decode table (results/tables/decode.csv, one row per server variant and
+concurrency) and the expert table (results/tables/expert_m.csv). Invalid rows (steady window
+shorter than the configured minimum, request errors or completions of the wrong length) are
+drawn hollow and faded, never as results; a machine without a power source gets throughput and
+latency panels and says that no power was measured. Variants that differ only in CUDA graphs
+share a hue (dark and solid: graphs on; light and dashed: graphs off), so the pair for the same
+weights compares directly.
 """
 
 from __future__ import annotations
@@ -31,10 +37,23 @@ VARIANT_PALETTE: tuple[str, ...] = (
     "#ff9da6",
     "#bab0ac",
 )
+#: Pairs of (graphs on, graphs off) colours, one pair per engine and weights.
+PAIRED_PALETTE: tuple[tuple[str, str], ...] = (
+    ("#1f5fa8", "#8fbbe6"),
+    ("#d45500", "#f7b27a"),
+    ("#2a8a3e", "#9ad39a"),
+    ("#6a51a3", "#bcb1dc"),
+    ("#8c564b", "#d0aaa2"),
+    ("#555555", "#b5b5b5"),
+)
+GRAPHS_ON, GRAPHS_OFF = "CUDA graphs on", "CUDA graphs off"
+#: strokeDash per graphs label: solid on, dashed off.
+GRAPHS_DASH = {GRAPHS_ON: [1, 0], GRAPHS_OFF: [6, 3]}
 SHORT_STEADY = "steady window shorter than the minimum"
 #: Columns that hold measured power; all missing means no power was measured.
 POWER_COLUMNS: tuple[str, ...] = ("avg_w_per_gpu", "avg_w_total", "pct_limit", "j_per_token")
-TEXT_COLUMNS: tuple[str, ...] = ("engine", "variant", "power_source", "throttle_reasons")
+TEXT_COLUMNS: tuple[str, ...] = ("engine", "variant", "power_source", "throttle_reasons",
+                                 "weights", "first_error")  # fmt: skip
 
 #: Panels: column -> axis title.
 POWER_PANELS: tuple[tuple[str, str], ...] = (
@@ -51,6 +70,8 @@ LATENCY_PANELS: tuple[tuple[str, str], ...] = (
 TOOLTIP: tuple[tuple[str, str, str], ...] = (
     ("engine", "engine", ""),
     ("variant", "variant", ""),
+    ("weights", "weights", ""),
+    ("graphs", "CUDA graphs", ""),
     ("concurrency", "concurrency", "d"),
     ("gpus", "GPUs", "d"),
     ("validity", "validity", ""),
@@ -61,11 +82,15 @@ TOOLTIP: tuple[tuple[str, str, str], ...] = (
     ("itl_p50_ms", "ITL p50 (ms)", ".2f"),
     ("itl_p99_ms", "ITL p99 (ms)", ".2f"),
     ("ttft_p50_ms", "TTFT p50 (ms)", ".1f"),
+    ("hbm_floor_ms", "HBM floor of a step (ms)", ".2f"),
+    ("tpot_over_floor", "TPOT ÷ HBM floor", ".2f"),
     ("power_source", "power source", ""),
     ("avg_w_per_gpu", "avg W per GPU", ".1f"),
     ("avg_w_total", "avg W total", ".1f"),
     ("pct_limit", "% of power limit", ".1f"),
     ("j_per_token", "J per output token", ".4g"),
+    ("j_per_token_net", "J per token net of idle", ".4g"),
+    ("idle_w_per_gpu", "idle W per GPU", ".1f"),
     ("energy_gap_pct", "counter vs samples gap (%)", "+.1f"),
     ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
     ("throttle_reasons", "clocks-event reasons", ""),
@@ -119,11 +144,57 @@ def invalid_note(row: Any) -> str:
     return "invalid: " + "; ".join(causes)
 
 
-def variant_scale(variants: list[str]) -> alt.Scale:
-    """Fixed colour per variant (sorted names → palette), shared by every panel."""
+def graphs_label(value: Any) -> str:
+    """A ``cuda_graphs`` cell as "CUDA graphs on" / "CUDA graphs off" ("" when unknown)."""
+    text = _text(value).lower()
+    if text in ("true", "1", "1.0", "yes", "on"):
+        return GRAPHS_ON
+    if text in ("false", "0", "0.0", "no", "off"):
+        return GRAPHS_OFF
+    return ""
+
+
+def variant_scale(variants: list[str], data: pd.DataFrame | None = None) -> alt.Scale:
+    """Fixed colour per variant, shared by every panel and figure.
+
+    With ``weights`` and ``graphs`` (from :func:`prepare`) in ``data``, the variants of one
+    engine and weights share a hue, graphs on dark and off light, in the order (engine,
+    weights, on before off); otherwise sorted names → palette.
+    """
     names = sorted(dict.fromkeys(variants))
+    if data is not None and {"weights", "graphs"} <= set(data.columns):
+        meta = data.drop_duplicates("variant").set_index("variant")
+        if (meta["graphs"] != "").any():
+            groups: dict[tuple[str, str], list[str]] = {}
+            for v in names:
+                engine = _text(meta.loc[v, "engine"]) if "engine" in meta.columns else ""
+                weights = _text(meta.loc[v, "weights"])
+                key = (engine, weights) if weights or meta.loc[v, "graphs"] else ("", v)
+                groups.setdefault(key, []).append(v)
+            domain, colors = [], []
+            for i, key in enumerate(sorted(groups)):
+                dark, light = PAIRED_PALETTE[i % len(PAIRED_PALETTE)]
+                order = {GRAPHS_ON: 0, "": 1, GRAPHS_OFF: 2}
+                for v in sorted(groups[key], key=lambda v: (order[meta.loc[v, "graphs"]], v)):
+                    domain.append(v)
+                    colors.append(light if meta.loc[v, "graphs"] == GRAPHS_OFF else dark)
+            return alt.Scale(domain=domain, range=colors)
     colors = [VARIANT_PALETTE[i % len(VARIANT_PALETTE)] for i in range(len(names))]
     return alt.Scale(domain=names, range=colors)
+
+
+def _dash(data: pd.DataFrame) -> dict[str, Any]:
+    """strokeDash by CUDA graphs (solid on, dashed off) when the table says which ran."""
+    if "graphs" not in data.columns or not (data["graphs"].fillna("") != "").any():
+        return {}
+    present = [g for g in GRAPHS_DASH if g in set(data["graphs"])]
+    return {
+        "strokeDash": alt.StrokeDash(
+            "graphs:N",
+            scale=alt.Scale(domain=present, range=[GRAPHS_DASH[g] for g in present]),
+            legend=alt.Legend(orient="bottom", title="CUDA graphs"),
+        )
+    }
 
 
 def has_power(df: pd.DataFrame) -> bool:
@@ -146,6 +217,8 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
         out[column] = out[column].map(_text)
     out["power_source"] = out["power_source"].replace("", "none")
     out["valid"] = [_bool(v) for v in out.get("valid", pd.Series(False, index=out.index))]
+    graphs = out["cuda_graphs"] if "cuda_graphs" in out.columns else pd.Series("", index=out.index)
+    out["graphs"] = [graphs_label(v) for v in graphs]
     notes = [invalid_note(rec) for rec in out.to_dict("records")]
     out["validity"] = [n or "valid" for n in notes]
     out["concurrency"] = pd.to_numeric(out.get("concurrency"), errors="coerce")
@@ -160,15 +233,18 @@ def _panel(
     x: alt.X,
     color_scale: alt.Scale,
     tooltip: list[alt.Tooltip],
+    extra: list | None = None,
+    log_y: bool | None = None,
 ) -> alt.LayerChart:
     values = pd.to_numeric(data[column], errors="coerce")
     positive = values[values > 0]
     # A log axis when the values span more than 20× (and are all positive).
-    log_y = bool(
-        not positive.empty
-        and len(positive) == values.notna().sum()
-        and positive.max() / positive.min() > 20
-    )
+    if log_y is None:
+        log_y = bool(
+            not positive.empty
+            and len(positive) == values.notna().sum()
+            and positive.max() / positive.min() > 20
+        )
     y = alt.Y(
         f"{column}:Q",
         title=title,
@@ -183,7 +259,7 @@ def _panel(
     base = alt.Chart(data).encode(x=x, y=y, color=color)
     line = (
         base.mark_line(strokeWidth=1.8)
-        .encode(detail="variant:N")
+        .encode(detail="variant:N", **_dash(data))
         .transform_filter(f"datum.valid && isValid(datum.{column})")
     )
     valid = (
@@ -196,7 +272,7 @@ def _panel(
         .encode(tooltip=tooltip)
         .transform_filter(f"!datum.valid && isValid(datum.{column})")
     )
-    layers = [line, valid, invalid]
+    layers = [line, valid, invalid, *(layer(base, y) for layer in extra or [])]
     if column == "avg_w_per_gpu" and "pct_limit" in data.columns:
         # How far below the limit: each valid point labelled with its % of the power limit,
         # and the limit itself as a dashed line (W per GPU × 100 / % of limit).
@@ -239,14 +315,10 @@ def decode_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
     powered = has_power(data)
     panels = POWER_PANELS if powered else LATENCY_PANELS
     sources = power_sources(data)
-    subtitle: list[str] = []
-    engines = sorted({e for e in data["engine"] if e})
     n_valid = int(data["valid"].sum())
-    head = f"{len(data)} runs of {data['variant'].nunique()} variants"
-    if engines:
-        head += f" ({', '.join(engines)})"
-    head += f"; {n_valid} valid"
-    subtitle.append(head)
+    subtitle: list[str] = [_head(data)]
+    if (data["graphs"] != "").any():
+        subtitle.append(PAIRING)
     if powered:
         subtitle.append(
             "power and energy over each steady window; labels: % of the power limit (dashed); "
@@ -271,35 +343,320 @@ def decode_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         subtitle.append(f"not drawn (no steady window measured): {shown}")
 
+    strict, tooltip, scale = _chart_frame(data, [c for c, _ in panels], powered)
+    charts = [_panel(strict, c, t, _c_axis(data), scale, tooltip) for c, t in panels]
+    return alt.hconcat(*charts).properties(
+        title=alt.TitleParams(TITLE, subtitle=subtitle, anchor="start")
+    )
+
+
+#: Text columns shown in the tooltip only when some row has them (newer tables).
+OPTIONAL_TEXT = ("weights", "graphs", "first_error")
+
+
+def _chart_frame(
+    data: pd.DataFrame, plot_cols: list[str], powered: bool
+) -> tuple[pd.DataFrame, list[alt.Tooltip], alt.Scale]:
+    """The strict (JSON-safe) frame of the prepared table, its tooltip and colour scale."""
     tooltip_cols = [
         (c, t, f)
         for c, t, f in TOOLTIP
-        if c in data.columns and (f == "" or _has_data(data, c) or c == "concurrency")
+        if c in data.columns
+        and (f == "" or _has_data(data, c) or c == "concurrency")
+        and (c not in OPTIONAL_TEXT or (data[c].fillna("") != "").any())
     ]
     if not powered:
         tooltip_cols = [t for t in tooltip_cols if t[0] not in POWER_COLUMNS]
-    plot_cols = [c for c, _ in panels]
     columns = ["valid", *dict.fromkeys([c for c, _, _ in tooltip_cols] + plot_cols)]
     for column in plot_cols:
         if column not in data.columns:
             data[column] = math.nan
-    strict = strict_frame(data, [c for c in columns if c != "valid"])
+    extra = ["graphs", "label"] if "label" in data.columns else ["graphs"]
+    strict = strict_frame(data, [c for c in columns if c != "valid"] + extra)
+    strict["graphs"] = data["graphs"].to_numpy()
     strict.insert(0, "valid", data["valid"].astype(bool).to_numpy())
     tooltip = [
         alt.Tooltip(f"{c}:{'N' if f == '' else 'Q'}", title=t, format=f or alt.Undefined)
         for c, t, f in tooltip_cols
     ]
+    return strict, tooltip, variant_scale(list(data["variant"]), data)
+
+
+def _c_axis(data: pd.DataFrame) -> alt.X:
     concurrencies = sorted({int(c) for c in data["concurrency"]})
-    x = alt.X(
+    return alt.X(
         "concurrency:Q",
         title="concurrency (requests in flight)",
         scale=alt.Scale(type="log", base=2, nice=False, padding=12),
         axis=alt.Axis(values=concurrencies, format="d", labelOverlap=True),
     )
-    scale = variant_scale(list(data["variant"]))
-    charts = [_panel(strict, c, t, x, scale, tooltip) for c, t in panels]
+
+
+def _head(data: pd.DataFrame) -> str:
+    engines = sorted({e for e in data["engine"] if e})
+    head = f"{len(data)} runs of {data['variant'].nunique()} variants"
+    if engines:
+        head += f" ({', '.join(engines)})"
+    head += f"; {int(data['valid'].sum())} valid"
+    if "sglang" in engines:
+        head += "; SGLang variants serve dummy (random) weights"
+    return head
+
+
+PAIRING = "same hue: same weights; dark, solid: CUDA graphs on; light, dashed: off"
+
+
+# ---------------------------------------------------------------------------------------------
+# TPOT against the HBM floor, ITL and TTFT
+# ---------------------------------------------------------------------------------------------
+
+LATENCY_TITLE = "Decode: TPOT against the step's HBM floor, inter-token latency and TTFT"
+
+
+def _floor_layer(base: alt.Chart, y: alt.Y) -> alt.Chart:
+    """The HBM floor of a step as a thin dotted line in the variant's colour."""
+    return (
+        base.mark_line(strokeWidth=1.2, strokeDash=[2, 2], opacity=0.9)
+        .encode(y=alt.Y("hbm_floor_ms:Q"), detail="variant:N")
+        .transform_filter("datum.valid && isValid(datum.hbm_floor_ms)")
+    )
+
+
+def _one_layer(base: alt.Chart, y: alt.Y) -> alt.Chart:
+    return (
+        alt.Chart(pd.DataFrame({"one": [1.0]}))
+        .mark_rule(strokeDash=[5, 4], color="#b22222")
+        .encode(y="one:Q")
+    )
+
+
+def decode_latency_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
+    """Per variant against concurrency: TPOT with the step's HBM floor (dotted), TPOT over
+    that floor (1 = the floor, dashed), ITL p99 and TTFT p50. Without a floor: TPOT, ITL p50,
+    ITL p99 and TTFT p50."""
+    if df is None or df.empty or "concurrency" not in df.columns:
+        return _no_data_chart(LATENCY_TITLE, "no decode runs")
+    data = prepare(df)
+    if data.empty or not _has_data(data, "tpot_ms"):
+        return _no_data_chart(LATENCY_TITLE, "no decode runs with a TPOT")
+    floor = _has_data(data, "hbm_floor_ms") and _has_data(data, "tpot_over_floor")
+    subtitle = [_head(data)]
+    if floor:
+        panels = [("tpot_ms", "TPOT (ms); dotted: HBM floor of a step"),
+                  ("tpot_over_floor", "TPOT ÷ HBM floor (1 = at the floor)"),
+                  ("itl_p99_ms", "inter-token latency p99 (ms)"),
+                  ("ttft_p50_ms", "time to first token p50 (ms)")]  # fmt: skip
+        subtitle.append("HBM floor: bytes a decode step must read (weights of the experts the "
+                        "routing touches, attention, lm_head, KV cache) over the measured copy "
+                        "bandwidth")  # fmt: skip
+    else:
+        panels = [("tpot_ms", "TPOT (ms)"), ("itl_p50_ms", "inter-token latency p50 (ms)"),
+                  ("itl_p99_ms", "inter-token latency p99 (ms)"),
+                  ("ttft_p50_ms", "time to first token p50 (ms)")]  # fmt: skip
+        subtitle.append("no HBM floor in this table (no step_gb or measured copy bandwidth)")
+    if (data["graphs"] != "").any():
+        subtitle.append(PAIRING)
+    strict, tooltip, scale = _chart_frame(data, [c for c, _ in panels], has_power(data))
+    if floor:
+        strict["hbm_floor_ms"] = pd.to_numeric(data["hbm_floor_ms"], errors="coerce").to_numpy()
+    charts = []
+    for column, title in panels:
+        extra = []
+        if column == "tpot_ms" and floor:
+            extra = [_floor_layer]
+        elif column == "tpot_over_floor":
+            extra = [_one_layer]
+        panel = _panel(strict, column, title, _c_axis(data), scale, tooltip, extra,
+                       log_y=True if column == "tpot_over_floor" else None)  # fmt: skip
+        charts.append(panel.properties(width=250, height=220))
     return alt.hconcat(*charts).properties(
-        title=alt.TitleParams(TITLE, subtitle=subtitle, anchor="start")
+        title=alt.TitleParams(LATENCY_TITLE, subtitle=subtitle, anchor="start")
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# J/token against tok/s
+# ---------------------------------------------------------------------------------------------
+
+FRONTIER_TITLE = "Decode: energy per output token against throughput, through each concurrency"
+
+
+def _frontier_panel(
+    strict: pd.DataFrame, column: str, title: str, scale: alt.Scale, tooltip: list
+) -> alt.LayerChart:
+    values = pd.to_numeric(strict[column], errors="coerce")
+    tok = pd.to_numeric(strict["output_tok_s"], errors="coerce")
+    log_y = bool((values.dropna() > 0).all() and values.notna().any())
+    x = alt.X("output_tok_s:Q", title="output tokens/s", scale=alt.Scale(type="log"),
+              axis=alt.Axis(values=log_ticks(tok), grid=True))  # fmt: skip
+    y = alt.Y(
+        f"{column}:Q",
+        title=title,
+        scale=alt.Scale(type="log") if log_y else alt.Scale(zero=True),
+        axis=alt.Axis(values=log_ticks(values), grid=True) if log_y else alt.Axis(),
+    )
+    legend = alt.Legend(orient="bottom", title="server variant", labelLimit=400)
+    color = alt.Color("variant:N", scale=scale, legend=legend)
+    ok = f"isValid(datum.{column}) && isValid(datum.output_tok_s) && datum.output_tok_s > 0"
+    if log_y:
+        ok += f" && datum.{column} > 0"
+    base = alt.Chart(strict).encode(x=x, y=y, color=color).transform_filter(ok)
+    return alt.layer(
+        base.mark_line(strokeWidth=1.8)
+        .encode(order="concurrency:Q", detail="variant:N", **_dash(strict))
+        .transform_filter("datum.valid"),
+        base.mark_point(size=60, filled=True).encode(tooltip=tooltip)
+        .transform_filter("datum.valid"),
+        base.mark_point(size=80, filled=False, opacity=0.55, strokeWidth=1.6)
+        .encode(tooltip=tooltip).transform_filter("!datum.valid"),
+        base.mark_text(align="left", dx=6, dy=-7, fontSize=9).encode(text="label:N")
+        .transform_filter("datum.valid"),
+    ).properties(width=520, height=360)  # fmt: skip
+
+
+def decode_frontier_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
+    """J/token against tok/s, one line per variant through its concurrencies (points labelled
+    with C); a second panel with J/token net of the idle draw where the table has it. Lower
+    right is better: more tokens per second for fewer joules each."""
+    if df is None or df.empty or "concurrency" not in df.columns:
+        return _no_data_chart(FRONTIER_TITLE, "no decode runs")
+    data = prepare(df)
+    if data.empty:
+        return _no_data_chart(FRONTIER_TITLE, "no decode runs")
+    if not (has_power(data) and _has_data(data, "j_per_token")):
+        sources = ", ".join(power_sources(data))
+        return _no_data_chart(FRONTIER_TITLE, f"no power measured on this machine (power_source "
+                                              f"{sources}): no J/token to draw")  # fmt: skip
+    data["label"] = ["C=" + str(int(c)) for c in data["concurrency"]]
+    panels = [("j_per_token", "energy per output token (J)")]
+    if _has_data(data, "j_per_token_net"):
+        panels.append(("j_per_token_net", "J per output token, net of the idle draw"))
+    strict, tooltip, scale = _chart_frame(data, ["output_tok_s", *[c for c, _ in panels]], True)
+    subtitle = [_head(data), "lower right is better: more tokens/s for fewer joules each; "
+                "labels: concurrency C"]  # fmt: skip
+    if (data["graphs"] != "").any():
+        subtitle.append(PAIRING)
+    if not data["valid"].all():
+        subtitle.append("hollow, faded points: invalid runs, not results (no line through them)")
+    charts = [_frontier_panel(strict, c, t, scale, tooltip) for c, t in panels]
+    return alt.hconcat(*charts).properties(
+        title=alt.TitleParams(FRONTIER_TITLE, subtitle=subtitle, anchor="start")
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-expert M against balanced routing (question 4)
+# ---------------------------------------------------------------------------------------------
+
+EXPERTS_TITLE = "Decode: per-expert M (tokens per expert per step) against balanced routing"
+HIST_BINS = 24
+
+
+def expert_frames(em: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(histogram, ratio): per variant and C, the count of (layer, expert) pairs in each M
+    bin with the balanced M; per variant, C and layer, the busiest expert's M over it."""
+    df = em.copy()
+    for c in ("concurrency", "layer", "m", "balanced_m"):
+        df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else math.nan
+    df["variant"] = df["variant"].map(_text) if "variant" in df.columns else ""
+    df = df[df["m"].notna() & df["concurrency"].notna()]
+    hist, ratio = [], []
+    for (variant, c), g in df.groupby(["variant", "concurrency"], sort=True):
+        balanced = g["balanced_m"].dropna()
+        balanced = float(balanced.iloc[0]) if len(balanced) else math.nan
+        ends = [float(g["m"].min()), float(g["m"].max())]
+        if balanced == balanced:
+            ends.append(balanced)
+        lo, hi = min(ends), max(ends)
+        if hi <= lo:
+            lo, hi = lo - 0.5, hi + 0.5
+        step = (hi - lo) / HIST_BINS
+        edges = [lo + step * i for i in range(HIST_BINS + 1)]
+        counts = pd.cut(g["m"], bins=edges, include_lowest=True).value_counts(sort=False)
+        for (lo, hi), n in zip(zip(edges[:-1], edges[1:], strict=True), counts, strict=True):
+            hist.append({"variant": variant, "concurrency": int(c), "panel": f"C = {int(c)}",
+                         "bin_lo": lo, "bin_hi": hi, "experts": int(n),
+                         "balanced_m": balanced})  # fmt: skip
+        for layer, lg in g.groupby("layer", dropna=False):
+            ratio.append({"variant": variant, "concurrency": int(c),
+                          "layer": f"layer {int(layer)}" if layer == layer else "all",
+                          "max_m": float(lg["m"].max()), "balanced_m": balanced,
+                          "max_over_balanced": float(lg["m"].max()) / balanced
+                          if balanced and balanced > 0 else math.nan})  # fmt: skip
+    return pd.DataFrame(hist), pd.DataFrame(ratio)
+
+
+def experts_chart(em: pd.DataFrame | None) -> alt.TopLevelMixin:
+    """Histogram of per-expert M at each concurrency (all layers; red rule: the balanced
+    C × top_k / experts), and the busiest expert's M over the balanced M per layer and C."""
+    if em is None or em.empty or "m" not in em.columns:
+        return _no_data_chart(EXPERTS_TITLE, "no expert-distribution record (SGLang's recorder "
+                                             "did not run here)")  # fmt: skip
+    hist, ratio = expert_frames(em)
+    if hist.empty:
+        return _no_data_chart(EXPERTS_TITLE, "no expert-distribution record")
+    variants = sorted(set(hist["variant"]))
+    cs = sorted(set(hist["concurrency"]))
+    panels = [f"C = {c}" for c in cs]
+    hist = strict_frame(hist, list(hist.columns))
+    ratio = strict_frame(ratio, list(ratio.columns))
+    base = alt.Chart(hist)
+    bars = base.mark_bar(color="#4c78a8", opacity=0.85).encode(
+        x=alt.X("bin_lo:Q", title="per-expert M (tokens per step)", bin="binned",
+                scale=alt.Scale(zero=False)),  # fmt: skip
+        x2="bin_hi:Q",
+        y=alt.Y("experts:Q", title="experts × layers"),
+        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("concurrency:Q", format="d"),
+                 alt.Tooltip("bin_lo:Q", title="M from", format=".3g"),
+                 alt.Tooltip("bin_hi:Q", title="M to", format=".3g"),
+                 alt.Tooltip("experts:Q", title="experts × layers"),
+                 alt.Tooltip("balanced_m:Q", title="balanced M", format=".3g")],
+    )  # fmt: skip
+    rule = base.mark_rule(color="#b22222", strokeDash=[5, 3], strokeWidth=2).encode(
+        x="max(balanced_m):Q"
+    )
+    if len(variants) > 1:  # a row per variant, a column per C
+        facet = {"column": alt.Column("panel:N", sort=panels, title=None),
+                 "row": alt.Row("variant:N", title=None)}  # fmt: skip
+        width = max(100, min(200, 1000 // max(len(cs), 1) - 40))
+    else:  # one variant: the C panels wrap, three a row
+        facet = {"facet": alt.Facet("panel:N", sort=panels, title=None), "columns": 3}
+        width = 260
+    histograms = (
+        alt.layer(bars, rule, data=hist)
+        .properties(width=width, height=140)
+        .facet(**facet)
+        .resolve_scale(x="independent", y="independent")
+    )
+    x = alt.X("concurrency:Q", title="concurrency C",
+              scale=alt.Scale(type="log", base=2, nice=False, padding=12),
+              axis=alt.Axis(values=cs, format="d"))  # fmt: skip
+    enc = {"strokeDash": alt.StrokeDash("variant:N", title="variant")} if len(variants) > 1 else {}
+    lines = alt.Chart(ratio).encode(
+        x=x,
+        y=alt.Y("max_over_balanced:Q", title="busiest expert's M ÷ balanced M",
+                scale=alt.Scale(type="log", nice=False, padding=8)),
+        color=alt.Color("layer:N", title="layer", legend=alt.Legend(orient="right")),
+        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("concurrency:Q", format="d"),
+                 alt.Tooltip("layer:N"), alt.Tooltip("max_m:Q", title="busiest M", format=".3g"),
+                 alt.Tooltip("balanced_m:Q", title="balanced M", format=".3g"),
+                 alt.Tooltip("max_over_balanced:Q", title="ratio", format=".2f")],
+    )  # fmt: skip
+    one = alt.Chart(pd.DataFrame({"one": [1.0]})).mark_rule(color="#b22222", strokeDash=[5, 3])
+    ratio_chart = alt.layer(
+        lines.mark_line(strokeWidth=1.6).encode(detail="variant:N", **enc),
+        lines.mark_point(filled=True, size=45),
+        one.encode(y="one:Q"),
+    ).properties(width=420, height=220, title="busiest expert over balanced, per layer and C")
+    subtitle = [
+        f"{len(variants)} variant{'s' if len(variants) != 1 else ''} "
+        f"({', '.join(variants)}), C = {', '.join(map(str, cs))}; M = C × top_k × the "
+        "expert's share of its layer's routed tokens",
+        "red dashed: balanced routing, C × top_k / experts; SGLang variants serve dummy "
+        "(random) weights, so the routing is random",
+    ]
+    return alt.vconcat(histograms, ratio_chart).properties(
+        title=alt.TitleParams(EXPERTS_TITLE, subtitle=subtitle, anchor="start")
     )
 
 
@@ -318,11 +675,22 @@ def read_decode(path: str | os.PathLike | None) -> pd.DataFrame:
         return pd.DataFrame()
 
 
+#: Figure name -> the chart function of the table it reads.
+KINDS = {
+    "decode": decode_chart,
+    "decode_latency": decode_latency_chart,
+    "decode_frontier": decode_frontier_chart,
+    "experts": experts_chart,
+}
+
+
 def plot_decode(
     decode_csv: str | os.PathLike,
     out_html: str | os.PathLike,
     out_png: str | os.PathLike,
     out_spec: str | os.PathLike,
+    kind: str = "decode",
 ) -> dict[str, Any]:
-    """Save the decode figure of ``decode_csv`` as offline HTML, PNG and Vega-Lite JSON."""
-    return save_chart(decode_chart(read_decode(decode_csv)), out_html, out_png, out_spec)
+    """Save one decode figure (``kind``: a key of :data:`KINDS`) of a table (the decode
+    table, or the expert table for ``experts``) as offline HTML, PNG and Vega-Lite JSON."""
+    return save_chart(KINDS[kind](read_decode(decode_csv)), out_html, out_png, out_spec)

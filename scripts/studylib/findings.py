@@ -176,7 +176,14 @@ def fmt_pct(p: float) -> str:
     return f"{p:.0f} %"
 
 
+def _share(x: float) -> str:
+    """A share as a percentage; "< 1 %" rather than "0 %" when some but few."""
+    return "< 1 %" if 0 < 100 * x < 0.5 else fmt_pct(100 * x)
+
+
 def fmt_m(m: float) -> str:
+    if 0 < m < 1:  # decode at small C: a fraction of a token per expert and step
+        return f"{m:.2g}"
     return f"{m:.0f}" if float(m).is_integer() or m >= 10 else f"{m:.1f}"
 
 
@@ -900,15 +907,20 @@ def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None
             why += (f": decode ran through {', '.join(sorted(engines))}, which has no expert "
                     "recorder (SGLang only)")  # fmt: skip
         else:
-            why += ": no expert_m_c*.csv under results/decode/ (SGLang decode not run here, "
+            why += ": no rows in tables/expert_m.csv (SGLang decode not run here, "
             why += "or its recorder not enabled)"
         out.miss(4, why + "; per-expert M not compared with the balanced assumption")
         return out
     df = _numeric(expert_m, "m", "balanced_m", "concurrency", "tokens")
     if "variant" not in df.columns:
         df["variant"] = ""
+    df["variant"] = df["variant"].map(_text)
     if "concurrency" not in df.columns:
         df["concurrency"] = float("nan")
+    if "balanced_m" not in df.columns:
+        df["balanced_m"] = float("nan")
+    _q4_random_routing(out, sorted(set(df["variant"]) - {""}), decode)
+    trend: dict[str, dict[int, float]] = {}
     for (variant, c), g in df.groupby(["variant", "concurrency"], dropna=False):
         m = g["m"].dropna()
         if m.empty:
@@ -928,14 +940,44 @@ def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None
         if _ok(balanced) and balanced > 0:
             hot = float((m > HOT_FACTOR * balanced).mean())
             idle = float((m == 0).mean())
-            text += (f" against a balanced {fmt_m(balanced)}; {fmt_pct(100 * hot)} of experts "
-                     f"get more than {HOT_FACTOR:g}× the balanced M, {fmt_pct(100 * idle)} get "
+            text += (f" against a balanced {fmt_m(balanced)}; {_share(hot)} of experts "
+                     f"get more than {HOT_FACTOR:g}× the balanced M, {_share(idle)} get "
                      f"none, and the busiest sees {fmt_ratio(m.max() / balanced)} the balanced "
                      "M")  # fmt: skip
             numbers.update(balanced_m=balanced, hot_share=hot, idle_share=idle,
                            max_over_balanced=float(m.max() / balanced))  # fmt: skip
+            if _ok(c):
+                trend.setdefault(variant, {})[int(c)] = float(m.max() / balanced)
+            if layers > 1 and "layer" in g.columns:
+                per_layer = g.groupby("layer")["m"].max() / balanced
+                text += (f" (per layer, the busiest expert gets "
+                         f"{_rspan(per_layer, fmt_ratio)} it)")  # fmt: skip
+                numbers["layer_max_over_balanced"] = {
+                    int(k) if _ok(k) else k: float(x) for k, x in per_layer.items()}  # fmt: skip
         out.add(4, text + ".", **numbers)
+    for variant, by_c in trend.items():
+        if len(by_c) < 2:
+            continue
+        cs = sorted(by_c)
+        out.add(4, f"{variant or 'Decode'}: the busiest expert's M over the balanced M goes "
+                   + ", ".join(f"{fmt_ratio(by_c[c])} at C = {c}" for c in cs)
+                   + (": more tokens in flight even the load out" if by_c[cs[-1]] < by_c[cs[0]]
+                      else ": the imbalance does not shrink with C") + ".",
+                variant=variant, max_over_balanced=by_c)  # fmt: skip
     return out
+
+
+def _q4_random_routing(out: Findings, variants: list[str], decode: pd.DataFrame | None) -> None:
+    """Say that routing is random where the recorded variants served dummy weights."""
+    if not variants or not _has(decode, "variant", "engine"):
+        return
+    engines = {_text(v): _text(e) for v, e in zip(decode["variant"], decode["engine"],
+                                                  strict=True)}  # fmt: skip
+    dummy = [v for v in variants if engines.get(v) in DUMMY_ENGINES]
+    if dummy:
+        out.add(4, f"{', '.join(dummy)} served dummy (random) weights, router included: the "
+                   "spread below is that of random routing at each concurrency, not of a "
+                   "trained model's router.", variants=dummy, routing="random")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -943,18 +985,30 @@ def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None
 # ---------------------------------------------------------------------------------------------
 
 DECODE_NUMERIC = (
-    "concurrency",
-    "gpus",
-    "steady_s",
-    "output_tok_s",
-    "tpot_ms",
-    "avg_w_per_gpu",
-    "avg_w_total",
-    "pct_limit",
-    "j_per_token",
-    "errors",
-    "wrong_length",
-)
+    "concurrency", "gpus", "steady_s", "output_tok_s", "tpot_ms", "tok_s_over_c_tpot",
+    "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu", "avg_w_total", "pct_limit",
+    "idle_w_per_gpu", "j_per_token", "j_per_token_net", "sm_clock_mhz", "sm_util",
+    "tensor_util", "dram_util", "step_gb", "hbm_floor_ms", "tpot_over_floor", "load_cpu_pct",
+    "errors", "wrong_length",
+)  # fmt: skip
+DECODE_TEXT = ("engine", "variant", "weights", "power_source", "throttle_reasons", "first_error")
+#: Engines with a CUDA-graphs switch (SGLang: --disable-cuda-graph, vLLM: --enforce-eager).
+GRAPH_ENGINES = ("sglang", "vllm")
+#: Engines whose variants serve dummy (random) weights in this study (``model: dummy``).
+DUMMY_ENGINES = ("sglang",)
+#: The load generator above this % of one CPU core may itself limit the load.
+LOAD_CPU_PCT = 80.0
+#: tok/s over C / TPOT below this: C was not kept in flight (client or host side).
+IN_FLIGHT_MIN = 0.8
+#: Reasons that only say the GPU was idle or is at its application clocks: not a limit.
+BENIGN_REASONS = ("gpu_idle", "applications_clocks_setting", "none")
+UTIL_LABELS = (("sm_util", "SM"), ("tensor_util", "tensor"), ("dram_util", "DRAM"))
+#: Columns of :func:`graphs_pairs`.
+PAIR_COLUMNS = [
+    "engine", "weights", "concurrency", "variant_on", "variant_off", "tpot_on_ms",
+    "tpot_off_ms", "tpot_ratio", "w_on", "w_off", "w_ratio", "j_on", "j_off", "j_ratio",
+    "j_net_on", "j_net_off", "j_net_ratio", "tok_s_on", "tok_s_off", "tok_ratio",
+]  # fmt: skip
 
 
 def _valid(value: Any) -> bool:
@@ -967,17 +1021,56 @@ def _valid(value: Any) -> bool:
     )
 
 
+def _graphs(value: Any) -> bool | None:
+    """A ``cuda_graphs`` cell: True / False, or None where the engine has no such switch."""
+    if isinstance(value, bool):
+        return value
+    text = _text(value).lower()
+    if text in ("true", "1", "1.0", "yes", "on"):
+        return True
+    if text in ("false", "0", "0.0", "no", "off"):
+        return False
+    return None
+
+
+def weights_name(weights: Any) -> str:
+    text = _text(weights)
+    return DTYPE_NAMES.get(text, text.upper())
+
+
+def regime(weights: Any, graphs: bool | None) -> str:
+    """ "BF16 weights, CUDA graphs on" (the parts that are known)."""
+    bits = [f"{weights_name(weights)} weights"] if _text(weights) else []
+    if graphs is not None:
+        bits.append(f"CUDA graphs {'on' if graphs else 'off'}")
+    return ", ".join(bits)
+
+
 def _prep_decode(decode: pd.DataFrame) -> pd.DataFrame:
     df = _numeric(decode, *DECODE_NUMERIC)
     for c in DECODE_NUMERIC:
         if c not in df.columns:
             df[c] = float("nan")
-    for c in ("engine", "variant", "power_source"):
+    for c in DECODE_TEXT:
         if c not in df.columns:
             df[c] = ""
         df[c] = df[c].map(_text)
     df["valid"] = df["valid"].map(_valid) if "valid" in df.columns else True
+    df["graphs"] = df["cuda_graphs"].map(_graphs) if "cuda_graphs" in df.columns else None
     return df
+
+
+def _rspan(values: pd.Series, fmt, unit: str = "") -> str:
+    values = values.dropna()
+    return _span(values.min(), values.max(), fmt, unit)
+
+
+def _f1(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def _c_list(cs: Iterable[float]) -> str:
+    return ", ".join(str(int(c)) for c in sorted(cs))
 
 
 def q5_decode(decode: pd.DataFrame | None, hardware: dict | None = None) -> Findings:
@@ -990,46 +1083,274 @@ def q5_decode(decode: pd.DataFrame | None, hardware: dict | None = None) -> Find
         why = "no GPU" if _is_cpu(hardware) else "no NVML or RAPL reading"
         out.miss(5, f"no decode power ({why}: power_source none): J/token and watts not "
                     "reported, throughput only")  # fmt: skip
+    dummy = sorted({v for v, e in zip(df["variant"], df["engine"], strict=True)
+                    if e in DUMMY_ENGINES})  # fmt: skip
+    if dummy:
+        out.add(5, f"The {', '.join(DUMMY_ENGINES)} variants ({', '.join(dummy)}) serve dummy "
+                   "weights (--load-format dummy): the weights, and therefore the expert "
+                   "routing, are random; speed and power are those of the served geometry, "
+                   "not of a trained model's routing.",
+                variants=dummy, weights="random")  # fmt: skip
     for variant, g in df.groupby("variant", sort=True):
-        g = g.sort_values("concurrency")
-        engine = _text(g["engine"].iloc[0])
-        gpus = g["gpus"].dropna()
-        about = [engine] if engine and engine != variant else []
-        if len(gpus):
-            about.append(f"{gpus.iloc[0]:.0f} GPU{'s' if gpus.iloc[0] != 1 else ''}")
-        head = (variant or engine or "decode") + (f" ({', '.join(about)})" if about else "")
-        parts, per_c, invalid = [], {}, []
-        for _, r in g.iterrows():
-            c = int(r["concurrency"])
-            if not r["valid"]:
-                bits = []
-                if _ok(r["steady_s"]):
-                    bits.append(f"steady {r['steady_s']:.1f} s")
-                for col in ("errors", "wrong_length"):
-                    if _ok(r[col]) and r[col] > 0:
-                        bits.append(f"{r[col]:.0f} {col.replace('_', ' ')}")
-                invalid.append(f"C = {c}" + (f" ({', '.join(bits)})" if bits else ""))
-                continue
-            bit = f"C = {c}: {r['output_tok_s']:.1f} tok/s"
-            rec = {"tok_s": float(r["output_tok_s"])}
-            if _ok(r["j_per_token"]):
-                bit += f", {r['j_per_token']:.2f} J/token"
-                rec["j_per_token"] = float(r["j_per_token"])
-            if _ok(r["avg_w_per_gpu"]):
-                bit += f", {fmt_w(r['avg_w_per_gpu'])} per GPU"
-                rec["w_per_gpu"] = float(r["avg_w_per_gpu"])
-                if _ok(r["pct_limit"]):
-                    bit += f" ({fmt_pct(r['pct_limit'])} of the limit)"
-                    rec["pct_limit"] = float(r["pct_limit"])
-            parts.append(bit)
-            per_c[c] = rec
-        text = f"{head}: " + ("; ".join(parts) if parts else "no valid concurrency level")
-        if invalid:
-            text += f". Invalid (not reported as results): {', '.join(invalid)}"
-        out.add(5, text + ".", variant=variant, engine=engine, per_concurrency=per_c,
-                invalid=len(invalid))  # fmt: skip
-    _q5_compare(out, df)
+        _q5_variant(out, variant, g.sort_values("concurrency"))
+    if _q5_structured(out, df) == 0:
+        _q5_compare(out, df)
     return out
+
+
+def _head(variant: str, g: pd.DataFrame) -> str:
+    engine = _text(g["engine"].iloc[0])
+    gpus = g["gpus"].dropna()
+    about = [engine] if engine and engine != variant else []
+    rg = regime(g["weights"].iloc[0], g["graphs"].iloc[0])
+    if rg:
+        about.append(rg)
+    if len(gpus):
+        about.append(f"{gpus.iloc[0]:.0f} GPU{'s' if gpus.iloc[0] != 1 else ''}")
+    return (variant or engine or "decode") + (f" ({', '.join(about)})" if about else "")
+
+
+def _q5_variant(out: Findings, variant: str, g: pd.DataFrame) -> None:
+    """Per concurrency: tok/s, TPOT, J/token (and net of idle), W per GPU and % of the limit."""
+    parts, per_c, invalid = [], {}, []
+    for _, r in g.iterrows():
+        c = int(r["concurrency"])
+        if not r["valid"]:
+            bits = []
+            if _ok(r["steady_s"]):
+                bits.append(f"steady {r['steady_s']:.1f} s")
+            for col in ("errors", "wrong_length"):
+                if _ok(r[col]) and r[col] > 0:
+                    bits.append(f"{r[col]:.0f} {col.replace('_', ' ')}")
+            if r["first_error"]:
+                bits.append(f"first error “{_message(r['first_error'])}”")
+            invalid.append(f"C = {c}" + (f" ({', '.join(bits)})" if bits else ""))
+            continue
+        bit = f"C = {c}: {r['output_tok_s']:.1f} tok/s"
+        rec = {"tok_s": float(r["output_tok_s"])}
+        if _ok(r["tpot_ms"]):
+            bit += f" at TPOT {r['tpot_ms']:.1f} ms"
+            rec["tpot_ms"] = float(r["tpot_ms"])
+        if _ok(r["j_per_token"]):
+            bit += f", {r['j_per_token']:.2f} J/token"
+            rec["j_per_token"] = float(r["j_per_token"])
+            if _ok(r["j_per_token_net"]):
+                bit += f" ({r['j_per_token_net']:.2f} net of idle)"
+                rec["j_per_token_net"] = float(r["j_per_token_net"])
+        if _ok(r["avg_w_per_gpu"]):
+            bit += f", {fmt_w(r['avg_w_per_gpu'])} per GPU"
+            rec["w_per_gpu"] = float(r["avg_w_per_gpu"])
+            if _ok(r["pct_limit"]):
+                bit += f" ({fmt_pct(r['pct_limit'])} of the limit)"
+                rec["pct_limit"] = float(r["pct_limit"])
+        parts.append(bit)
+        per_c[c] = rec
+    text = f"{_head(variant, g)}: " + ("; ".join(parts) if parts else "no valid concurrency level")
+    if invalid:
+        text += f". Invalid (not reported as results): {', '.join(invalid)}"
+    more, latency = _q5_latency(g)
+    if more:
+        text += f". {more}"
+    out.add(5, text + ".", variant=variant, engine=_text(g["engine"].iloc[0]),
+            weights=_text(g["weights"].iloc[0]), cuda_graphs=_graphs(g["graphs"].iloc[0]),
+            per_concurrency=per_c, invalid=len(invalid), latency=latency)  # fmt: skip
+
+
+def _q5_latency(g: pd.DataFrame) -> tuple[str, dict[str, Any]]:
+    """A variant's second sentence, over its valid concurrencies: TPOT against the step's HBM
+    floor, ITL p50 / p99, TTFT, SM clock, clocks-event reasons and utilisation, idle W, and how
+    well C was held; with its numbers."""
+    v = g[g["valid"]]
+    if v.empty:
+        return "", {}
+    cs = v["concurrency"]
+    bits: list[str] = []
+    numbers: dict[str, Any] = {}
+    over = v[v["tpot_over_floor"].notna() & v["hbm_floor_ms"].notna()]
+    if v["tpot_ms"].notna().any():
+        bit = f"TPOT {_rspan(v['tpot_ms'], _f1, ' ms')}"
+        if len(over):
+            best = over.loc[over["tpot_over_floor"].idxmin()]
+            bit += (f", {_rspan(over['tpot_over_floor'], fmt_ratio)} the step's HBM floor "
+                    f"({_rspan(over['hbm_floor_ms'], _f1, ' ms')}: the bytes a step reads over "
+                    f"the measured copy bandwidth), nearest at C = {best['concurrency']:.0f} "
+                    f"({fmt_ratio(best['tpot_over_floor'])})")  # fmt: skip
+            numbers["tpot_over_floor"] = {int(c): float(x) for c, x in
+                                          zip(over["concurrency"], over["tpot_over_floor"],
+                                              strict=True)}  # fmt: skip
+            numbers["hbm_floor_ms"] = {int(c): float(x) for c, x in
+                                       zip(over["concurrency"], over["hbm_floor_ms"],
+                                           strict=True)}  # fmt: skip
+        else:
+            bit += " (not set against an HBM floor: no step_gb or measured copy bandwidth in "
+            bit += "this table)"
+        bits.append(bit)
+    lat = []
+    for col, label in (("itl_p50_ms", "ITL p50"), ("itl_p99_ms", "ITL p99"),
+                       ("ttft_p50_ms", "TTFT p50")):  # fmt: skip
+        if v[col].notna().any():
+            lat.append(f"{label} {_rspan(v[col], _f1, ' ms')}")
+            numbers[col] = {int(c): float(x) for c, x in zip(cs, v[col], strict=True) if _ok(x)}
+    if lat:
+        bits.append(", ".join(lat).replace(", ITL p99", ", p99"))
+    if v["sm_clock_mhz"].notna().any():
+        bits.append(f"SM clock {_rspan(v['sm_clock_mhz'], _plain, ' MHz')}")
+        numbers.update(clock_min=float(v["sm_clock_mhz"].min()),
+                       clock_max=float(v["sm_clock_mhz"].max()))  # fmt: skip
+    if v["power_source"].isin(["nvml"]).any():
+        reasons: dict[str, list[int]] = {}
+        for c, cell in zip(cs, v["throttle_reasons"], strict=True):
+            for name in reason_names(cell):
+                if name not in BENIGN_REASONS:
+                    reasons.setdefault(name, []).append(int(c))
+        if reasons:
+            bits.append("clocks-event reasons " + ", ".join(
+                f"{n} (C = {_c_list(c)})" for n, c in sorted(reasons.items())))  # fmt: skip
+        else:
+            bits.append("no power, thermal or other clocks-event limit at any C")
+        numbers["reasons"] = {n: sorted(c) for n, c in reasons.items()}
+    utils = [(col, label) for col, label in UTIL_LABELS if v[col].notna().any()]
+    if utils:
+        bits.append("utilisation " + ", ".join(
+            f"{label} {_rspan(v[col], _plain, ' %')}" for col, label in utils))  # fmt: skip
+        numbers.update({f"{col}_max": float(v[col].max()) for col, _ in utils})
+    if v["idle_w_per_gpu"].notna().any():
+        bits.append(f"idle {_rspan(v['idle_w_per_gpu'], _plain, ' W')} per GPU before the "
+                    "server started")  # fmt: skip
+        numbers["idle_w_per_gpu"] = float(v["idle_w_per_gpu"].median())
+    held = v[v["tok_s_over_c_tpot"] < IN_FLIGHT_MIN]
+    busy = v[v["load_cpu_pct"] >= LOAD_CPU_PCT]
+    if len(held):
+        bits.append(f"at C = {_c_list(held['concurrency'])} tok/s is only "
+                    f"{_rspan(held['tok_s_over_c_tpot'], fmt_ratio)} C / TPOT (C not kept in "
+                    "flight)")  # fmt: skip
+    if len(busy):
+        bits.append(f"the load generator used {_rspan(busy['load_cpu_pct'], _plain, ' %')} of "
+                    f"a CPU core at C = {_c_list(busy['concurrency'])} (it may limit the "
+                    "load)")  # fmt: skip
+    if not bits:
+        return "", {}
+    where = f"C = {_c_list(cs)}"
+    return f"Over {where}: " + "; ".join(bits), numbers
+
+
+def _by_c(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop_duplicates("concurrency", keep="last").set_index("concurrency")
+
+
+def _ratio(a: Any, b: Any) -> float:
+    a, b = _num(a), _num(b)
+    return a / b if _ok(a) and _ok(b) and b > 0 else float("nan")
+
+
+def graphs_pairs(decode: pd.DataFrame | None) -> pd.DataFrame:
+    """Per engine, weights and concurrency: the CUDA-graphs-on variant beside the graphs-off
+    one (valid rows only) with the on/off ratios of TPOT, W per GPU, J/token (total and net of
+    idle) and tok/s. Empty (with :data:`PAIR_COLUMNS`) when no such pair ran."""
+    rows: list[dict[str, Any]] = []
+    if _has(decode, "concurrency", "variant", "cuda_graphs"):
+        df = _prep_decode(decode)
+        df = df[df["valid"] & df["graphs"].notna() & df["output_tok_s"].notna()]
+        for (engine, weights), g in df.groupby(["engine", "weights"], sort=True):
+            on = sorted(set(g.loc[g["graphs"] == True, "variant"]))  # noqa: E712
+            off = sorted(set(g.loc[g["graphs"] == False, "variant"]))  # noqa: E712
+            if not on or not off:
+                continue
+            a, b = _by_c(g[g["variant"] == on[0]]), _by_c(g[g["variant"] == off[0]])
+            for c in sorted(set(a.index) & set(b.index)):
+                x, y = a.loc[c], b.loc[c]
+                rows.append({
+                    "engine": engine, "weights": weights, "concurrency": int(c),
+                    "variant_on": on[0], "variant_off": off[0],
+                    "tpot_on_ms": x["tpot_ms"], "tpot_off_ms": y["tpot_ms"],
+                    "tpot_ratio": _ratio(x["tpot_ms"], y["tpot_ms"]),
+                    "w_on": x["avg_w_per_gpu"], "w_off": y["avg_w_per_gpu"],
+                    "w_ratio": _ratio(x["avg_w_per_gpu"], y["avg_w_per_gpu"]),
+                    "j_on": x["j_per_token"], "j_off": y["j_per_token"],
+                    "j_ratio": _ratio(x["j_per_token"], y["j_per_token"]),
+                    "j_net_on": x["j_per_token_net"], "j_net_off": y["j_per_token_net"],
+                    "j_net_ratio": _ratio(x["j_per_token_net"], y["j_per_token_net"]),
+                    "tok_s_on": x["output_tok_s"], "tok_s_off": y["output_tok_s"],
+                    "tok_ratio": _ratio(x["output_tok_s"], y["output_tok_s"]),
+                })  # fmt: skip
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def _q5_structured(out: Findings, df: pd.DataFrame) -> int:
+    """CUDA graphs on against off per weights, and weights against weights per graphs
+    setting. Returns the number of comparisons made (0: fall back to variant against
+    variant)."""
+    graph_engines = sorted(set(df["engine"]) & set(GRAPH_ENGINES))
+    if not graph_engines:
+        return 0
+    if df["graphs"].isna().all() or not (df["weights"] != "").any():
+        return 0  # an older table without cuda_graphs and weights: variant against variant
+    made = 0
+    pairs = graphs_pairs(df.assign(cuda_graphs=df["graphs"]))
+    for (engine, weights), g in pairs.groupby(["engine", "weights"], sort=True):
+        per_c: dict[int, dict[str, float]] = {}
+        bits = []
+        for _, p in g.iterrows():
+            c = int(p["concurrency"])
+            rec = {k: float(p[k]) for k in ("tpot_ratio", "w_ratio", "j_ratio", "j_net_ratio",
+                                             "tok_ratio") if _ok(p[k])}  # fmt: skip
+            per_c[c] = rec
+            bit = [f"TPOT {fmt_ratio(rec['tpot_ratio'])}"] if "tpot_ratio" in rec else []
+            if "w_ratio" in rec:
+                bit.append(f"W per GPU {fmt_ratio(rec['w_ratio'])}")
+            if "j_ratio" in rec:
+                j = f"J/token {fmt_ratio(rec['j_ratio'])}"
+                if "j_net_ratio" in rec:
+                    j += f" (net of idle {fmt_ratio(rec['j_net_ratio'])})"
+                bit.append(j)
+            bit.append(f"tok/s {fmt_ratio(rec['tok_ratio'])}" if "tok_ratio" in rec else "")
+            bits.append(f"C = {c}: " + ", ".join(b for b in bit if b))
+        on, off = g["variant_on"].iloc[0], g["variant_off"].iloc[0]
+        text = (f"CUDA graphs on against off, {weights_name(weights)} weights ({engine}: {on} / "
+                f"{off}, on ÷ off): " + "; ".join(bits))  # fmt: skip
+        tp = g["tpot_ratio"].dropna()
+        if len(tp):
+            best = g.loc[tp.idxmin()]
+            text += (f". Graphs cut TPOT most at C = {best['concurrency']:.0f} "
+                     f"({fmt_ratio(best['tpot_ratio'])})" if best["tpot_ratio"] < 1 else
+                     ". Graphs do not shorten TPOT at any shared C")  # fmt: skip
+        out.add(5, text + ".", engine=engine, weights=weights, variant_on=on, variant_off=off,
+                per_concurrency=per_c)  # fmt: skip
+        made += 1
+    if not made:
+        out.miss(5, "CUDA graphs on/off not compared: no weights ran with both a graphs-on and "
+                    "a graphs-off valid variant at a shared concurrency")  # fmt: skip
+    valid = df[df["valid"] & df["output_tok_s"].notna() & (df["weights"] != "")]
+    for (engine, graphs), g in valid.groupby(["engine", "graphs"], sort=True, dropna=False):
+        weights = sorted(set(g["weights"]))
+        if len(weights) < 2:
+            continue
+        base = "bf16" if "bf16" in weights else weights[0]
+        a_var = sorted(set(g.loc[g["weights"] == base, "variant"]))[0]
+        a = _by_c(g[g["variant"] == a_var])
+        for other in [w for w in weights if w != base]:
+            b_var = sorted(set(g.loc[g["weights"] == other, "variant"]))[0]
+            b = _by_c(g[g["variant"] == b_var])
+            shared = sorted(set(a.index) & set(b.index))
+            if not shared:
+                continue
+            tok = {int(c): _ratio(b.loc[c, "output_tok_s"], a.loc[c, "output_tok_s"])
+                   for c in shared}  # fmt: skip
+            text = (f"{weights_name(other)} against {weights_name(base)} weights "
+                    f"({regime('', _graphs(graphs)) or engine}; {b_var} / {a_var}): "
+                    f"{_span(min(tok.values()), max(tok.values()), fmt_ratio)} the tok/s over "
+                    f"C = {_c_list(shared)}")  # fmt: skip
+            numbers: dict[str, Any] = {"base": a_var, "other": b_var, "tok_ratio": tok}
+            for col, label, key in (("tpot_ms", "the TPOT", "tpot_ratio"),
+                                    ("j_per_token", "the J/token", "j_ratio")):  # fmt: skip
+                r = {int(c): _ratio(b.loc[c, col], a.loc[c, col]) for c in shared}
+                r = {c: x for c, x in r.items() if _ok(x)}
+                if r:
+                    text += f", {_span(min(r.values()), max(r.values()), fmt_ratio)} {label}"
+                    numbers[key] = r
+            out.add(5, text + ".", **numbers)
+            made += 1
+    return made
 
 
 def _q5_compare(out: Findings, df: pd.DataFrame) -> None:
@@ -1137,13 +1458,31 @@ def seed_comparison(
     _seed_power(out, hardware, kernel_power, decode)
     # 4. balanced experts.
     if _has(expert_m, "m", "balanced_m"):
-        em = _numeric(expert_m, "m", "balanced_m")
+        em = _numeric(expert_m, "m", "balanced_m", "concurrency")
         m = em["m"].dropna()
-        out.add(q, f"The seed assumed perfect balance ({SEED['tokens_per_expert_quote']} tokens "
-                   f"per expert); the recorded per-expert M here ranges {fmt_m(m.min())}–"
-                   f"{fmt_m(m.max())} (median {fmt_m(m.median())}).",
-                seed_m=SEED["tokens_per_expert"], m_min=float(m.min()), m_max=float(m.max()),
-                m_median=float(m.median()))  # fmt: skip
+        text = (f"The seed assumed perfect balance ({SEED['tokens_per_expert_quote']} tokens "
+                f"per expert); the recorded per-expert M here ranges {fmt_m(m.min())}–"
+                f"{fmt_m(m.max())} (median {fmt_m(m.median())})")  # fmt: skip
+        numbers = {"seed_m": SEED["tokens_per_expert"], "m_min": float(m.min()),
+                   "m_max": float(m.max()), "m_median": float(m.median())}  # fmt: skip
+        if "concurrency" in em.columns and em["concurrency"].notna().any():
+            top = em[em["concurrency"] == em["concurrency"].max()]
+            bal = top["balanced_m"].dropna()
+            if len(bal) and bal.iloc[0] > 0 and top["m"].notna().any():
+                who = ", ".join(sorted({_text(v) for v in top.get("variant", [])} - {""}))
+                ratio = float(top["m"].max() / bal.iloc[0])
+                text += (f"; at the largest concurrency, C = {top['concurrency'].iloc[0]:.0f}"
+                         + (f" ({who})" if who else "")
+                         + f", the balanced M is {fmt_m(bal.iloc[0])} and the busiest expert "
+                         f"gets {fmt_ratio(ratio)} it")  # fmt: skip
+                numbers.update(
+                    top_c=float(top["concurrency"].iloc[0]),
+                    top_balanced_m=float(bal.iloc[0]),
+                    top_max_over_balanced=ratio,
+                )
+        if _has(decode, "engine") and set(map(_text, decode["engine"])) & set(DUMMY_ENGINES):
+            text += " (random weights: random routing, not a trained router's)"
+        out.add(q, text + ".", **numbers)
     else:
         out.miss(q, f"the seed's balanced-routing assumption ({SEED['tokens_per_expert_quote']}) "
                     "is not checked: no expert-distribution record here")  # fmt: skip
@@ -1246,8 +1585,26 @@ def _seed_power(out: Findings, hardware: dict | None, kernel_power: pd.DataFrame
             if p.notna().any():
                 bit += f" ({_span(p.min(), p.max(), _plain, ' %')} of the limit)"
                 numbers.update(decode_pct_min=float(p.min()), decode_pct_max=float(p.max()))
-            bits.append(bit + f" over {len(d)} valid runs")
+            bit += f" over {len(d)} valid runs"
+            lo, hi = d.loc[w.idxmin()], d.loc[w.idxmax()]
+            if d["variant"].nunique() > 1:
+                bit += (f" (lowest {lo['variant']} at C = {lo['concurrency']:.0f}, highest "
+                        f"{hi['variant']} at C = {hi['concurrency']:.0f})")  # fmt: skip
             numbers.update(decode_w_min=float(w.min()), decode_w_max=float(w.max()))
+            by_regime = {}
+            if d["graphs"].notna().any():
+                for graphs, g in d[d["graphs"].notna()].groupby("graphs", sort=False):
+                    gw, gp = g["avg_w_per_gpu"], g["pct_limit"]
+                    name = ("with CUDA graphs off (as the seed ran)" if not graphs
+                            else "with CUDA graphs on (as production serves)")  # fmt: skip
+                    part = f"{_span(gw.min(), gw.max(), _plain, ' W')}"
+                    if gp.notna().any():
+                        part += f" ({_span(gp.min(), gp.max(), _plain, ' %')})"
+                    by_regime[bool(graphs)] = (name, part)
+                    numbers[f"decode_w_graphs_{'on' if graphs else 'off'}"] = [
+                        float(gw.min()), float(gw.max())]  # fmt: skip
+                bit += ": " + ", ".join(f"{n} {t}" for _, (n, t) in sorted(by_regime.items()))
+            bits.append(bit)
     if _has(kernel_power, "mode"):
         kp = _prep_power(kernel_power)
         loops = kp[(kp["status"] == "ok") & kp["avg_w"].notna() & (kp["mode"] == "eager")
@@ -1310,19 +1667,10 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
-def load_expert_m(decode_dir: Path | str) -> pd.DataFrame | None:
-    """All ``<decode_dir>/<variant>/expert_m_c*.csv`` in one frame with a ``variant`` column."""
-    frames = []
-    for path in sorted(Path(decode_dir).glob("*/expert_m_c*.csv")):
-        frame = _read_csv(path)
-        if frame is None or frame.empty:
-            continue
-        frame.insert(0, "variant", path.parent.name)
-        if "concurrency" not in frame.columns:
-            m = re.search(r"expert_m_c(\d+)", path.name)
-            frame["concurrency"] = int(m.group(1)) if m else float("nan")
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else None
+def load_expert_m(tables: Path | str) -> pd.DataFrame | None:
+    """``<tables>/expert_m.csv``: per-expert M per variant, concurrency, layer and expert."""
+    frame = _read_csv(Path(tables) / "expert_m.csv")
+    return frame if frame is not None and not frame.empty else None
 
 
 def load_inputs(results: Path | str) -> dict[str, Any]:
@@ -1336,5 +1684,5 @@ def load_inputs(results: Path | str) -> dict[str, Any]:
         "sweep": _read_csv(tables / "sweep.csv"),
         "kernel_power": _read_csv(tables / "kernel_power.csv"),
         "decode": _read_csv(tables / "decode.csv"),
-        "expert_m": load_expert_m(results / "decode"),
+        "expert_m": load_expert_m(tables),
     }

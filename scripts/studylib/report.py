@@ -18,7 +18,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from .decode_figures import invalid_note
+from .decode_figures import graphs_label, invalid_note
 from .decode_figures import power_sources as decode_power_sources
 from .figures import (
     BACKEND_COLORS,
@@ -29,6 +29,7 @@ from .figures import (
     json_for_script,
     vega_bundle,
 )
+from .findings import DUMMY_ENGINES, graphs_pairs
 from .io import read_json, write_text
 from .power_figures import CLASS_COLORS, CLASSES, CLASSIFICATION_RULE, classify_windows
 
@@ -102,27 +103,75 @@ KERNEL_POWER_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("error", "error", None),
 )
 
-#: Figure specs shown in the decode-power section (when it is rendered).
-DECODE_FIGURES: tuple[str, ...] = ("decode",)
-#: Decode table: column -> (label, format); ``None`` for text.
+#: Figure specs shown in the decode-power section (when it is rendered), in this order; the
+#: expert figure (question 4) sits in its own subsection.
+DECODE_FIGURES: tuple[str, ...] = ("decode", "decode_latency", "decode_frontier", "experts")
+EXPERT_FIGURES: tuple[str, ...] = ("experts",)
+#: Decode table: column -> (label, format); ``None`` for text. Columns in DECODE_OPTIONAL are
+#: shown only when the table has them (older tables lack them).
 DECODE_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("engine", "engine", None),
     ("variant", "variant", None),
     ("concurrency", "concurrency", "{:.0f}"),
+    ("weights", "weights", None),
+    ("cuda_graphs", "CUDA graphs", None),
     ("gpus", "GPUs", "{:.0f}"),
     ("steady_s", "steady s", "{:.1f}"),
     ("valid", "valid", None),
     ("output_tok_s", "tok/s", "{:,.1f}"),
     ("tpot_ms", "TPOT ms", "{:.2f}"),
+    ("hbm_floor_ms", "HBM floor ms", "{:.2f}"),
+    ("tpot_over_floor", "TPOT ÷ floor", "{:.2f}"),
     ("itl_p50_ms", "ITL p50 ms", "{:.2f}"),
     ("itl_p99_ms", "ITL p99 ms", "{:.2f}"),
     ("ttft_p50_ms", "TTFT p50 ms", "{:.1f}"),
     ("avg_w_per_gpu", "W/GPU", "{:.1f}"),
+    ("idle_w_per_gpu", "idle W/GPU", "{:.1f}"),
     ("avg_w_total", "W total", "{:.1f}"),
     ("pct_limit", "% of limit", "{:.1f}"),
     ("j_per_token", "J/token", "{:.4g}"),
+    ("j_per_token_net", "J/token net of idle", "{:.4g}"),
     ("energy_gap_pct", "counter vs samples gap %", "{:+.1f}"),
     *CLOCK_AND_UTIL_COLUMNS,
+    ("step_gb", "step GB", "{:.2f}"),
+    ("tok_s_over_c_tpot", "tok/s ÷ (C/TPOT)", "{:.2f}"),
+    ("load_cpu_pct", "load CPU %", "{:.0f}"),
+    ("first_error", "first error", None),
+)
+DECODE_OPTIONAL = frozenset(
+    {"weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "idle_w_per_gpu",
+     "j_per_token_net", "step_gb", "tok_s_over_c_tpot", "load_cpu_pct", "first_error"}
+)  # fmt: skip
+#: CUDA graphs on against off (findings.graphs_pairs): column -> (label, format).
+PAIR_TABLE: tuple[tuple[str, str, str | None], ...] = (
+    ("engine", "engine", None),
+    ("weights", "weights", None),
+    ("concurrency", "C", "{:.0f}"),
+    ("tpot_on_ms", "TPOT on ms", "{:.2f}"),
+    ("tpot_off_ms", "TPOT off ms", "{:.2f}"),
+    ("tpot_ratio", "TPOT on÷off", "{:.2f}×"),
+    ("w_on", "W/GPU on", "{:.0f}"),
+    ("w_off", "W/GPU off", "{:.0f}"),
+    ("w_ratio", "W on÷off", "{:.2f}×"),
+    ("j_on", "J/token on", "{:.3g}"),
+    ("j_off", "J/token off", "{:.3g}"),
+    ("j_ratio", "J/token on÷off", "{:.2f}×"),
+    ("j_net_ratio", "net J/token on÷off", "{:.2f}×"),
+    ("tok_ratio", "tok/s on÷off", "{:.2f}×"),
+)
+#: The recorder pass against the main pass (tables/decode_recorder.csv).
+RECORDER_TABLE: tuple[tuple[str, str, str | None], ...] = (
+    ("variant", "variant", None),
+    ("concurrency", "C", "{:.0f}"),
+    ("steady_s", "steady s", "{:.1f}"),
+    ("tpot_ms", "TPOT with recorder ms", "{:.2f}"),
+    ("tpot_ms_off", "TPOT without ms", "{:.2f}"),
+    ("tpot_ratio", "TPOT with÷without", "{:.2f}×"),
+    ("output_tok_s", "tok/s with", "{:,.1f}"),
+    ("output_tok_s_off", "tok/s without", "{:,.1f}"),
+    ("avg_w_per_gpu", "W/GPU with", "{:.1f}"),
+    ("avg_w_per_gpu_off", "W/GPU without", "{:.1f}"),
+    ("errors", "errors", "{:.0f}"),
 )
 
 
@@ -504,19 +553,38 @@ def kernel_power_section(
     }
 
 
+def _table(frame: pd.DataFrame, spec) -> dict[str, Any]:
+    """A small table's context: its columns (those present) and formatted cells per row."""
+    columns = [(c, label, fmt) for c, label, fmt in spec if c in frame.columns]
+    rows = [
+        [_kp_cell(rec.get(c), fmt) for c, _, fmt in columns] for rec in frame.to_dict("records")
+    ]
+    return {"columns": [label for _, label, _ in columns], "rows": rows}
+
+
 def decode_section(
-    path: str | os.PathLike | None, charts: list[dict[str, Any]], out_html
+    path: str | os.PathLike | None,
+    charts: list[dict[str, Any]],
+    out_html,
+    expert_m_csv: str | os.PathLike | None = None,
+    recorder_csv: str | os.PathLike | None = None,
 ) -> dict[str, Any] | None:
-    """The decode-power section's context, or None when no decode table was given."""
+    """The decode-power section's context, or None when no decode table was given.
+
+    ``expert_m_csv`` (per-expert M) and ``recorder_csv`` (what SGLang's expert recorder cost)
+    add their links and the recorder-cost table."""
     if path is None:
         return None
     table = _read_csv(path)
     rows = []
     sources: list[str] = []
     no_power_variants: list[str] = []
+    dummy: list[str] = []
+    columns = [c for c in DECODE_COLUMNS if c[0] not in DECODE_OPTIONAL or c[0] in table.columns]
     if not table.empty:
         table = _clean_text_columns(
-            table.copy(), ("engine", "variant", "power_source", "throttle_reasons")
+            table.copy(),
+            ("engine", "variant", "power_source", "throttle_reasons", "weights", "first_error"),
         )
         if "concurrency" in table.columns:
             table["_c"] = pd.to_numeric(table["concurrency"], errors="coerce")
@@ -525,10 +593,16 @@ def decode_section(
         for rec in table.to_dict("records"):
             note = invalid_note(rec)
             cells = []
-            for column, _, fmt in DECODE_COLUMNS:
+            for column, _, fmt in columns:
                 if column == "valid":
                     text = "yes" if not note else note.replace("invalid: ", "no: ", 1)
                     cells.append({"text": text, "key": "1" if not note else "0", "num": False})
+                elif column == "cuda_graphs":
+                    text = graphs_label(rec.get(column)).removeprefix("CUDA graphs ")
+                    cells.append({"text": text, "key": text, "num": False})
+                elif column == "first_error":
+                    cells.append({"long": long_text(rec.get(column), 80),
+                                  "key": str(rec.get(column) or "")})  # fmt: skip
                 else:
                     cells.append(_kp_cell(rec.get(column), fmt))
             rows.append({"cells": cells, "valid": not note, "note": note})
@@ -538,15 +612,44 @@ def decode_section(
                 lambda s: {v or "none" for v in s}
             )
             no_power_variants = sorted(v for v, src in by_variant.items() if src == {"none"})
+        if "engine" in table.columns and "variant" in table.columns:
+            dummy = sorted({v for v, e in zip(table["variant"], table["engine"], strict=True)
+                            if e in DUMMY_ENGINES})  # fmt: skip
+    pairs = graphs_pairs(table) if not table.empty else pd.DataFrame()
+    recorder = _read_csv(recorder_csv) if recorder_csv is not None else pd.DataFrame()
+    if not recorder.empty and "variant" in recorder.columns:
+        recorder = _clean_text_columns(recorder, ("variant",))
+        recorder["_c"] = pd.to_numeric(recorder.get("concurrency"), errors="coerce")
+        recorder = recorder.sort_values(["variant", "_c"], kind="stable")
+    ratios = pd.to_numeric(recorder.get("tpot_ratio"), errors="coerce") if len(recorder) else None
+    links = [(label, relative_link(p, out_html)) for label, p in (
+        ("decode.csv", path), ("expert_m.csv", expert_m_csv),
+        ("decode_recorder.csv", recorder_csv)) if p is not None]  # fmt: skip
     return {
-        "columns": [(c, label) for c, label, _ in DECODE_COLUMNS],
+        "columns": [(c, label) for c, label, _ in columns],
         "rows": rows,
         "n_invalid": sum(1 for r in rows if not r["valid"]),
         "sources": sources,
         "no_power": bool(rows) and sources == ["none"],
         "no_power_variants": no_power_variants if sources != ["none"] else [],
-        "charts": [c for c in charts if c["kind"] == "decode"],
+        "dummy_variants": dummy,
+        "pairs": _table(pairs, PAIR_TABLE) if len(pairs) else None,
+        "recorder": _table(recorder, RECORDER_TABLE) if len(recorder) else None,
+        "recorder_span": (
+            (f"{ratios.min():.2f}×", f"{ratios.max():.2f}×")
+            if ratios is not None and ratios.notna().any()
+            else None
+        ),
+        "recorder_given": recorder_csv is not None,
+        "charts": sorted(
+            (c for c in charts if c["kind"] == "decode" and c["name"] not in EXPERT_FIGURES),
+            key=lambda c: DECODE_FIGURES.index(c["name"]),
+        ),
+        "expert_charts": [
+            c for c in charts if c["kind"] == "decode" and c["name"] in EXPERT_FIGURES
+        ],
         "link": relative_link(path, out_html),
+        "links": links,
     }
 
 
@@ -641,6 +744,8 @@ def build_context(
     kernel_power_csv=None,
     decode_csv=None,
     findings=None,
+    expert_m_csv=None,
+    decode_recorder_csv=None,
 ) -> dict[str, Any]:
     hw = load_hardware(hardware_json)
     if git:
@@ -657,7 +762,7 @@ def build_context(
     backends = sorted(set(latency) | {s["backend"] for s in summaries})
     by_backend = {s["backend"]: s for s in summaries}
     kernel_power = kernel_power_section(kernel_power_csv, charts, out_html)
-    decode = decode_section(decode_csv, charts, out_html)
+    decode = decode_section(decode_csv, charts, out_html, expert_m_csv, decode_recorder_csv)
     table_links = [
         (label, relative_link(path, out_html))
         for label, path in (
@@ -666,6 +771,8 @@ def build_context(
             ("hardware.json", hardware_json),
             ("kernel_power.csv", kernel_power_csv),
             ("decode.csv", decode_csv),
+            ("expert_m.csv", expert_m_csv),
+            ("decode_recorder.csv", decode_recorder_csv),
         )
         if path is not None
     ]
@@ -715,12 +822,16 @@ def render_report(
     kernel_power_csv: str | os.PathLike | None = None,
     decode_csv: str | os.PathLike | None = None,
     findings=None,
+    expert_m_csv: str | os.PathLike | None = None,
+    decode_recorder_csv: str | os.PathLike | None = None,
 ) -> str:
     """Render the report to ``out_html`` (atomically) and return the HTML text.
 
     ``kernel_power_csv`` (the kernel-power windows table) adds the "Kernel power" section;
     without it the report is rendered as before. ``decode_csv`` (the decode table, one row
-    per server variant and concurrency) likewise adds the "Decode power" section.
+    per server variant and concurrency) likewise adds the "Decode power" section;
+    ``expert_m_csv`` and ``decode_recorder_csv`` add the per-expert M table's link and the
+    expert recorder's cost to it.
     """
     context = build_context(
         hardware_json,
@@ -734,6 +845,8 @@ def render_report(
         kernel_power_csv,
         decode_csv,
         findings,
+        expert_m_csv,
+        decode_recorder_csv,
     )
     html = environment(template_dir).get_template(TEMPLATE).render(**context)
     write_text(out_html, html)
