@@ -38,7 +38,7 @@ def main() -> int:
                 "architecture": a.architecture}  # fmt: skip
     if a.architecture == "qwen3_moe":
         geometry["shared_experts"] = 0
-    variant = config["decode"]["variants"]["sglang-bf16-eager"]
+    variant = config["decode"]["variants"]["sglang-bf16-graphs"]
     model = Path(tempfile.mkdtemp(prefix="sglang-smoke-"))
     write_served_model(model, geometry, a.weights)
     eng = engine("sglang")
