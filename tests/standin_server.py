@@ -9,7 +9,8 @@ served name (--served-model-name, else --model-path) as {"data": [{"id": NAME}]}
 POST /v1/completions: an OpenAI completion of max_tokens tokens (streamed as SSE when
 "stream" is true), stopping early at "EOS" unless ignore_eos is set; a request naming
 another model gets 404, as from vLLM. POST /start|stop|dump_expert_distribution_record:
-SGLang's recorder (the dump gives per-layer per-expert token counts).
+SGLang's recorder (the dump gives per-layer per-expert token counts; --crash-when-recording
+kills the server when recording starts).
 """
 
 import argparse
@@ -38,6 +39,10 @@ def main() -> int:
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--token-delay", type=float, default=0.001)
     parser.add_argument("--eos-after", type=int, default=3)
+    parser.add_argument("--expert-distribution-recorder-mode")
+    # With the recorder on, die at the first recorded request as SGLang did on the H200 when
+    # fused shared-expert ids overran the recorder's buffer (a CUDA device-side assert).
+    parser.add_argument("--crash-when-recording", action="store_true")
     args, _ = parser.parse_known_args()
     served_name = args.served_model_name or args.model_path
     started = time.monotonic()
@@ -81,6 +86,10 @@ def main() -> int:
             if self.path.endswith("_expert_distribution_record"):
                 action = self.path.strip("/").split("_")[0]
                 STATE["recording"] = action == "start"
+                if STATE["recording"] and args.crash_when_recording:
+                    print("ScatterGatherKernel.cu:163: Assertion `idx_dim >= 0 && idx_dim < "
+                          "index_size` failed. (simulated)", flush=True)  # fmt: skip
+                    os._exit(134)
                 if action == "dump":
                     self._json(200, {"logical_count": [[5, 0, 11], [2, 14, 0]]})
                 else:

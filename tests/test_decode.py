@@ -99,3 +99,29 @@ def test_a_short_window_is_flagged_not_reported(tmp_path, monkeypatch):
     summary = run_decode(plan, tmp_path / "out")
     row = summary.iloc[0]
     assert not row["valid"] and row["errors"] > 0 and row["first_error"]
+
+
+def test_a_failed_recorder_pass_keeps_the_main_pass(tmp_path, monkeypatch):
+    # On the H200 the recorder pass crashed (a CUDA assert) after the main pass had finished:
+    # the main pass's rows stand, the failure is recorded with the server's own text, and a
+    # model with shared experts gets the recorder pass unfused.
+    _standin_sglang(monkeypatch)
+    plan = {
+        "engine": "sglang", "variant": "graphs-on", "model": "standin", "model_kind": "dummy",
+        "args": ["--crash-when-recording"], "host": "127.0.0.1", "port": free_port(),
+        "concurrency": [2], "input_len": 4, "output_len": 6, "min_steady_s": 0.3,
+        "expert_distribution_s": 0.2, "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20,
+        "vocab_size": 1000, "expert_distribution": True, "weights": "bf16",
+    }  # fmt: skip
+    facts = {"experts": 3, "top_k": 2, "shared_experts": 1, "layers": 1, "hidden_size": 64,
+             "moe_intermediate_size": 32, "heads": 4, "kv_heads": 2, "vocab_size": 1000}  # fmt: skip
+    summary = run_decode(plan, tmp_path / "out", model_facts=facts)
+    assert summary["valid"].all() and summary["step_gb"].notna().all()
+    out = tmp_path / "out"
+    recorder = pd.read_csv(out / "recorder.csv")
+    assert "idx_dim >= 0" in recorder["error"].iloc[0]
+    assert pd.read_csv(out / "expert_m.csv").empty
+    run = json.loads((out / "run.json").read_text())
+    assert "idx_dim >= 0" in run["recorder_error"]
+    assert "--disable-shared-experts-fusion" in (out / "server_recorder.log").read_text()
+    assert "--disable-shared-experts-fusion" not in (out / "server.log").read_text()

@@ -47,6 +47,7 @@ SUMMARY_COLUMNS = [
 RECORDER_COLUMNS = [
     "engine", "variant", "concurrency", "steady_s", "tpot_ms", "tpot_ms_off", "tpot_ratio",
     "output_tok_s", "output_tok_s_off", "avg_w_per_gpu", "avg_w_per_gpu_off", "errors",
+    "error",
 ]  # fmt: skip
 
 
@@ -100,7 +101,8 @@ def cuda_graphs(engine: str, args: list) -> bool | None:
 class _Pass:
     """One server start of a variant: its argv, env, served name and log."""
 
-    def __init__(self, plan: dict, eng, out_dir: Path, log_name: str, recorder: bool = False):
+    def __init__(self, plan: dict, eng, out_dir: Path, log_name: str, recorder: bool = False,
+                 shared_experts: int = 0):  # fmt: skip
         self.plan, self.eng = plan, eng
         self.host, self.port = plan["host"], int(plan["port"])
         self.base_url = eng.base_url(self.host, self.port)
@@ -113,6 +115,12 @@ class _Pass:
             # SGLang records per-layer per-expert token counts only when started this way,
             # and writes its dumps into the folder this variable names.
             args += ["--expert-distribution-recorder-mode", "stat"]
+            if shared_experts:
+                # SGLang fuses shared experts into the routed ones on sm_80+ and hands their
+                # ids (>= the routed count) to the recorder, whose per-expert buffer they
+                # overrun: a device-side assert on the H200 (2026-11-30). Unfused, the routed
+                # counts are the same.
+                args += ["--disable-shared-experts-fusion"]
             self.record_dir = out_dir / "expert_record"
             self.record_dir.mkdir(parents=True, exist_ok=True)
             self.env[RECORDER_DIR_ENV] = str(self.record_dir.resolve())
@@ -180,17 +188,26 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
         facts["teardown"] = main.server.stop_result
         facts["main_pass_s"] = time.monotonic() - started
         if plan.get("expert_distribution") and plan["engine"] == "sglang":
-            rec = _Pass(plan, eng, out_dir, "server_recorder.log", recorder=True)
+            shared = (model_facts or {}).get("shared_experts", 0)
+            rec = _Pass(plan, eng, out_dir, "server_recorder.log", recorder=True,
+                        shared_experts=shared)  # fmt: skip
             started = time.monotonic()
-            with rec.server:
-                facts["recorder_ready_s"] = rec.server.wait_ready()
-                for c, main_row in zip(plan["concurrency"], rows, strict=True):
-                    counts, row = _recorder_concurrency(rec, c, sampler, main_row)
-                    recorder_rows.append(row)
-                    if counts is not None:
-                        frame = expert_m(counts, c, int(plan.get("top_k", 8)))
-                        frame.insert(0, "concurrency", c)
-                        expert_frames.append(frame)
+            try:
+                with rec.server:
+                    facts["recorder_ready_s"] = rec.server.wait_ready()
+                    for c, main_row in zip(plan["concurrency"], rows, strict=True):
+                        counts, row = _recorder_concurrency(rec, c, sampler, main_row)
+                        recorder_rows.append(row)
+                        if counts is not None:
+                            frame = expert_m(counts, c, int(plan.get("top_k", 8)))
+                            frame.insert(0, "concurrency", c)
+                            expert_frames.append(frame)
+            except Exception as exc:  # noqa: BLE001 - the main pass's results stand without it
+                why = _failure_text(exc, out_dir / "server_recorder.log")
+                log.warning("the recorder pass failed (main pass kept): %s", why)
+                facts["recorder_error"] = why
+                recorder_rows.append({"engine": plan["engine"], "variant": plan["variant"],
+                                      "error": why})  # fmt: skip
             facts["recorder_teardown"] = rec.server.stop_result
             facts["recorder_pass_s"] = time.monotonic() - started
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
@@ -284,6 +301,17 @@ def _recorder_concurrency(pas: _Pass, c: int, sampler, main_row: dict):
         if row["tpot_ms"] and row["tpot_ms_off"]:
             row["tpot_ratio"] = row["tpot_ms"] / row["tpot_ms_off"]
     return counts, row
+
+
+def _failure_text(exc: Exception, log_path: Path) -> str:
+    """The exception and the server log's last error line (a CUDA assert names its kernel)."""
+    text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return text
+    errors = [ln.strip() for ln in lines if "Assertion" in ln or "Error:" in ln]
+    return f"{text} | server log: {errors[0][:300]}" if errors else text
 
 
 def _read_counts(dump, new_files, c: int):
