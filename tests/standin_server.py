@@ -47,6 +47,8 @@ def main() -> int:
     served_name = args.served_model_name or args.model_path
     started = time.monotonic()
     print(f"standin: starting on {args.host}:{args.port}", flush=True)
+    if os.environ.get("SGLANG_SIMULATE_UNIFORM_EXPERTS") == "1":
+        print("standin: uniform expert routing", flush=True)
     if args.ignore_sigterm:
         signal.signal(signal.SIGTERM, lambda *a: print("standin: ignoring SIGTERM", flush=True))
     if args.spawn_child:

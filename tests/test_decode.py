@@ -111,10 +111,11 @@ def test_a_failed_recorder_pass_keeps_the_main_pass(tmp_path, monkeypatch):
         "args": ["--crash-when-recording"], "host": "127.0.0.1", "port": free_port(),
         "concurrency": [2], "input_len": 4, "output_len": 6, "min_steady_s": 0.3,
         "expert_distribution_s": 0.2, "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20,
-        "vocab_size": 1000, "expert_distribution": True, "weights": "bf16",
+        "vocab_size": 1000, "expert_distribution": True, "weights": "bf16", "routing": "uniform",
     }  # fmt: skip
     facts = {"experts": 3, "top_k": 2, "shared_experts": 1, "layers": 1, "hidden_size": 64,
-             "moe_intermediate_size": 32, "heads": 4, "kv_heads": 2, "vocab_size": 1000}  # fmt: skip
+             "moe_intermediate_size": 32, "heads": 4, "kv_heads": 2,
+             "vocab_size": 1000}  # fmt: skip
     summary = run_decode(plan, tmp_path / "out", model_facts=facts)
     assert summary["valid"].all() and summary["step_gb"].notna().all()
     out = tmp_path / "out"
@@ -125,3 +126,5 @@ def test_a_failed_recorder_pass_keeps_the_main_pass(tmp_path, monkeypatch):
     assert "idx_dim >= 0" in run["recorder_error"]
     assert "--disable-shared-experts-fusion" in (out / "server_recorder.log").read_text()
     assert "--disable-shared-experts-fusion" not in (out / "server.log").read_text()
+    assert summary["routing"].tolist() == ["uniform"]
+    assert "standin: uniform expert routing" in (out / "server.log").read_text()

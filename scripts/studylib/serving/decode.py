@@ -34,8 +34,10 @@ from .model import step_bytes
 
 log = logging.getLogger("study.decode")
 
+UNIFORM_ROUTING_ENV = "SGLANG_SIMULATE_UNIFORM_EXPERTS"
+
 SUMMARY_COLUMNS = [
-    "engine", "variant", "model_kind", "weights", "cuda_graphs", "concurrency", "gpus",
+    "engine", "variant", "model_kind", "weights", "routing", "cuda_graphs", "concurrency", "gpus",
     "power_source", "steady_s", "valid", "requests", "errors", "wrong_length", "output_tok_s",
     "tpot_ms", "tok_s_over_c_tpot", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu",
     "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
@@ -111,6 +113,11 @@ class _Pass:
         if plan.get("model_kind") == "dummy" and plan["engine"] == "sglang":
             args += ["--load-format", "dummy"]  # random weights: nothing to load or carry
         self.env = {**eng.env, **{k: str(v) for k, v in (plan.get("env") or {}).items()}}
+        if plan.get("routing") == "uniform" and plan["engine"] == "sglang":
+            # Random weights route almost every token to the same experts (measured on the
+            # H200: TPOT far below the uniform-routing HBM floor); SGLang's benchmark switch
+            # spreads them uniformly, as a trained router roughly does.
+            self.env[UNIFORM_ROUTING_ENV] = "1"
         if recorder:
             # SGLang records per-layer per-expert token counts only when started this way,
             # and writes its dumps into the folder this variable names.
@@ -249,9 +256,12 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
                          "cut": r.cut, "ttft_s": r.ttft_s, "itl_s": r.itl_s()})  # fmt: skip
     row = {"engine": plan["engine"], "variant": plan["variant"],
            "model_kind": plan.get("model_kind"), "weights": plan.get("weights"),
+           "routing": plan.get("routing"),
            "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
            "concurrency": c, "power_source": source, "load_cpu_pct": load.cpu_pct}  # fmt: skip
-    if model_facts is not None:
+    if model_facts is not None and plan.get("routing") == "uniform":
+        # The floor assumes uniform routing: what the served router does with random weights
+        # is not known ahead (on the H200 it read far fewer experts).
         context = plan["input_len"] + plan["output_len"] / 2  # mean KV length over a request
         row["step_gb"] = step_bytes(model_facts, plan.get("weights") or "bf16", c, context) / 1e9
     if window is None:
