@@ -661,3 +661,22 @@ def test_q4_per_layer_trend_and_random_routing():
     bal = only(seed, "seed", "perfect balance")
     assert bal.numbers["top_c"] == 64 and bal.numbers["top_balanced_m"] == 8.0
     assert "random routing" in bal.text
+
+
+def test_dummy_weights_note_names_the_routing_of_each_variant():
+    from studylib.findings import dummy_weights_note
+
+    table = pd.DataFrame({
+        "engine": ["sglang", "sglang", "transformers"],
+        "variant": ["a-uniform", "b-own", "cpu"],
+        "model_kind": ["dummy", "dummy", "local"],
+        "routing": ["uniform", "model", None],
+    })  # fmt: skip
+    variants, text = dummy_weights_note(table)
+    assert variants == ["a-uniform", "b-own"]
+    assert (
+        "a-uniform route uniformly" in text and "b-own use the random weights' own router" in text
+    )
+    old = table.drop(columns=["model_kind", "routing"])  # an older table: SGLang means dummy
+    assert dummy_weights_note(old)[0] == ["a-uniform", "b-own"]
+    assert dummy_weights_note(table[table["engine"] == "transformers"]) == ([], "")

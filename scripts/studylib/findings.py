@@ -996,6 +996,44 @@ DECODE_TEXT = ("engine", "variant", "weights", "power_source", "throttle_reasons
 GRAPH_ENGINES = ("sglang", "vllm")
 #: Engines whose variants serve dummy (random) weights in this study (``model: dummy``).
 DUMMY_ENGINES = ("sglang",)
+
+
+def dummy_weights_note(table: pd.DataFrame | None) -> tuple[list[str], str]:
+    """The variants that serve dummy (random) weights, and the sentence that says so and which
+    routing they ran: SGLang's uniform switch, or the random weights' own router (which on
+    the H200 read far fewer experts than uniform routing). Tables without ``model_kind``
+    (older runs) count every SGLang variant as dummy, as the study served no other."""
+    if table is None or table.empty or "variant" not in table.columns:
+        return [], ""
+    if "model_kind" in table.columns and table["model_kind"].notna().any():
+        is_dummy = table["model_kind"].map(_text) == "dummy"
+    else:
+        is_dummy = (
+            table.get("engine", pd.Series("", index=table.index)).map(_text).isin(DUMMY_ENGINES)
+        )
+    rows = table[is_dummy]
+    variants = sorted(set(map(_text, rows["variant"])))
+    if not variants:
+        return [], ""
+    routing = (
+        rows["routing"].map(_text) if "routing" in rows.columns else pd.Series("", index=rows.index)
+    )
+    uniform = sorted(set(map(_text, rows.loc[routing == "uniform", "variant"])))
+    own = sorted(set(variants) - set(uniform))
+    text = (f"{', '.join(variants)} serve dummy weights (--load-format dummy): the weights "
+            "are random, so speed and power are those of the served geometry, not of a "
+            "trained model.")  # fmt: skip
+    if uniform:
+        text += (f" {', '.join(uniform)} route uniformly (SGLang's "
+                 "SGLANG_SIMULATE_UNIFORM_EXPERTS: each token to top_k experts from a random "
+                 "offset, every expert equally likely).")  # fmt: skip
+    if own:
+        text += (f" {', '.join(own)} use the random weights' own router, which can send most "
+                 "tokens to the same few experts: a step then reads fewer expert weights than "
+                 "decode with a trained router does.")  # fmt: skip
+    return variants, text
+
+
 #: The load generator above this % of one CPU core may itself limit the load.
 LOAD_CPU_PCT = 80.0
 #: tok/s over C / TPOT below this: C was not kept in flight (client or host side).
@@ -1083,14 +1121,9 @@ def q5_decode(decode: pd.DataFrame | None, hardware: dict | None = None) -> Find
         why = "no GPU" if _is_cpu(hardware) else "no NVML or RAPL reading"
         out.miss(5, f"no decode power ({why}: power_source none): J/token and watts not "
                     "reported, throughput only")  # fmt: skip
-    dummy = sorted({v for v, e in zip(df["variant"], df["engine"], strict=True)
-                    if e in DUMMY_ENGINES})  # fmt: skip
+    dummy, note = dummy_weights_note(df)
     if dummy:
-        out.add(5, f"The {', '.join(DUMMY_ENGINES)} variants ({', '.join(dummy)}) serve dummy "
-                   "weights (--load-format dummy): the weights, and therefore the expert "
-                   "routing, are random; speed and power are those of the served geometry, "
-                   "not of a trained model's routing.",
-                variants=dummy, weights="random")  # fmt: skip
+        out.add(5, note, variants=dummy, weights="random")
     for variant, g in df.groupby("variant", sort=True):
         _q5_variant(out, variant, g.sort_values("concurrency"))
     if _q5_structured(out, df) == 0:

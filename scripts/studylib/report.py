@@ -29,7 +29,7 @@ from .figures import (
     json_for_script,
     vega_bundle,
 )
-from .findings import DUMMY_ENGINES, graphs_pairs
+from .findings import dummy_weights_note, graphs_pairs
 from .io import read_json, write_text
 from .power_figures import CLASS_COLORS, CLASSES, CLASSIFICATION_RULE, classify_windows
 
@@ -580,6 +580,7 @@ def decode_section(
     sources: list[str] = []
     no_power_variants: list[str] = []
     dummy: list[str] = []
+    dummy_note = ""
     columns = [c for c in DECODE_COLUMNS if c[0] not in DECODE_OPTIONAL or c[0] in table.columns]
     if not table.empty:
         table = _clean_text_columns(
@@ -612,9 +613,7 @@ def decode_section(
                 lambda s: {v or "none" for v in s}
             )
             no_power_variants = sorted(v for v, src in by_variant.items() if src == {"none"})
-        if "engine" in table.columns and "variant" in table.columns:
-            dummy = sorted({v for v, e in zip(table["variant"], table["engine"], strict=True)
-                            if e in DUMMY_ENGINES})  # fmt: skip
+        dummy, dummy_note = dummy_weights_note(table)
     pairs = graphs_pairs(table) if not table.empty else pd.DataFrame()
     recorder = _read_csv(recorder_csv) if recorder_csv is not None else pd.DataFrame()
     if not recorder.empty and "variant" in recorder.columns:
@@ -633,6 +632,7 @@ def decode_section(
         "no_power": bool(rows) and sources == ["none"],
         "no_power_variants": no_power_variants if sources != ["none"] else [],
         "dummy_variants": dummy,
+        "dummy_note": dummy_note,
         "pairs": _table(pairs, PAIR_TABLE) if len(pairs) else None,
         "recorder": _table(recorder, RECORDER_TABLE) if len(recorder) else None,
         "recorder_span": (
