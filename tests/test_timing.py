@@ -29,7 +29,8 @@ def test_max_time_bounds_sampling():
     rule = StopRule(min_samples=3, max_samples=10**6, min_time_s=0, max_time_s=0.05, rel_noise=0)
     start = time.monotonic()
     samples = sample_until(lambda: time.sleep(0.001) or 1.0, rule)
-    assert time.monotonic() - start < 0.5
+    # Without the time bound this would take 10**6 ms; 5 s leaves room for a loaded machine.
+    assert time.monotonic() - start < 5
     assert 3 <= len(samples) < 10**6
 
 
