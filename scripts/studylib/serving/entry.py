@@ -36,16 +36,13 @@ def run_decode_job(plan: dict, model_dir: str | None, out_dir, port_offset: int 
     resolved = resolve_for_device(plan, device)
     resolved["port"] = int(resolved["port"]) + port_offset
     resolved["args"] = list(resolved.get("args") or [])
-    kind = resolved["model"]
+    kind = resolved["model_kind"] = resolved["model"]
     facts = None
     if kind in ("local", "dummy"):
         if model_dir is None:
             raise ValueError(f"variant {plan['variant']}: model {kind!r} needs the built model")
         facts = json.loads((Path(model_dir) / "study_model.json").read_text())
         resolved["model"] = str(Path(model_dir).resolve())
-        resolved.setdefault("vocab_size", facts["vocab_size"])
-    resolved["model_kind"] = kind
-    resolved.setdefault("vocab_size", 32000)
-    if resolved.get("vocab_size") is None:
-        resolved["vocab_size"] = facts["vocab_size"] if facts else 32000
+    # Prompt token ids are drawn below the served vocabulary (a variant may name its own).
+    resolved["vocab_size"] = resolved.get("vocab_size") or (facts or {}).get("vocab_size", 32000)
     run_decode(resolved, out_dir, model_facts=facts if kind == "dummy" else None)
