@@ -113,3 +113,17 @@ def test_timed_load_at_c256_against_the_standin(tmp_path):
 def test_a_load_needs_a_duration_or_a_count():
     with pytest.raises(ValueError, match="duration_s > 0 or num_prompts"):
         LoadSpec(concurrency=2, input_len=4, output_len=4)
+
+
+def test_a_window_too_short_for_a_token_grows_until_every_stream_had_one(tmp_path):
+    # 0.4 s per token against a 0.1 s window: the load holds C in flight until the window has
+    # C tokens, so the throughput it reports is never an empty window's zero.
+    server, port = standin(tmp_path, "--token-delay", "0.4")
+    spec = LoadSpec(concurrency=2, duration_s=0.1, input_len=4, output_len=3, vocab_size=500)
+    with server:
+        server.wait_ready()
+        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    window = steady_window(load.active, 2)
+    summary = summarize_load(load.records, spec, *window)
+    assert summary["output_tokens_steady"] >= 2 and summary["output_tok_s"] > 0
+    assert summary["steady_s"] >= 0.4 and summary["errors"] == 0

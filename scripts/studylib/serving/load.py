@@ -3,13 +3,14 @@
 C clients keep C requests in flight: each finished request is replaced at once by a new one
 (random token ids of a fixed input length, a fixed output length with EOS ignored,
 temperature 0, streamed). A timed load (``duration_s``) keeps this up for that long once all
-C requests are first in flight, so the steady window lasts the configured time whatever the
-server's speed, and then cancels the requests still streaming; a counted load
-(``num_prompts``) sends that many requests (warm-ups). Per request: start, time of the first
-token, every later token's arrival, end, and the server's completion_tokens (checked against
-the target). After a failed request no new one is sent (the window is invalid anyway; a dead
-server is not hammered). The active-request count over time gives the steady window: the
-span where at least 0.85 × C requests are in flight.
+C requests are first in flight (and until the window holds at least C tokens), so the steady
+window lasts the configured time whatever the server's speed, and then cancels the requests
+still streaming; a counted load (``num_prompts``) sends that many requests (warm-ups).
+Per request: start, time of the first token, every later token's arrival, end, and the
+server's completion_tokens (checked against the target). After a failed request no new one
+is sent (the window is invalid anyway; a dead server is not hammered). The active-request
+count over time gives the steady window: the span where at least 0.85 × C requests are in
+flight.
 
 The clients are coroutines on one asyncio loop over plain sockets (stdlib only, so it runs
 on any box): at C = 256 one thread parses every streamed token, far below a core, where 256
@@ -181,11 +182,17 @@ async def _stream_completion(parts, model, prompt, spec, extras, record) -> None
             writer.close()
 
 
+async def _timed(func, timeout_s, *args):
+    # The coroutine is made inside the task: one cancelled before it starts leaves none
+    # behind un-awaited.
+    return await asyncio.wait_for(func(*args), timeout_s)
+
+
 async def _run(base_url, model, spec, extras, make_prompt) -> LoadResult:
     parts = urlsplit(base_url)
     records: list[RequestRecord] = []
     active: list[tuple[float, int]] = [(time.monotonic(), 0)]
-    state = {"in_flight": 0, "issued": 0, "deadline": None, "failed": False}
+    state = {"in_flight": 0, "issued": 0, "deadline": None, "failed": False, "stop": False}
     full = asyncio.Event()
     streaming: dict[asyncio.Task, RequestRecord] = {}
 
@@ -195,8 +202,7 @@ async def _run(base_url, model, spec, extras, make_prompt) -> LoadResult:
             return False
         if spec.num_prompts is not None and state["issued"] >= spec.num_prompts:
             return False
-        deadline = state["deadline"]
-        return deadline is None or time.monotonic() < deadline
+        return not state["stop"]  # set when a timed load's window is complete
 
     def change(delta: int) -> None:
         state["in_flight"] += delta
@@ -219,10 +225,10 @@ async def _run(base_url, model, spec, extras, make_prompt) -> LoadResult:
                 state["issued"] += 1
                 record = RequestRecord(index=index, start=time.monotonic())
                 records.append(record)
-                task = asyncio.ensure_future(asyncio.wait_for(
-                    _stream_completion(parts, model, make_prompt(index), spec, extras, record),
-                    spec.timeout_s,
-                ))  # fmt: skip
+                task = asyncio.ensure_future(
+                    _timed(_stream_completion, spec.timeout_s,
+                           parts, model, make_prompt(index), spec, extras, record)
+                )  # fmt: skip
                 streaming[task] = record
                 try:
                     await task
@@ -240,9 +246,18 @@ async def _run(base_url, model, spec, extras, make_prompt) -> LoadResult:
     async def end_at_deadline() -> None:
         # A timed load ends at its deadline: requests still streaming are cancelled (the
         # server aborts them on disconnect) rather than drained, which at C = 256 and a few
-        # hundred tokens would add seconds of ramp-down to every level.
+        # hundred tokens would add seconds of ramp-down to every level. The window first
+        # holds until it has at least C tokens: on a machine too slow for one token per
+        # stream in min_steady_s, the window grows rather than measuring nothing.
         await full.wait()
+        t_full = state["deadline"] - spec.duration_s
         await asyncio.sleep(max(state["deadline"] - time.monotonic(), 0))
+        while not state["failed"] and time.monotonic() < t_full + spec.timeout_s:
+            tokens = sum(1 for r in records for t in r.token_times if t >= t_full)
+            if tokens >= spec.concurrency:
+                break
+            await asyncio.sleep(0.01)
+        state["stop"] = True  # no new request from here on
         for task in list(streaming):
             task.cancel()
 
