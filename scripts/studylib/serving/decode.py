@@ -114,9 +114,10 @@ class _Pass:
             args += ["--load-format", "dummy"]  # random weights: nothing to load or carry
         self.env = {**eng.env, **{k: str(v) for k, v in (plan.get("env") or {}).items()}}
         if plan.get("routing") == "uniform" and plan["engine"] == "sglang":
-            # Random weights route almost every token to the same experts (measured on the
-            # H200: TPOT far below the uniform-routing HBM floor); SGLang's benchmark switch
-            # spreads them uniformly, as a trained router roughly does.
+            # The router of random weights reads far fewer experts than a trained one (on the
+            # H200, TPOT fell far below the uniform-routing HBM floor); SGLang's benchmark
+            # switch spreads tokens uniformly over the experts. The recorder pass, when on,
+            # records the routing the variant runs.
             self.env[UNIFORM_ROUTING_ENV] = "1"
         if recorder:
             # SGLang records per-layer per-expert token counts only when started this way,
