@@ -73,7 +73,9 @@ def test_sglang_contract_with_the_recorder_in_its_own_pass(tmp_path, monkeypatch
     out = tmp_path / "out"
     # The main pass ran without the recorder; a second server start recorded the experts.
     assert "--expert-distribution-recorder-mode" not in (out / "server.log").read_text()
-    assert "--expert-distribution-recorder-mode" in (out / "server_recorder.log").read_text()
+    recorder_log = (out / "server_recorder.log").read_text()
+    assert "--expert-distribution-recorder-mode" in recorder_log
+    assert "--expert-distribution-recorder-buffer-size -1" in recorder_log  # every step
     m = pd.read_csv(out / "expert_m.csv")
     assert sorted(set(m["concurrency"])) == [2, 4]
     sums = m.groupby(["concurrency", "layer"])["m"].sum().round(6)
@@ -128,3 +130,17 @@ def test_a_failed_recorder_pass_keeps_the_main_pass(tmp_path, monkeypatch):
     assert "--disable-shared-experts-fusion" not in (out / "server.log").read_text()
     assert summary["routing"].tolist() == ["uniform"]
     assert "standin: uniform expert routing" in (out / "server.log").read_text()
+
+
+def test_power_per_gpu_and_its_spread_across_the_jobs_gpus():
+    from studylib.serving.decode import _combine
+
+    windows = [{"avg_w": w, "power_limit_w": 700.0, "energy_j": 10 * w} for w in (300, 500, 340)]
+    row = _combine(windows, tokens=1000, idle_w_total=300.0, seconds=10.0)
+    assert row["gpus"] == 3 and row["avg_w_total"] == 1140 and row["avg_w_per_gpu"] == 380
+    assert (row["w_gpu_min"], row["w_gpu_median"], row["w_gpu_max"]) == (300, 340, 500)
+    assert row["pct_limit"] == 100 * 1140 / 2100
+    assert row["j_per_token_net"] == (11400 - 3000) / 1000
+    # A GPU without a reading: no total, so no spread that would hide it.
+    row = _combine([*windows, {"avg_w": None}], tokens=1000, idle_w_total=None, seconds=10.0)
+    assert row["avg_w_total"] is None and "w_gpu_max" not in row

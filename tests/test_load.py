@@ -127,3 +127,27 @@ def test_a_window_too_short_for_a_token_grows_until_every_stream_had_one(tmp_pat
     summary = summarize_load(load.records, spec, *window)
     assert summary["output_tokens_steady"] >= 2 and summary["output_tok_s"] > 0
     assert summary["steady_s"] >= 0.4 and summary["errors"] == 0
+
+
+def _record(index, start, first, tpot, tokens, end=None, cut=False):
+    from studylib.serving.load import RequestRecord
+
+    times = [first + i * tpot for i in range(tokens)]
+    return RequestRecord(index=index, start=start, first_token=first, token_times=times,
+                         end=end if end is not None else times[-1], completion_tokens=tokens,
+                         cut=cut)  # fmt: skip
+
+
+def test_decoding_share_explains_tok_s_below_c_over_tpot():
+    # Two streams over [0, 10] at TPOT 0.1 s: one decodes throughout (cut at the end), the
+    # other waits 5 s for its first token (a queued prefill). tok/s is 0.75 of C / TPOT:
+    # exactly the share of the window the streams spent decoding.
+    spec = LoadSpec(concurrency=2, duration_s=10, input_len=4, output_len=200)
+    records = [_record(0, 0.0, 0.0, 0.1, 100, end=10.0, cut=True),
+               _record(1, 0.0, 5.0, 0.1, 50, end=10.0, cut=True)]  # fmt: skip
+    summary = summarize_load(records, spec, 0.0, 10.0)
+    assert summary["tpot_ms"] == pytest.approx(100)  # from the cut requests: none finished
+    assert summary["output_tok_s"] == pytest.approx(15.0, rel=0.02)
+    assert summary["tok_s_over_c_tpot"] == pytest.approx(0.75, rel=0.02)
+    assert summary["decoding_share"] == pytest.approx(0.75)
+

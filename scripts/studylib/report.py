@@ -126,6 +126,9 @@ DECODE_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("itl_p99_ms", "ITL p99 ms", "{:.2f}"),
     ("ttft_p50_ms", "TTFT p50 ms", "{:.1f}"),
     ("avg_w_per_gpu", "W/GPU", "{:.1f}"),
+    ("w_gpu_min", "W/GPU min", "{:.1f}"),
+    ("w_gpu_median", "W/GPU median", "{:.1f}"),
+    ("w_gpu_max", "W/GPU max", "{:.1f}"),
     ("idle_w_per_gpu", "idle W/GPU", "{:.1f}"),
     ("avg_w_total", "W total", "{:.1f}"),
     ("pct_limit", "% of limit", "{:.1f}"),
@@ -135,12 +138,14 @@ DECODE_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     *CLOCK_AND_UTIL_COLUMNS,
     ("step_gb", "step GB", "{:.2f}"),
     ("tok_s_over_c_tpot", "tok/s ÷ (C/TPOT)", "{:.2f}"),
+    ("decoding_share", "share of window decoding", "{:.2f}"),
     ("load_cpu_pct", "load CPU %", "{:.0f}"),
     ("first_error", "first error", None),
 )
 DECODE_OPTIONAL = frozenset(
     {"weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "idle_w_per_gpu",
-     "j_per_token_net", "step_gb", "tok_s_over_c_tpot", "load_cpu_pct", "first_error"}
+     "j_per_token_net", "step_gb", "tok_s_over_c_tpot", "decoding_share", "load_cpu_pct",
+     "first_error", "w_gpu_min", "w_gpu_median", "w_gpu_max"}
 )  # fmt: skip
 #: CUDA graphs on against off (findings.graphs_pairs): column -> (label, format).
 PAIR_TABLE: tuple[tuple[str, str, str | None], ...] = (

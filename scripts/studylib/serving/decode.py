@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -39,8 +40,8 @@ UNIFORM_ROUTING_ENV = "SGLANG_SIMULATE_UNIFORM_EXPERTS"
 SUMMARY_COLUMNS = [
     "engine", "variant", "model_kind", "weights", "routing", "cuda_graphs", "concurrency", "gpus",
     "power_source", "steady_s", "valid", "requests", "errors", "wrong_length", "output_tok_s",
-    "tpot_ms", "tok_s_over_c_tpot", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu",
-    "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
+    "tpot_ms", "tok_s_over_c_tpot", "decoding_share", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
+    "avg_w_per_gpu", "w_gpu_min", "w_gpu_median", "w_gpu_max", "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
     "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
     "dram_util", "step_gb", "load_cpu_pct", "first_error",
 ]  # fmt: skip
@@ -74,10 +75,16 @@ def _combine(windows: list[dict], tokens: int, idle_w_total: float | None, secon
     net = None
     if joules is not None and idle_w_total is not None and tokens:
         net = (joules - idle_w_total * seconds) / tokens
+    spread = {}
+    if total is not None:
+        # Across the job's GPUs: tensor-parallel ranks need not draw alike.
+        spread = {"w_gpu_min": min(watts), "w_gpu_median": statistics.median(watts),
+                  "w_gpu_max": max(watts)}  # fmt: skip
     return {
         "gpus": len(windows),
         "avg_w_total": total,
         "avg_w_per_gpu": total / len(windows) if total is not None else None,
+        **spread,
         "pct_limit": 100 * total / sum(limits) if total is not None and limits else None,
         "j_per_token": joules / tokens if joules is not None and tokens else None,
         "j_per_token_net": net,
@@ -122,7 +129,10 @@ class _Pass:
         if recorder:
             # SGLang records per-layer per-expert token counts only when started this way,
             # and writes its dumps into the folder this variable names.
-            args += ["--expert-distribution-recorder-mode", "stat"]
+            # An unbounded buffer: the counts cover every step of the window (the default
+            # keeps the last 1000, a fraction of a second at C = 1 with CUDA graphs).
+            args += ["--expert-distribution-recorder-mode", "stat",
+                     "--expert-distribution-recorder-buffer-size", "-1"]  # fmt: skip
             if shared_experts:
                 # SGLang fuses shared experts into the routed ones on sm_80+ and hands their
                 # ids (>= the routed count) to the recorder, whose per-expert buffer they

@@ -330,9 +330,13 @@ def _pct(values: list[float], q: float) -> float | None:
 def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: float) -> dict:
     """Throughput and latencies of the steady window [t0, t1].
 
-    ``tok_s_over_c_tpot``: measured tok/s over C / TPOT. Near 1 when the server decodes C
-    streams at the TPOT each sees (prefills of replacement requests take the rest); far
-    below 1 when the load generator or the server's host side cannot keep C in flight."""
+    TPOT: the median over requests with two tokens or more (the cut ones too: at a slow step
+    a request may outlast the window) of (last token - first token) / (tokens - 1).
+    ``decoding_share``: the share of the window's C × seconds that streams spent past their
+    first token (the rest: waiting for it, that is queued or in prefill, or between requests).
+    ``tok_s_over_c_tpot``: measured tok/s over C / TPOT. Near ``decoding_share`` when the
+    streams that decode do so at the TPOT each sees: below 1 by the time replacement
+    requests wait for their first token (the server's queue and prefill, not the load)."""
     seconds = t1 - t0
     tokens_in_window = sum(1 for r in records for t in r.token_times if t0 <= t <= t1)
     finished = [r for r in records if not r.error and not r.cut]
@@ -341,12 +345,19 @@ def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: 
     itl = [x for r in finished for x in r.itl_s()]
     ttft = [r.ttft_s for r in finished if r.ttft_s is not None]
     tpot = [
-        (r.end - r.first_token) / (len(r.token_times) - 1)
-        for r in finished
-        if r.first_token is not None and len(r.token_times) > 1
+        (r.token_times[-1] - r.token_times[0]) / (len(r.token_times) - 1)
+        for r in records
+        if not r.error and len(r.token_times) > 1
     ]
+    decoding = sum(
+        max(min(r.end if r.end is not None else t1, t1) - max(r.first_token, t0), 0.0)
+        for r in records
+        if r.first_token is not None
+    )
+    share = decoding / (spec.concurrency * seconds) if seconds > 0 else None
     tok_s = tokens_in_window / seconds if seconds > 0 else None
     tpot_s = statistics.median(tpot) if tpot else None
+    over_c = tok_s * tpot_s / spec.concurrency if tok_s and tpot_s else None
     return {
         "requests": len(records),
         "errors": sum(1 for r in records if r.error),
@@ -357,7 +368,8 @@ def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: 
         "output_tokens_steady": tokens_in_window,
         "output_tok_s": tok_s,
         "tpot_ms": 1e3 * tpot_s if tpot_s else None,
-        "tok_s_over_c_tpot": tok_s * tpot_s / spec.concurrency if tok_s and tpot_s else None,
+        "tok_s_over_c_tpot": over_c,
+        "decoding_share": share,
         "itl_p50_ms": 1e3 * _pct(itl, 0.5) if itl else None,
         "itl_p99_ms": 1e3 * _pct(itl, 0.99) if itl else None,
         "ttft_p50_ms": 1e3 * _pct(ttft, 0.5) if ttft else None,
