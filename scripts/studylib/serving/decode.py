@@ -41,9 +41,10 @@ SUMMARY_COLUMNS = [
     "engine", "variant", "model_kind", "weights", "routing", "cuda_graphs", "concurrency", "gpus",
     "power_source", "steady_s", "valid", "requests", "errors", "wrong_length", "output_tok_s",
     "tpot_ms", "tok_s_over_c_tpot", "decoding_share", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
-    "avg_w_per_gpu", "w_gpu_min", "w_gpu_median", "w_gpu_max", "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
-    "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
-    "dram_util", "step_gb", "load_cpu_pct", "first_error",
+    "avg_w_per_gpu", "w_gpu_min", "w_gpu_median", "w_gpu_max", "avg_w_total", "pct_limit",
+    "idle_w_per_gpu", "j_per_token", "j_per_token_net", "energy_gap_pct", "sm_clock_mhz",
+    "throttle_reasons", "sm_util", "tensor_util", "dram_util", "step_gb", "load_cpu_pct",
+    "first_error",
 ]  # fmt: skip
 
 #: The recorder pass beside the main pass, per concurrency: what recording costs.
