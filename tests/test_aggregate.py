@@ -78,3 +78,15 @@ def test_roofline_floor_and_efficiency():
     ]  # fmt: skip
     assert np.allclose(out["efficiency"][:3], [0.5, 0.25, 0.5])
     assert np.isnan(out["efficiency"][3])
+
+
+def test_the_hbm_floor_divides_by_the_gpus_that_read_the_step_at_once():
+    from studylib.aggregate import decode_table
+
+    rows = pd.DataFrame({"variant": ["tp1", "tp2"], "concurrency": [64, 64], "gpus": [1, 2],
+                         "tpot_ms": [10.0, 6.0], "step_gb": [40.0, 40.0]})  # fmt: skip
+    table = decode_table([rows], {"device": "cuda", "copy_gbps": 4000.0})
+    assert table["hbm_floor_ms"].tolist() == [10.0, 5.0]  # 40 GB at 4 TB/s, on one or two
+    assert table["tpot_over_floor"].tolist() == [1.0, 1.2]
+    # No copy bandwidth measured (a CPU run): no floor, not a made-up one.
+    assert decode_table([rows], {"device": "cpu"})["hbm_floor_ms"].isna().all()

@@ -348,6 +348,14 @@ def test_graphs_pairs_share_a_hue_and_dash_by_graphs(tmp_path):
     assert scale.domain == ["sglang-bf16-graphs", "sglang-bf16-eager", "sglang-fp8-graphs",
                             "sglang-fp8-eager"]  # fmt: skip
     assert scale.range == [*PAIRED_PALETTE[0], *PAIRED_PALETTE[1]]
+    # A tensor-parallel twin (same weights and graphs, two GPUs) gets a hue of its own.
+    tp2 = df[df["weights"] == "fp8"].assign(gpus=2)
+    tp2["variant"] = tp2["variant"] + "-tp2"
+    both = pd.concat([df, tp2], ignore_index=True)
+    colors = dict(zip(*(lambda s: (s.domain, s.range))(
+        variant_scale(list(both["variant"]), prepare(both))), strict=True))  # fmt: skip
+    assert colors["sglang-fp8-graphs-tp2"] not in (colors["sglang-fp8-graphs"],
+                                                   colors["sglang-bf16-graphs"])  # fmt: skip
     spec = _save(tmp_path, df, "decode_sglang")
     line = spec["hconcat"][0]["layer"][0]["encoding"]
     assert line["strokeDash"]["field"] == "graphs"

@@ -661,6 +661,12 @@ def test_q4_per_layer_trend_and_random_routing():
     bal = only(seed, "seed", "perfect balance")
     assert bal.numbers["top_c"] == 64 and bal.numbers["top_balanced_m"] == 8.0
     assert "random routing" in bal.text
+    uniform = sglang_decode().assign(routing="uniform")
+    out = q4_experts(em, uniform.assign(variant="sglang-bf16-graphs"))
+    assert only(out, 4, "uniform routing").numbers["routing"] == "uniform"
+    assert not [f for f in out.findings if "router included" in f.text]
+    bal = only(seed_comparison(HW_H200, PEAKS, None, None, uniform, em), "seed", "perfect balance")
+    assert "routed uniformly" in bal.text and "random routing" not in bal.text
 
 
 def test_dummy_weights_note_names_the_routing_of_each_variant():
@@ -680,3 +686,41 @@ def test_dummy_weights_note_names_the_routing_of_each_variant():
     old = table.drop(columns=["model_kind", "routing"])  # an older table: SGLang means dummy
     assert dummy_weights_note(old)[0] == ["a-uniform", "b-own"]
     assert dummy_weights_note(table[table["engine"] == "transformers"]) == ([], "")
+
+
+def test_q5_tensor_parallel_against_one_gpu_and_graphs_paired_per_gpu_count():
+    from studylib.findings import tp_pairs
+
+    one = sglang_decode()
+    one = one[one["weights"] == "fp8"]
+    tp2 = one.copy()
+    tp2["variant"] = tp2["variant"] + "-tp2"
+    tp2["gpus"] = 2
+    tp2["tpot_ms"] = tp2["tpot_ms"] * 0.5  # twice the tok/s, each GPU at 0.8 of the W
+    tp2["output_tok_s"] = tp2["output_tok_s"] * 2
+    tp2["avg_w_per_gpu"] = tp2["avg_w_per_gpu"] * 0.8
+    tp2["w_gpu_min"], tp2["w_gpu_max"] = tp2["avg_w_per_gpu"] - 5, tp2["avg_w_per_gpu"] + 5
+    tp2["avg_w_total"] = tp2["avg_w_per_gpu"] * 2
+    tp2["j_per_token"] = tp2["avg_w_total"] / tp2["output_tok_s"]
+    tp2.loc[tp2["concurrency"] == 64, "throttle_reasons"] = "sw_power_cap,gpu_idle"
+    table = pd.concat([one, tp2], ignore_index=True)
+    pairs = tp_pairs(table)
+    assert len(pairs) == 4 and set(pairs["gpus_n"]) == {2}  # graphs on and off, C = 1 and 64
+    on64 = pairs[(pairs["cuda_graphs"] == True) & (pairs["concurrency"] == 64)].iloc[0]  # noqa: E712
+    assert (on64["variant_1"], on64["variant_n"]) == ("sglang-fp8-graphs", "sglang-fp8-graphs-tp2")
+    assert on64["tok_ratio"] == pytest.approx(2.0) and on64["tpot_ratio"] == pytest.approx(0.5)
+    assert on64["j_ratio"] == pytest.approx(0.8)  # 1.6× the watts for 2× the tokens
+    assert on64["reasons_n"] == "sw_power_cap" and on64["reasons_1"] == ""
+    out = q5_decode(table, HW_H200)
+    tp = only(out, 5, "2 GPUs against one, FP8 weights, CUDA graphs on")
+    assert tp.numbers["per_concurrency"][64]["w_n_max"] == pytest.approx(224 + 5)
+    assert "C = 64: tok/s 2.00×, TPOT 0.50×, 224 W per GPU against 280 W (GPUs 219–229 W)" in (
+        tp.text
+    )
+    assert "limits sw_power_cap against none" in tp.text
+    # Graphs on against off is paired within each GPU count, never TP2 against TP1.
+    graphs = [f for f in out.findings if f.text.startswith("CUDA graphs on against off")]
+    assert {(f.numbers["gpus"], f.numbers["variant_on"], f.numbers["variant_off"])
+            for f in graphs} == {(1, "sglang-fp8-graphs", "sglang-fp8-eager"),
+                                 (2, "sglang-fp8-graphs-tp2", "sglang-fp8-eager-tp2")}  # fmt: skip
+    assert tp_pairs(one).empty  # no tensor-parallel variant: nothing to pair

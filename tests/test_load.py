@@ -150,4 +150,3 @@ def test_decoding_share_explains_tok_s_below_c_over_tpot():
     assert summary["output_tok_s"] == pytest.approx(15.0, rel=0.02)
     assert summary["tok_s_over_c_tpot"] == pytest.approx(0.75, rel=0.02)
     assert summary["decoding_share"] == pytest.approx(0.75)
-

@@ -95,13 +95,16 @@ def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
 def decode_table(summaries: list[pd.DataFrame], peaks: dict | None) -> pd.DataFrame:
     """Every variant's summary rows, with TPOT against the step's HBM floor: the bytes one
     decode step must read (``step_gb``: weights of the experts the routing touches,
-    attention, lm_head, KV cache) over this GPU's measured copy bandwidth."""
+    attention, lm_head, KV cache) over the measured copy bandwidth of the job's GPUs. A
+    tensor-parallel server splits every one of those tensors over its ranks, which read
+    their shares at once: the floor divides by the GPU count."""
     from .serving.decode import SUMMARY_COLUMNS
 
     table = _concat(summaries, SUMMARY_COLUMNS)
     gbps = (peaks or {}).get("copy_gbps") if (peaks or {}).get("device") == "cuda" else None
     step_gb = pd.to_numeric(table.get("step_gb"), errors="coerce")
-    table["hbm_floor_ms"] = 1e3 * step_gb / gbps if gbps else float("nan")
+    gpus = pd.to_numeric(table.get("gpus"), errors="coerce").fillna(1).clip(lower=1)
+    table["hbm_floor_ms"] = 1e3 * step_gb / (gbps * gpus) if gbps else float("nan")
     table["tpot_over_floor"] = (
         pd.to_numeric(table["tpot_ms"], errors="coerce") / table["hbm_floor_ms"]
     )

@@ -158,18 +158,20 @@ def variant_scale(variants: list[str], data: pd.DataFrame | None = None) -> alt.
     """Fixed colour per variant, shared by every panel and figure.
 
     With ``weights`` and ``graphs`` (from :func:`prepare`) in ``data``, the variants of one
-    engine and weights share a hue, graphs on dark and off light, in the order (engine,
+    engine, weights and GPU count share a hue, graphs on dark and off light, in the order (engine,
     weights, on before off); otherwise sorted names → palette.
     """
     names = sorted(dict.fromkeys(variants))
     if data is not None and {"weights", "graphs"} <= set(data.columns):
         meta = data.drop_duplicates("variant").set_index("variant")
         if (meta["graphs"] != "").any():
-            groups: dict[tuple[str, str], list[str]] = {}
+            groups: dict[tuple[str, str, str], list[str]] = {}
             for v in names:
                 engine = _text(meta.loc[v, "engine"]) if "engine" in meta.columns else ""
                 weights = _text(meta.loc[v, "weights"])
-                key = (engine, weights) if weights or meta.loc[v, "graphs"] else ("", v)
+                # One hue per engine, weights and GPU count: TP2 is not TP1's twin.
+                gpus = _text(meta.loc[v, "gpus"]) if "gpus" in meta.columns else ""
+                key = (engine, weights, gpus) if weights or meta.loc[v, "graphs"] else ("", v, "")
                 groups.setdefault(key, []).append(v)
             domain, colors = [], []
             for i, key in enumerate(sorted(groups)):
@@ -403,7 +405,7 @@ def _head(data: pd.DataFrame) -> str:
     return head
 
 
-PAIRING = "same hue: same weights; dark, solid: CUDA graphs on; light, dashed: off"
+PAIRING = "same hue: same weights and GPU count; dark, solid: CUDA graphs on; light, dashed: off"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -653,7 +655,8 @@ def experts_chart(em: pd.DataFrame | None) -> alt.TopLevelMixin:
         f"({', '.join(variants)}), C = {', '.join(map(str, cs))}; M = C × top_k × the "
         "expert's share of its layer's routed tokens",
         "red dashed: balanced routing, C × top_k / experts; SGLang variants serve dummy "
-        "(random) weights, so the routing is random",
+        "(random) weights, so the routing is synthetic (uniform or the random router: Q4 "
+        "says which)",
     ]
     return alt.vconcat(histograms, ratio_chart).properties(
         title=alt.TitleParams(EXPERTS_TITLE, subtitle=subtitle, anchor="start")

@@ -968,16 +968,29 @@ def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None
 
 
 def _q4_random_routing(out: Findings, variants: list[str], decode: pd.DataFrame | None) -> None:
-    """Say that routing is random where the recorded variants served dummy weights."""
+    """Say which routing the recorded variants ran where they served dummy weights: SGLang's
+    uniform switch (a histogram near balance by construction) or the random router."""
     if not variants or not _has(decode, "variant", "engine"):
         return
     engines = {_text(v): _text(e) for v, e in zip(decode["variant"], decode["engine"],
                                                   strict=True)}  # fmt: skip
+    routing = {}
+    if "routing" in decode.columns:
+        routing = {_text(v): _text(r) for v, r in zip(decode["variant"], decode["routing"],
+                                                      strict=True)}  # fmt: skip
     dummy = [v for v in variants if engines.get(v) in DUMMY_ENGINES]
-    if dummy:
-        out.add(4, f"{', '.join(dummy)} served dummy (random) weights, router included: the "
+    uniform = [v for v in dummy if routing.get(v) == "uniform"]
+    own = [v for v in dummy if v not in uniform]
+    if uniform:
+        out.add(4, f"{', '.join(uniform)} served dummy weights with uniform routing (SGLang's "
+                   "SGLANG_SIMULATE_UNIFORM_EXPERTS): the spread below is that of uniform "
+                   "random choice at each concurrency, the balanced case a trained router "
+                   "departs from, not a trained model's routing.", variants=uniform,
+                routing="uniform")  # fmt: skip
+    if own:
+        out.add(4, f"{', '.join(own)} served dummy (random) weights, router included: the "
                    "spread below is that of random routing at each concurrency, not of a "
-                   "trained model's router.", variants=dummy, routing="random")  # fmt: skip
+                   "trained model's router.", variants=own, routing="random")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -989,7 +1002,7 @@ DECODE_NUMERIC = (
     "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu", "avg_w_total", "pct_limit",
     "idle_w_per_gpu", "j_per_token", "j_per_token_net", "sm_clock_mhz", "sm_util",
     "tensor_util", "dram_util", "step_gb", "hbm_floor_ms", "tpot_over_floor", "load_cpu_pct",
-    "errors", "wrong_length",
+    "errors", "wrong_length", "decoding_share", "w_gpu_min", "w_gpu_median", "w_gpu_max",
 )  # fmt: skip
 DECODE_TEXT = ("engine", "variant", "weights", "power_source", "throttle_reasons", "first_error")
 #: Engines with a CUDA-graphs switch (SGLang: --disable-cuda-graph, vLLM: --enforce-eager).
@@ -1041,9 +1054,16 @@ IN_FLIGHT_MIN = 0.8
 #: Reasons that only say the GPU was idle or is at its application clocks: not a limit.
 BENIGN_REASONS = ("gpu_idle", "applications_clocks_setting", "none")
 UTIL_LABELS = (("sm_util", "SM"), ("tensor_util", "tensor"), ("dram_util", "DRAM"))
+#: Columns of :func:`tp_pairs`: one GPU against N at the same engine, weights and graphs.
+TP_COLUMNS = [
+    "engine", "weights", "cuda_graphs", "concurrency", "variant_1", "variant_n", "gpus_n",
+    "tok_s_1", "tok_s_n", "tok_ratio", "tpot_1_ms", "tpot_n_ms", "tpot_ratio", "w_1", "w_n",
+    "w_n_min", "w_n_max", "w_total_ratio", "pct_limit_1", "pct_limit_n", "j_1", "j_n",
+    "j_ratio", "clock_1_mhz", "clock_n_mhz", "reasons_1", "reasons_n",
+]  # fmt: skip
 #: Columns of :func:`graphs_pairs`.
 PAIR_COLUMNS = [
-    "engine", "weights", "concurrency", "variant_on", "variant_off", "tpot_on_ms",
+    "engine", "weights", "gpus", "concurrency", "variant_on", "variant_off", "tpot_on_ms",
     "tpot_off_ms", "tpot_ratio", "w_on", "w_off", "w_ratio", "j_on", "j_off", "j_ratio",
     "j_net_on", "j_net_off", "j_net_ratio", "tok_s_on", "tok_s_off", "tok_ratio",
 ]  # fmt: skip
@@ -1128,6 +1148,7 @@ def q5_decode(decode: pd.DataFrame | None, hardware: dict | None = None) -> Find
         _q5_variant(out, variant, g.sort_values("concurrency"))
     if _q5_structured(out, df) == 0:
         _q5_compare(out, df)
+    _q5_tp(out, df)
     return out
 
 
@@ -1251,6 +1272,18 @@ def _q5_latency(g: pd.DataFrame) -> tuple[str, dict[str, Any]]:
         bits.append(f"idle {_rspan(v['idle_w_per_gpu'], _plain, ' W')} per GPU before the "
                     "server started")  # fmt: skip
         numbers["idle_w_per_gpu"] = float(v["idle_w_per_gpu"].median())
+    share = v[v["decoding_share"].notna() & v["tok_s_over_c_tpot"].notna()]
+    if len(share):
+        decoding = _rspan(share["decoding_share"], fmt_ratio)
+        bits.append(f"tok/s {_rspan(share['tok_s_over_c_tpot'], fmt_ratio)} C / TPOT, the "
+                    f"streams past their first token for {decoding} of the window (the rest: "
+                    "replacement requests waiting for their prefill)")  # fmt: skip
+        numbers["tok_s_over_c_tpot"] = {int(c): float(x) for c, x in
+                                        zip(share["concurrency"], share["tok_s_over_c_tpot"],
+                                            strict=True)}  # fmt: skip
+        numbers["decoding_share"] = {int(c): float(x) for c, x in
+                                     zip(share["concurrency"], share["decoding_share"],
+                                         strict=True)}  # fmt: skip
     held = v[v["tok_s_over_c_tpot"] < IN_FLIGHT_MIN]
     busy = v[v["load_cpu_pct"] >= LOAD_CPU_PCT]
     if len(held):
@@ -1284,7 +1317,8 @@ def graphs_pairs(decode: pd.DataFrame | None) -> pd.DataFrame:
     if _has(decode, "concurrency", "variant", "cuda_graphs"):
         df = _prep_decode(decode)
         df = df[df["valid"] & df["graphs"].notna() & df["output_tok_s"].notna()]
-        for (engine, weights), g in df.groupby(["engine", "weights"], sort=True):
+        df = df.assign(gpus=df["gpus"].fillna(1))
+        for (engine, weights, gpus), g in df.groupby(["engine", "weights", "gpus"], sort=True):
             on = sorted(set(g.loc[g["graphs"] == True, "variant"]))  # noqa: E712
             off = sorted(set(g.loc[g["graphs"] == False, "variant"]))  # noqa: E712
             if not on or not off:
@@ -1293,7 +1327,8 @@ def graphs_pairs(decode: pd.DataFrame | None) -> pd.DataFrame:
             for c in sorted(set(a.index) & set(b.index)):
                 x, y = a.loc[c], b.loc[c]
                 rows.append({
-                    "engine": engine, "weights": weights, "concurrency": int(c),
+                    "engine": engine, "weights": weights, "gpus": int(gpus),
+                    "concurrency": int(c),
                     "variant_on": on[0], "variant_off": off[0],
                     "tpot_on_ms": x["tpot_ms"], "tpot_off_ms": y["tpot_ms"],
                     "tpot_ratio": _ratio(x["tpot_ms"], y["tpot_ms"]),
@@ -1309,6 +1344,82 @@ def graphs_pairs(decode: pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
+def tp_pairs(decode: pd.DataFrame | None) -> pd.DataFrame:
+    """Per engine, weights, CUDA graphs setting and concurrency: the one-GPU variant beside
+    each tensor-parallel one (valid rows only): tok/s, TPOT, W per GPU (and the spread over
+    the N GPUs), total watts, % of the limit, J/token, SM clock and clocks-event reasons.
+    Empty (with :data:`TP_COLUMNS`) when no such pair ran."""
+    rows: list[dict[str, Any]] = []
+    if _has(decode, "concurrency", "variant", "gpus"):
+        df = _prep_decode(decode)
+        df = df[df["valid"] & df["output_tok_s"].notna() & df["gpus"].notna()]
+        keys = ["engine", "weights", "graphs"]
+        for (engine, weights, graphs), g in df.groupby(keys, sort=True, dropna=False):
+            ones = sorted(set(g.loc[g["gpus"] == 1, "variant"]))
+            if not ones:
+                continue
+            a = _by_c(g[g["variant"] == ones[0]])
+            for variant in sorted(set(g.loc[g["gpus"] > 1, "variant"])):
+                b = _by_c(g[g["variant"] == variant])
+                for c in sorted(set(a.index) & set(b.index)):
+                    x, y = a.loc[c], b.loc[c]
+                    rows.append({
+                        "engine": engine, "weights": weights, "cuda_graphs": graphs,
+                        "concurrency": int(c), "variant_1": ones[0], "variant_n": variant,
+                        "gpus_n": int(y["gpus"]), "tok_s_1": x["output_tok_s"],
+                        "tok_s_n": y["output_tok_s"],
+                        "tok_ratio": _ratio(y["output_tok_s"], x["output_tok_s"]),
+                        "tpot_1_ms": x["tpot_ms"], "tpot_n_ms": y["tpot_ms"],
+                        "tpot_ratio": _ratio(y["tpot_ms"], x["tpot_ms"]),
+                        "w_1": x["avg_w_per_gpu"], "w_n": y["avg_w_per_gpu"],
+                        "w_n_min": y.get("w_gpu_min"), "w_n_max": y.get("w_gpu_max"),
+                        "w_total_ratio": _ratio(y["avg_w_total"], x["avg_w_total"]),
+                        "pct_limit_1": x["pct_limit"], "pct_limit_n": y["pct_limit"],
+                        "j_1": x["j_per_token"], "j_n": y["j_per_token"],
+                        "j_ratio": _ratio(y["j_per_token"], x["j_per_token"]),
+                        "clock_1_mhz": x["sm_clock_mhz"], "clock_n_mhz": y["sm_clock_mhz"],
+                        "reasons_1": _limits(x["throttle_reasons"]),
+                        "reasons_n": _limits(y["throttle_reasons"]),
+                    })  # fmt: skip
+    return pd.DataFrame(rows, columns=TP_COLUMNS)
+
+
+def _limits(cell: Any) -> str:
+    """The clocks-event reasons of a cell that limit clocks (not idle or the set clocks)."""
+    return ",".join(n for n in reason_names(cell) if n not in BENIGN_REASONS)
+
+
+def _q5_tp(out: Findings, df: pd.DataFrame) -> None:
+    """One GPU against tensor parallelism, per engine, weights and graphs setting."""
+    pairs = tp_pairs(df)
+    keys = ["engine", "weights", "cuda_graphs", "variant_n"]
+    for (engine, weights, graphs, variant), g in pairs.groupby(keys, sort=True, dropna=False):
+        n, one = int(g["gpus_n"].iloc[0]), g["variant_1"].iloc[0]
+        bits, per_c = [], {}
+        for _, p in g.iterrows():
+            c = int(p["concurrency"])
+            rec = {k: float(p[k]) for k in ("tok_ratio", "tpot_ratio", "j_ratio", "w_1", "w_n",
+                                             "w_n_min", "w_n_max") if _ok(p[k])}  # fmt: skip
+            per_c[c] = rec
+            bit = [f"tok/s {fmt_ratio(rec['tok_ratio'])}"] if "tok_ratio" in rec else []
+            if "tpot_ratio" in rec:
+                bit.append(f"TPOT {fmt_ratio(rec['tpot_ratio'])}")
+            if "w_n" in rec and "w_1" in rec:
+                w = f"{fmt_w(rec['w_n'])} per GPU against {fmt_w(rec['w_1'])}"
+                if "w_n_min" in rec and "w_n_max" in rec:
+                    w += f" (GPUs {_span(rec['w_n_min'], rec['w_n_max'], _plain, ' W')})"
+                bit.append(w)
+            if "j_ratio" in rec:
+                bit.append(f"J/token {fmt_ratio(rec['j_ratio'])}")
+            if p["reasons_n"] or p["reasons_1"]:
+                bit.append(f"limits {p['reasons_n'] or 'none'} against {p['reasons_1'] or 'none'}")
+            bits.append(f"C = {c}: " + ", ".join(bit))
+        text = (f"{n} GPUs against one, {regime(weights, _graphs(graphs)) or engine} "
+                f"({variant} / {one}, {n} GPUs ÷ 1): " + "; ".join(bits))  # fmt: skip
+        out.add(5, text + ".", engine=engine, weights=weights, cuda_graphs=_graphs(graphs),
+                variant_1=one, variant_n=variant, gpus=n, per_concurrency=per_c)  # fmt: skip
+
+
 def _q5_structured(out: Findings, df: pd.DataFrame) -> int:
     """CUDA graphs on against off per weights, and weights against weights per graphs
     setting. Returns the number of comparisons made (0: fall back to variant against
@@ -1320,7 +1431,7 @@ def _q5_structured(out: Findings, df: pd.DataFrame) -> int:
         return 0  # an older table without cuda_graphs and weights: variant against variant
     made = 0
     pairs = graphs_pairs(df.assign(cuda_graphs=df["graphs"]))
-    for (engine, weights), g in pairs.groupby(["engine", "weights"], sort=True):
+    for (engine, weights, gpus), g in pairs.groupby(["engine", "weights", "gpus"], sort=True):
         per_c: dict[int, dict[str, float]] = {}
         bits = []
         for _, p in g.iterrows():
@@ -1339,22 +1450,25 @@ def _q5_structured(out: Findings, df: pd.DataFrame) -> int:
             bit.append(f"tok/s {fmt_ratio(rec['tok_ratio'])}" if "tok_ratio" in rec else "")
             bits.append(f"C = {c}: " + ", ".join(b for b in bit if b))
         on, off = g["variant_on"].iloc[0], g["variant_off"].iloc[0]
-        text = (f"CUDA graphs on against off, {weights_name(weights)} weights ({engine}: {on} / "
-                f"{off}, on ÷ off): " + "; ".join(bits))  # fmt: skip
+        where = f" on {gpus} GPUs" if gpus > 1 else ""
+        text = (f"CUDA graphs on against off, {weights_name(weights)} weights{where} ({engine}: "
+                f"{on} / {off}, on ÷ off): " + "; ".join(bits))  # fmt: skip
         tp = g["tpot_ratio"].dropna()
         if len(tp):
             best = g.loc[tp.idxmin()]
             text += (f". Graphs cut TPOT most at C = {best['concurrency']:.0f} "
                      f"({fmt_ratio(best['tpot_ratio'])})" if best["tpot_ratio"] < 1 else
                      ". Graphs do not shorten TPOT at any shared C")  # fmt: skip
-        out.add(5, text + ".", engine=engine, weights=weights, variant_on=on, variant_off=off,
-                per_concurrency=per_c)  # fmt: skip
+        out.add(5, text + ".", engine=engine, weights=weights, gpus=int(gpus), variant_on=on,
+                variant_off=off, per_concurrency=per_c)  # fmt: skip
         made += 1
     if not made:
         out.miss(5, "CUDA graphs on/off not compared: no weights ran with both a graphs-on and "
                     "a graphs-off valid variant at a shared concurrency")  # fmt: skip
     valid = df[df["valid"] & df["output_tok_s"].notna() & (df["weights"] != "")]
-    for (engine, graphs), g in valid.groupby(["engine", "graphs"], sort=True, dropna=False):
+    valid = valid.assign(gpus=valid["gpus"].fillna(1))
+    by = ["engine", "graphs", "gpus"]
+    for (engine, graphs, _gpus), g in valid.groupby(by, sort=True, dropna=False):
         weights = sorted(set(g["weights"]))
         if len(weights) < 2:
             continue
@@ -1514,7 +1628,10 @@ def seed_comparison(
                     top_max_over_balanced=ratio,
                 )
         if _has(decode, "engine") and set(map(_text, decode["engine"])) & set(DUMMY_ENGINES):
-            text += " (random weights: random routing, not a trained router's)"
+            routing = set(map(_text, decode.get("routing", pd.Series(dtype=object))))
+            text += (" (random weights routed uniformly by SGLang's switch: balance by "
+                     "construction, not a trained router's)" if routing == {"uniform"} else
+                     " (random weights: random routing, not a trained router's)")  # fmt: skip
         out.add(q, text + ".", **numbers)
     else:
         out.miss(q, f"the seed's balanced-routing assumption ({SEED['tokens_per_expert_quote']}) "

@@ -29,7 +29,7 @@ from .figures import (
     json_for_script,
     vega_bundle,
 )
-from .findings import dummy_weights_note, graphs_pairs
+from .findings import dummy_weights_note, graphs_pairs, tp_pairs
 from .io import read_json, write_text
 from .power_figures import CLASS_COLORS, CLASSES, CLASSIFICATION_RULE, classify_windows
 
@@ -151,6 +151,7 @@ DECODE_OPTIONAL = frozenset(
 PAIR_TABLE: tuple[tuple[str, str, str | None], ...] = (
     ("engine", "engine", None),
     ("weights", "weights", None),
+    ("gpus", "GPUs", "{:.0f}"),
     ("concurrency", "C", "{:.0f}"),
     ("tpot_on_ms", "TPOT on ms", "{:.2f}"),
     ("tpot_off_ms", "TPOT off ms", "{:.2f}"),
@@ -163,6 +164,29 @@ PAIR_TABLE: tuple[tuple[str, str, str | None], ...] = (
     ("j_ratio", "J/token on÷off", "{:.2f}×"),
     ("j_net_ratio", "net J/token on÷off", "{:.2f}×"),
     ("tok_ratio", "tok/s on÷off", "{:.2f}×"),
+)
+#: One GPU against tensor parallelism (findings.tp_pairs): column -> (label, format).
+TP_TABLE: tuple[tuple[str, str, str | None], ...] = (
+    ("weights", "weights", None),
+    ("cuda_graphs", "CUDA graphs", None),
+    ("concurrency", "C", "{:.0f}"),
+    ("gpus_n", "GPUs", "{:.0f}"),
+    ("tok_s_1", "tok/s 1 GPU", "{:,.0f}"),
+    ("tok_s_n", "tok/s N GPUs", "{:,.0f}"),
+    ("tok_ratio", "tok/s N÷1", "{:.2f}×"),
+    ("tpot_1_ms", "TPOT 1 GPU ms", "{:.2f}"),
+    ("tpot_n_ms", "TPOT N GPUs ms", "{:.2f}"),
+    ("w_1", "W/GPU 1 GPU", "{:.0f}"),
+    ("w_n", "W/GPU N GPUs", "{:.0f}"),
+    ("w_n_min", "min W of N", "{:.0f}"),
+    ("w_n_max", "max W of N", "{:.0f}"),
+    ("pct_limit_n", "% of limit N", "{:.0f}"),
+    ("j_1", "J/token 1 GPU", "{:.3g}"),
+    ("j_n", "J/token N GPUs", "{:.3g}"),
+    ("j_ratio", "J/token N÷1", "{:.2f}×"),
+    ("clock_n_mhz", "SM MHz N", "{:.0f}"),
+    ("reasons_1", "limits 1 GPU", None),
+    ("reasons_n", "limits N GPUs", None),
 )
 #: The recorder pass against the main pass (tables/decode_recorder.csv).
 RECORDER_TABLE: tuple[tuple[str, str, str | None], ...] = (
@@ -620,6 +644,9 @@ def decode_section(
             no_power_variants = sorted(v for v, src in by_variant.items() if src == {"none"})
         dummy, dummy_note = dummy_weights_note(table)
     pairs = graphs_pairs(table) if not table.empty else pd.DataFrame()
+    tp = tp_pairs(table) if not table.empty else pd.DataFrame()
+    if len(tp):
+        tp["cuda_graphs"] = tp["cuda_graphs"].map(graphs_label).str.removeprefix("CUDA graphs ")
     recorder = _read_csv(recorder_csv) if recorder_csv is not None else pd.DataFrame()
     if not recorder.empty and "variant" in recorder.columns:
         recorder = _clean_text_columns(recorder, ("variant",))
@@ -639,6 +666,7 @@ def decode_section(
         "dummy_variants": dummy,
         "dummy_note": dummy_note,
         "pairs": _table(pairs, PAIR_TABLE) if len(pairs) else None,
+        "tp": _table(tp, TP_TABLE) if len(tp) else None,
         "recorder": _table(recorder, RECORDER_TABLE) if len(recorder) else None,
         "recorder_span": (
             (f"{ratios.min():.2f}×", f"{ratios.max():.2f}×")
