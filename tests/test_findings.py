@@ -724,3 +724,27 @@ def test_q5_tensor_parallel_against_one_gpu_and_graphs_paired_per_gpu_count():
             for f in graphs} == {(1, "sglang-fp8-graphs", "sglang-fp8-eager"),
                                  (2, "sglang-fp8-graphs-tp2", "sglang-fp8-eager-tp2")}  # fmt: skip
     assert tp_pairs(one).empty  # no tensor-parallel variant: nothing to pair
+
+
+def test_q4_per_rank_load_with_expert_parallelism_and_equal_under_tp():
+    em = random_expert_m()  # 16 experts, C = 8 and 64
+    ep2 = em.assign(variant="sglang-fp8-graphs-ep2")
+    tp2 = em.assign(variant="sglang-fp8-graphs-tp2")
+    decode = pd.DataFrame({"engine": "sglang", "variant": ["sglang-fp8-graphs-ep2",
+                                                           "sglang-fp8-graphs-tp2"],
+                           "gpus": [2, 2], "ep": [2, 1], "concurrency": [8, 8]})  # fmt: skip
+    out = q4_experts(pd.concat([ep2, tp2], ignore_index=True), decode)
+    ranks = only(out, 4, "expert parallel over 2 GPUs, each holding 8 experts")
+    # The busiest rank's share of a layer over 1/2, from experts 0-7 against 8-15.
+    g = em[em["concurrency"] == 8]
+    per_layer = g.groupby("layer").apply(
+        lambda x: 2 * max(x.loc[x["expert"] < 8, "tokens"].sum(),
+                          x.loc[x["expert"] >= 8, "tokens"].sum()) / x["tokens"].sum(),
+        include_groups=False,
+    )  # fmt: skip
+    assert ranks.numbers["busiest_over_balanced"][8] == pytest.approx(per_layer.max())
+    equal = only(out, 4, "split every expert over the GPUs")
+    assert equal.numbers["variants"] == ["sglang-fp8-graphs-tp2"]
+    # One GPU, no EP: nothing said about ranks.
+    one = q4_experts(em, sglang_decode().assign(variant="sglang-bf16-graphs"))
+    assert not [f for f in one.findings if "rank" in f.text]

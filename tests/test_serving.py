@@ -178,6 +178,38 @@ def test_glm5_example_reproduces_the_seed_server():
     assert plan["gpus"] == 8 and plan["expert_distribution"] is True
 
 
+def test_h200_x2_example_plans_tp2_and_ep2_with_their_nccl_environment():
+    """The two-GPU example: TP2 graphs on and off and EP2, each on two GPUs, NVLink
+    multicast off, beside the default's one-GPU variants; the table's ep and graphs cells."""
+    import yaml
+    from snakemake.utils import update_config, validate
+    from studylib.plan import decode_plan, decode_variants, resolve_for_device
+    from studylib.serving.decode import cuda_graphs, expert_parallel
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    update_config(config, yaml.safe_load((ROOT / "config/examples/h200-x2.yaml").read_text()))
+    validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
+    variants = decode_variants(config, "cuda")
+    assert {"sglang-fp8-graphs-tp2", "sglang-fp8-eager-tp2", "sglang-fp8-graphs-ep2",
+            "sglang-bf16-graphs", "sglang-fp8-eager"} <= set(variants)  # fmt: skip
+    facts = {}
+    for name in ("sglang-fp8-graphs-tp2", "sglang-fp8-eager-tp2", "sglang-fp8-graphs-ep2",
+                 "sglang-fp8-graphs"):  # fmt: skip
+        plan = resolve_for_device(decode_plan(config, name), "cuda")
+        argv = engine("sglang").argv(plan["model"], plan["host"], plan["port"], plan["args"],
+                                     "py", served_name="s")  # fmt: skip
+        facts[name] = (plan["gpus"], expert_parallel("sglang", plan["args"]),
+                       cuda_graphs("sglang", plan["args"]),
+                       (plan.get("env") or {}).get("NCCL_NVLS_ENABLE"),
+                       argv[argv.index("--tp") + 1], plan["concurrency"])  # fmt: skip
+    assert facts == {
+        "sglang-fp8-graphs-tp2": (2, 1, True, "0", "2", [1, 16, 64, 256]),
+        "sglang-fp8-eager-tp2": (2, 1, False, "0", "2", [1, 16, 64, 256]),
+        "sglang-fp8-graphs-ep2": (2, 2, True, "0", "2", [1, 16, 64, 256]),
+        "sglang-fp8-graphs": (1, 1, True, None, "1", [1, 4, 16, 64, 128, 256]),
+    }  # fmt: skip
+
+
 def test_engine_argv_with_a_served_name():
     sglang, vllm, hf = engine("sglang"), engine("vllm"), engine("transformers")
     args = ["--served-model-name", "glm-5", "--tp-size", "8"]

@@ -29,6 +29,7 @@ import pandas as pd
 
 from .nvml import reason_names
 from .peaks import PEAK_FOR_DTYPE
+from .serving.experts import rank_loads
 
 Question = int | str
 
@@ -964,7 +965,39 @@ def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None
                    + (": more tokens in flight even the load out" if by_c[cs[-1]] < by_c[cs[0]]
                       else ": the imbalance does not shrink with C") + ".",
                 variant=variant, max_over_balanced=by_c)  # fmt: skip
+    _q4_ranks(out, df, decode)
     return out
+
+
+def _q4_ranks(out: Findings, expert_m: pd.DataFrame, decode: pd.DataFrame | None) -> None:
+    """Per GPU rank: with expert parallelism, the share of each layer's routed tokens the
+    busiest rank's experts receive against 1 / EP; under tensor parallelism alone, that every
+    rank carries every expert's slice (equal loads by construction)."""
+    if not _has(decode, "variant", "gpus"):
+        return
+    d = _numeric(decode, "gpus", *(["ep"] if "ep" in decode.columns else []))
+    d["variant"] = d["variant"].map(_text)
+    ep = d.groupby("variant")["ep"].max().fillna(1) if "ep" in d.columns else pd.Series(dtype=float)
+    gpus = d.groupby("variant")["gpus"].max()
+    recorded = sorted(set(expert_m["variant"]) - {""})
+    loads = rank_loads(expert_m, {v: int(ep.get(v, 1)) for v in recorded})
+    for variant, g in loads.groupby("variant"):
+        n = int(g["rank"].max()) + 1
+        busiest = g.groupby("concurrency")["over_balanced"].max()
+        out.add(4, f"{variant} (expert parallel over {n} GPUs, each holding "
+                   f"{int(g['experts'].iloc[0])} experts): the busiest rank's experts receive "
+                   + ", ".join(f"{fmt_ratio(x)} the balanced 1/{n} of a layer's routed tokens "
+                               f"at C = {c:.0f}" for c, x in busiest.items())
+                   + " (per-rank loads from expert ownership: SGLang's recorder sums the "
+                   "ranks' counts).",
+                variant=variant, ep=n,
+                busiest_over_balanced={int(c): float(x) for c, x in busiest.items()})  # fmt: skip
+    tp_only = [v for v in recorded if gpus.get(v, 1) > 1 and ep.get(v, 1) <= 1]
+    if tp_only:
+        out.add(4, f"{', '.join(tp_only)} split every expert over the GPUs (tensor parallel, "
+                   "no expert parallelism): each rank computes its slice of every routed "
+                   "expert, so the ranks' loads are equal and the histogram above is every "
+                   "rank's.", variants=tp_only)  # fmt: skip
 
 
 def _q4_random_routing(out: Findings, variants: list[str], decode: pd.DataFrame | None) -> None:
@@ -1002,7 +1035,7 @@ DECODE_NUMERIC = (
     "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu", "avg_w_total", "pct_limit",
     "idle_w_per_gpu", "j_per_token", "j_per_token_net", "sm_clock_mhz", "sm_util",
     "tensor_util", "dram_util", "step_gb", "hbm_floor_ms", "tpot_over_floor", "load_cpu_pct",
-    "errors", "wrong_length", "decoding_share", "w_gpu_min", "w_gpu_median", "w_gpu_max",
+    "errors", "wrong_length", "decoding_share", "w_gpu_min", "w_gpu_median", "w_gpu_max", "ep",
 )  # fmt: skip
 DECODE_TEXT = ("engine", "variant", "weights", "power_source", "throttle_reasons", "first_error")
 #: Engines with a CUDA-graphs switch (SGLang: --disable-cuda-graph, vLLM: --enforce-eager).

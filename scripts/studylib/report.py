@@ -116,6 +116,7 @@ DECODE_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("weights", "weights", None),
     ("cuda_graphs", "CUDA graphs", None),
     ("gpus", "GPUs", "{:.0f}"),
+    ("ep", "EP", "{:.0f}"),
     ("steady_s", "steady s", "{:.1f}"),
     ("valid", "valid", None),
     ("output_tok_s", "tok/s", "{:,.1f}"),
@@ -145,7 +146,7 @@ DECODE_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
 DECODE_OPTIONAL = frozenset(
     {"weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "idle_w_per_gpu",
      "j_per_token_net", "step_gb", "tok_s_over_c_tpot", "decoding_share", "load_cpu_pct",
-     "first_error", "w_gpu_min", "w_gpu_median", "w_gpu_max"}
+     "first_error", "w_gpu_min", "w_gpu_median", "w_gpu_max", "ep"}
 )  # fmt: skip
 #: CUDA graphs on against off (findings.graphs_pairs): column -> (label, format).
 PAIR_TABLE: tuple[tuple[str, str, str | None], ...] = (

@@ -38,8 +38,9 @@ log = logging.getLogger("study.decode")
 UNIFORM_ROUTING_ENV = "SGLANG_SIMULATE_UNIFORM_EXPERTS"
 
 SUMMARY_COLUMNS = [
-    "engine", "variant", "model_kind", "weights", "routing", "cuda_graphs", "concurrency", "gpus",
-    "power_source", "steady_s", "valid", "requests", "errors", "wrong_length", "output_tok_s",
+    "engine", "variant", "model_kind", "weights", "routing", "cuda_graphs", "ep", "concurrency",
+    "gpus", "power_source", "steady_s", "valid", "requests", "errors", "wrong_length",
+    "output_tok_s",
     "tpot_ms", "tok_s_over_c_tpot", "decoding_share", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
     "avg_w_per_gpu", "w_gpu_min", "w_gpu_median", "w_gpu_max", "avg_w_total", "pct_limit",
     "idle_w_per_gpu", "j_per_token", "j_per_token_net", "energy_gap_pct", "sm_clock_mhz",
@@ -98,6 +99,34 @@ def _combine(windows: list[dict], tokens: int, idle_w_total: float | None, secon
         "tensor_util": mean("tensor_util"),
         "dram_util": mean("dram_util"),
     }
+
+
+#: Each engine's expert-parallel size flags (SGLang 0.5.16: --ep-size and its aliases).
+EP_FLAGS = {"sglang": ("--ep-size", "--ep", "--expert-parallel-size"),
+            "vllm": ("--enable-expert-parallel",)}  # fmt: skip
+
+
+def expert_parallel(engine: str, args: list) -> int | None:
+    """The server's expert-parallel size: SGLang's --ep value (1 without it); vLLM's
+    --enable-expert-parallel spreads the experts over its TP ranks (--tensor-parallel-size)."""
+    if engine not in EP_FLAGS:
+        return None
+    args = [str(a) for a in args]
+
+    def value(flags):
+        for i, a in enumerate(args):
+            for flag in flags:
+                if a == flag and i + 1 < len(args):
+                    return args[i + 1]
+                if a.startswith(flag + "="):
+                    return a.split("=", 1)[1]
+        return None
+
+    if engine == "vllm":
+        if EP_FLAGS["vllm"][0] not in args:
+            return 1
+        return int(value(("--tensor-parallel-size", "-tp")) or 1)
+    return int(value(EP_FLAGS["sglang"]) or 1)
 
 
 def cuda_graphs(engine: str, args: list) -> bool | None:
@@ -270,6 +299,7 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
            "model_kind": plan.get("model_kind"), "weights": plan.get("weights"),
            "routing": plan.get("routing"),
            "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
+           "ep": expert_parallel(plan["engine"], plan.get("args") or []),
            "concurrency": c, "power_source": source, "load_cpu_pct": load.cpu_pct}  # fmt: skip
     if model_facts is not None and plan.get("routing") == "uniform":
         # The floor assumes uniform routing: what the served router does with random weights

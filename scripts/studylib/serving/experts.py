@@ -17,6 +17,9 @@ import pandas as pd
 
 RECORDER_DIR_ENV = "SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR"
 EXPERT_M_COLUMNS = ["concurrency", "layer", "expert", "tokens", "share", "m", "balanced_m"]
+#: Per expert-parallel rank: the share of a layer's routed tokens its experts receive.
+RANK_LOAD_COLUMNS = ["variant", "concurrency", "layer", "rank", "experts", "tokens", "share",
+                     "balanced_share", "over_balanced"]  # fmt: skip
 
 
 def load_logical_count(source) -> list[list[float]]:
@@ -53,3 +56,33 @@ def expert_m(counts: list[list[float]], concurrency: int, top_k: int) -> pd.Data
             rows.append({"layer": layer, "expert": expert, "tokens": tokens, "share": share,
                          "m": concurrency * top_k * share, "balanced_m": balanced})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def rank_loads(expert_m: pd.DataFrame, ep_by_variant: dict[str, int]) -> pd.DataFrame:
+    """Per variant with expert parallelism (EP > 1), concurrency, layer and rank: the routed
+    tokens that rank's experts receive, their share of the layer's, and that share over the
+    balanced 1 / EP.
+
+    SGLang's stat recorder sums every rank's counts into one logical histogram (rank 0 writes
+    it), so the per-rank load comes from expert ownership: with its default (trivial) expert
+    placement and no redundant experts, rank r of EP holds the contiguous block of experts
+    r × E / EP … (r + 1) × E / EP − 1. Under tensor parallelism alone every rank computes a
+    slice of every expert, so the ranks' loads are equal by construction: no rows."""
+    rows = []
+    if expert_m is None or expert_m.empty:
+        return pd.DataFrame(columns=RANK_LOAD_COLUMNS)
+    for (variant, c, layer), g in expert_m.groupby(["variant", "concurrency", "layer"]):
+        ep = int(ep_by_variant.get(variant) or 1)
+        experts = int(g["expert"].max()) + 1
+        if ep <= 1 or experts % ep:
+            continue
+        per_rank = experts // ep
+        total = float(g["tokens"].sum())
+        by_rank = g.groupby(g["expert"] // per_rank)["tokens"].sum()
+        for rank in range(ep):
+            tokens = float(by_rank.get(rank, 0.0))
+            share = tokens / total if total else float("nan")
+            rows.append({"variant": variant, "concurrency": c, "layer": layer, "rank": rank,
+                         "experts": per_rank, "tokens": tokens, "share": share,
+                         "balanced_share": 1 / ep, "over_balanced": share * ep})  # fmt: skip
+    return pd.DataFrame(rows, columns=RANK_LOAD_COLUMNS)
