@@ -3,18 +3,24 @@ from pathlib import Path
 
 import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 # The study's library lives under scripts/ beside the entry scripts.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 from studylib.plan import (  # noqa: E402
+    ConfigFileError,
+    apply_cli_values,
     check_config,
+    config_warnings,
     decode_plan,
     decode_variants,
+    empty_overrides,
     enabled_backends,
     schema_problem,
     kernel_power_plan,
+    read_config_file,
     served_models,
     stable_hash,
     study_device,
@@ -23,6 +29,24 @@ from studylib.plan import (  # noqa: E402
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
 
+# --config values nested in a mapping arrive as strings: type them as a config file would.
+apply_cli_values(config, workflow.config_settings.config or {})
+# An override's `{}` removes nothing from the merged config: say so rather than ignore it.
+try:
+    _overrides = [
+        (str(path), read_config_file(path))
+        for path in workflow.config_settings.configfiles or []
+    ]
+except ConfigFileError as exc:
+    raise WorkflowError(str(exc)) from None
+_overrides.append(("--config", workflow.config_settings.config or {}))
+_problems = [
+    f"{source}: {problem}"
+    for source, override in _overrides
+    for problem in empty_overrides(override, config)
+]
+if _problems:
+    raise WorkflowError("invalid config: " + "; ".join(_problems))
 # One clear message naming the bad key, before any job runs.
 try:
     validate(config, SCHEMA, set_default=True)
@@ -31,6 +55,8 @@ except WorkflowError:
 _problems = check_config(config)
 if _problems:
     raise WorkflowError("invalid config: " + "; ".join(_problems))
+for _warning in config_warnings(config):
+    logger.warning(f"config warning: {_warning}")
 
 BACKENDS = enabled_backends(config)
 # The device the DAG is planned for (auto: a GPU that NVML sees): it picks the decode
