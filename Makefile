@@ -90,4 +90,5 @@ $(VENV)/.dev-$(STACK): $(VENV)/.study-$(STACK) envs/requirements-dev.txt
 	touch $@
 
 clean-results:
-	rm -rf results/hardware.json results/sweeps results/tables results/figures results/report results/logs
+	@# Everything the study wrote, hidden sweep journals included (results/README.md stays).
+	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
