@@ -56,8 +56,11 @@ endif
 print-stack:
 	@echo $(STACK)
 
+# make study CONFIG=file.yaml: the file checked first (one line naming file and line), then
+# passed as --configfile.
 study: $(VENV)/.study-$(STACK)
-	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
+	$(if $(CONFIG),$(BIN)/python scripts/check_config.py $(CONFIG))
+	$(BIN)/snakemake --cores $(CORES) $(if $(CONFIG),--configfile $(CONFIG)) $(SNAKEMAKE_ARGS)
 
 report: $(VENV)/.study-$(STACK)
 	$(BIN)/snakemake --cores $(CORES) report

@@ -241,7 +241,8 @@ def _bad_values(series: pd.Series, kind: str):
         odd = present[~present.isin([True, False, "True", "False", "true", "false"])]
     if odd.empty:
         return None
-    return odd.index[0], odd.iloc[0]
+    value = odd.iloc[0]
+    return odd.index[0], value.item() if hasattr(value, "item") else value  # numpy -> Python
 
 
 def _looks_like(frame: pd.DataFrame, exclude: str) -> str | None:
