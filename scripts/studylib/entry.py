@@ -27,15 +27,19 @@ def setup_logging(smk) -> logging.Logger:
     try:
         check_inputs(smk.input)
     except DamagedFile as exc:
-        log.error("damaged input: %s", exc)
+        log.error(DAMAGED, exc)
         sys.exit(1)
     return log
+
+
+# Every study file is an output of the workflow: deleting it has a plain run rebuild it.
+DAMAGED = "damaged input: %s (delete it and run again to rebuild it)"
 
 
 def _one_line_for_damaged_files(default, log):
     def hook(kind, value, tb):
         if isinstance(value, DamagedFile):
-            log.error("damaged input: %s", value)
+            log.error(DAMAGED, value)
         else:
             default(kind, value, tb)
 
