@@ -359,3 +359,18 @@ def test_make_clean_results_removes_everything_but_the_readme(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in results.iterdir()) == ["README.md"]
+
+
+@pytest.mark.parametrize(
+    "path, name",
+    [("results/sweeps/torch.parquet", "sweep"), ("results/tables/sweep.csv", "sweep_table"),
+     ("results/kernel_power/torch.parquet", "kernel_power"),
+     ("results/kernel_power/torch_timeline.parquet", "timeline"),
+     ("results/decode/sglang-bf16-graphs/summary.csv", "decode_summary"),
+     ("results/tables/decode_recorder.csv", "recorder_table"), ("results/peaks.json", "peaks"),
+     ("results/decode/x/requests.parquet", None), ("results/figures/support.vl.json", None)],
+)  # fmt: skip
+def test_every_study_file_is_known_by_where_it_lives(path, name):
+    from studylib.tables import kind_of
+
+    assert (kind_of(path) or (None, None))[1] == name

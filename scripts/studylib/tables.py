@@ -116,7 +116,7 @@ def _tables() -> dict[str, Table]:
                           _decode("recorder")),
         "recorder_table": Table("recorder_table", "the decode recorder table",
                                 "results/tables/decode_recorder.csv",
-                                _decode("recorder")),
+                                _decode("recorder", first=("variant",))),
     }  # fmt: skip
 
 
