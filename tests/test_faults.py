@@ -212,6 +212,11 @@ def results(tmp_path):
     (root / "peaks.json").write_text(json.dumps(peaks))
     hardware = {"device": "cpu", "gpus": [], "packages": {}, "host": {}, "driver_version": None}
     (root / "hardware.json").write_text(json.dumps(hardware))
+    (root / "decode" / "v").mkdir(parents=True)
+    for name in ("summary", "expert_m"):
+        pd.DataFrame(columns=columns(f"decode_{name}" if name == "summary" else name)).to_csv(
+            root / "decode" / "v" / f"{name}.csv", index=False
+        )
     aggregate([root / "sweeps" / "torch.parquet"], root / "peaks.json",
               root / "tables" / "sweep.csv", root / "tables" / "support.csv")  # fmt: skip
     return root
@@ -220,7 +225,7 @@ def results(tmp_path):
 def test_good_tables_pass(results):
     checked = check_inputs(sorted(str(p) for p in results.rglob("*") if p.is_file()))
     assert checked[str(results / "tables" / "sweep.csv")] == 4
-    assert len(checked) == 6
+    assert len(checked) == 8
 
 
 def cut(path, keep):
@@ -284,6 +289,9 @@ DAMAGED = [
     ("hardware-truncated", "hardware.json", lambda p: cut(p, 0.5), "not JSON (line 1"),
     ("hardware-missing", "hardware.json", lambda p: p.unlink(),
      "missing (the hardware record is expected here)"),
+    ("decode-summary-is-expert-m", "decode/v/summary.csv",
+     lambda p: shutil.copy(p.parent / "expert_m.csv", p),
+     "not a variant's decode summary (results/decode/{variant}/summary.csv): no column engine"),
 ]  # fmt: skip
 
 
