@@ -183,12 +183,15 @@ def test_check_config_entry_names_the_file(tmp_path):
 
 
 def sweep_rows():
-    return [
+    rows = [
         {"backend": "torch", "impl": "aten", "op": "matmul", "dtype": "bf16", "shape": "s",
          "M": m, "N": 8, "K": 8, "G": None, "status": "ok", "error": "", "device": "cpu",
          "eager_us": 1.0 + m, "flops": 128.0 * m, "bytes": 64.0}
         for m in (1, 2, 4, 8)
     ]  # fmt: skip
+    # A library's message over several lines, with a comma and quotes: one CSV record.
+    rows[3].update(status="error", error='RuntimeError: "bad",\n  at line 2', eager_us=None)
+    return rows
 
 
 def window_rows():

@@ -9,6 +9,7 @@ is wrong, instead of handing half a table or another table's columns to the next
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Callable
@@ -182,11 +183,12 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if not text.endswith("\n"):
         # Every writer ends with a newline: a file without one was cut short.
         _fail(path, "the last line is cut short (no newline at the end): the file is truncated")
-    rows = list(csv.reader(text.splitlines()))
-    width = len(rows[0])
-    for number, row in enumerate(rows[1:], start=2):
+    # csv, not lines: a quoted field (a library's error message) may hold newlines.
+    reader = csv.reader(io.StringIO(text, newline=""))
+    width = len(next(reader))
+    for row in reader:
         if len(row) != width:
-            _fail(path, f"line {number} has {len(row)} fields, the header {width}")
+            _fail(path, f"line {reader.line_num} has {len(row)} fields, the header {width}")
     try:
         return pd.read_csv(path, keep_default_na=True)
     except (pd.errors.ParserError, ValueError) as exc:
