@@ -56,8 +56,11 @@ endif
 print-stack:
 	@echo $(STACK)
 
+# make study CONFIG=file.yaml: the file checked first (one line naming file and line), then
+# passed as --configfile.
 study: $(VENV)/.study-$(STACK)
-	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS)
+	$(if $(CONFIG),$(BIN)/python scripts/check_config.py $(CONFIG))
+	$(BIN)/snakemake --cores $(CORES) $(if $(CONFIG),--configfile $(CONFIG)) $(SNAKEMAKE_ARGS)
 
 report: $(VENV)/.study-$(STACK)
 	$(BIN)/snakemake --cores $(CORES) report
@@ -90,4 +93,5 @@ $(VENV)/.dev-$(STACK): $(VENV)/.study-$(STACK) envs/requirements-dev.txt
 	touch $@
 
 clean-results:
-	rm -rf results/hardware.json results/sweeps results/tables results/figures results/report results/logs
+	@# Everything the study wrote, hidden sweep journals included (results/README.md stays).
+	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

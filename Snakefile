@@ -15,10 +15,11 @@ report: "report/workflow.rst"
 include: "rules/common.smk"
 
 
+# Every output, not the report alone: a plain run rebuilds anything missing or interrupted.
 rule all:
     default_target: True
     input:
-        "results/report/index.html",
+        study_outputs,
 
 
 include: "rules/hardware.smk"

@@ -1,20 +1,28 @@
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 # The study's library lives under scripts/ beside the entry scripts.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
+from studylib.hardware import job_versions, nvml_driver  # noqa: E402
 from studylib.plan import (  # noqa: E402
+    ConfigFileError,
+    apply_cli_values,
     check_config,
+    config_warnings,
     decode_plan,
     decode_variants,
+    empty_overrides,
     enabled_backends,
     schema_problem,
     kernel_power_plan,
+    read_config_file,
     served_models,
     stable_hash,
     study_device,
@@ -23,6 +31,24 @@ from studylib.plan import (  # noqa: E402
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
 
+# --config values nested in a mapping arrive as strings: type them as a config file would.
+apply_cli_values(config, workflow.config_settings.config or {})
+# An override's `{}` removes nothing from the merged config: say so rather than ignore it.
+try:
+    _overrides = [
+        (str(path), read_config_file(path))
+        for path in workflow.config_settings.configfiles or []
+    ]
+except ConfigFileError as exc:
+    raise WorkflowError(str(exc)) from None
+_overrides.append(("--config", workflow.config_settings.config or {}))
+_problems = [
+    f"{source}: {problem}"
+    for source, override in _overrides
+    for problem in empty_overrides(override, config)
+]
+if _problems:
+    raise WorkflowError("invalid config: " + "; ".join(_problems))
 # One clear message naming the bad key, before any job runs.
 try:
     validate(config, SCHEMA, set_default=True)
@@ -31,6 +57,8 @@ except WorkflowError:
 _problems = check_config(config)
 if _problems:
     raise WorkflowError("invalid config: " + "; ".join(_problems))
+for _warning in config_warnings(config):
+    logger.warning(f"config warning: {_warning}")
 
 BACKENDS = enabled_backends(config)
 # The device the DAG is planned for (auto: a GPU that NVML sees): it picks the decode
@@ -53,13 +81,60 @@ wildcard_constraints:
     weights="bf16|fp8",
 
 
+# The driver, CUDA and library versions the measurements depend on: a params rerun trigger
+# (an upgrade reruns hardware, peaks and the upgraded backend's sweep and power jobs only).
+DRIVER = nvml_driver()
+
+
+def versions(backend=None):
+    return job_versions(backend, DRIVER)
+
+
 def backend_plan(wildcards):
-    """Only this backend's slice of the config: its change reruns this backend alone."""
-    return sweep_plan(config, wildcards.backend)
+    """Only this backend's slice of the config and versions: their change reruns this
+    backend alone (and keys its sweep journal: points measured by other versions are not
+    reused)."""
+    return {
+        **sweep_plan(config, wildcards.backend),
+        "versions": versions(wildcards.backend),
+    }
 
 
 def backend_power_plan(wildcards):
-    return kernel_power_plan(config, wildcards.backend)
+    return {
+        **kernel_power_plan(config, wildcards.backend),
+        "versions": versions(wildcards.backend),
+    }
+
+
+def study_outputs(wildcards):
+    """Every output of the study, so that a plain run rebuilds whatever is missing: without
+    them, Snakemake skips a missing file when what is built from it looks up to date."""
+    models = {
+        path
+        for variant in DECODE_VARIANTS
+        for path in decode_inputs(SimpleNamespace(variant=variant)).values()
+    }
+    # Every figure in its three files, from the report's list of figure specs.
+    figures = [
+        spec.removesuffix(".vl.json") + ext
+        for spec in rules.report.input.specs
+        for ext in (".html", ".png", ".vl.json")
+    ]
+    return [
+        *rules.hardware.output,
+        *rules.peaks.output,
+        *expand(rules.sweep.output, backend=BACKENDS),
+        *expand(list(rules.kernel_power.output), backend=POWER_BACKENDS),
+        *sorted(models),
+        *expand(list(rules.decode.output), variant=DECODE_VARIANTS),
+        *rules.aggregate.output,
+        *rules.aggregate_kernel_power.output,
+        *rules.aggregate_decode.output,
+        *figures,
+        *rules.check_report_inputs.output,
+        *rules.report.output,
+    ]
 
 
 def variant_decode_plan(wildcards):

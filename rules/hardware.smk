@@ -7,5 +7,6 @@ rule hardware:
         "../envs/sweep.yaml"
     params:
         repo=workflow.basedir,
+        versions=versions("all"),  # an upgrade collects the record again
     script:
         "../scripts/collect_hardware.py"

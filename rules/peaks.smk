@@ -11,5 +11,6 @@ rule peaks:
         gpu=1,
     params:
         device=config["device"],
+        versions=versions(),  # a driver, CUDA or torch upgrade measures the peaks again
     script:
         "../scripts/measure_peaks.py"

@@ -1,13 +1,35 @@
+# The tables and records the report reads.
+REPORT_TABLES = {
+    "hardware": "results/hardware.json",
+    "peaks": "results/peaks.json",
+    "sweep": "results/tables/sweep.csv",
+    "support": "results/tables/support.csv",
+    "kernel_power": "results/tables/kernel_power.csv",
+    "decode": "results/tables/decode.csv",
+    "expert_m": "results/tables/expert_m.csv",
+    "decode_recorder": "results/tables/decode_recorder.csv",
+}
+
+
+# Checked in a job of their own: Snakemake deletes a job's old output when the job starts,
+# so a damaged table must stop the run before the report job, keeping the old report.
+rule check_report_inputs:
+    input:
+        **REPORT_TABLES,
+    output:
+        "results/tables/checked.json",
+    log:
+        "results/logs/check_report_inputs.log",
+    conda:
+        "../envs/study.yaml"
+    script:
+        "../scripts/check_tables.py"
+
+
 rule report:
     input:
-        hardware="results/hardware.json",
-        peaks="results/peaks.json",
-        sweep="results/tables/sweep.csv",
-        support="results/tables/support.csv",
-        kernel_power="results/tables/kernel_power.csv",
-        decode="results/tables/decode.csv",
-        expert_m="results/tables/expert_m.csv",
-        decode_recorder="results/tables/decode_recorder.csv",
+        **REPORT_TABLES,
+        checked="results/tables/checked.json",
         specs=[
             "results/figures/support.vl.json",
             "results/figures/efficiency.vl.json",

@@ -18,18 +18,22 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "config", "report", "profiles", "envs"]
 
 
-def snakemake(workdir, *args, check=True):
+def snakemake(workdir, *args, check=True, env=None):
     proc = subprocess.run(
-        [SNAKEMAKE, "--cores", "2", *args], cwd=workdir, capture_output=True, text=True
+        [SNAKEMAKE, "--cores", "2", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {args} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
-def planned_outputs(workdir, *args) -> set[str]:
+def planned_outputs(workdir, *args, env=None) -> set[str]:
     """Outputs of the jobs a dry run would execute."""
-    proc = snakemake(workdir, "--dry-run", *args)
+    proc = snakemake(workdir, "--dry-run", *args, env=env)
     text = proc.stdout + proc.stderr
     if "Nothing to be done" in text:
         return set()
@@ -220,6 +224,84 @@ def test_template_edit_reruns_report_only(study):
     snakemake(study)
 
 
+def test_a_plain_run_rebuilds_what_is_missing(study):
+    """Deleted figures and an interrupted sweep (its output gone, its journal kept) are
+    rebuilt by a plain run: rule all names every output, not the report alone."""
+    results = study / "results"
+    moved = {results / "figures": study / "figures.moved",
+             results / "sweeps" / "torch.parquet": study / "torch.parquet.moved"}  # fmt: skip
+    for src, dst in moved.items():
+        src.rename(dst)  # renames keep the mtimes: putting them back restores the state
+    try:
+        planned = planned_outputs(study)
+    finally:
+        for src, dst in moved.items():
+            dst.rename(src)
+    rebuilt = {"results/sweeps/torch.parquet", "results/figures/support.png",
+               "results/figures/latency_flashinfer.html", "results/report/index.html"}  # fmt: skip
+    assert rebuilt <= planned
+    assert sweeps_in(planned) == {"results/sweeps/torch.parquet"}
+    assert planned_outputs(study) == set()
+
+
+def test_a_library_upgrade_reruns_hardware_and_that_backend_only(study, tmp_path):
+    """A newer flashinfer (a stand-in dist-info on the path) reruns the hardware record and
+    flashinfer's sweep and power jobs (and what depends on them), not peaks, the other
+    backends or decode."""
+    info = tmp_path / "site" / "flashinfer_python-99.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 99.0\n"
+    )
+    planned = planned_outputs(study, env={"PYTHONPATH": str(tmp_path / "site")})
+    assert sweeps_in(planned) == {"results/sweeps/flashinfer.parquet"}
+    assert {o for o in planned if o.startswith("results/kernel_power/")} == {
+        "results/kernel_power/flashinfer.parquet",
+        "results/kernel_power/flashinfer_timeline.parquet",
+    }
+    assert "results/hardware.json" in planned and "results/peaks.json" not in planned
+    assert not {o for o in planned if o.startswith("results/decode/")}
+
+
+def test_nested_config_override_and_public_host_warning(study):
+    proc = snakemake(study, "--dry-run", "--config", "decode={port: 30117, host: 0.0.0.0}")
+    output = proc.stdout + proc.stderr
+    assert "config warning: decode.host 0.0.0.0: the decode server listens beyond" in output
+    assert "results/decode/transformers/summary.csv" in output  # the port is in its plan
+
+
+def test_a_damaged_table_stops_the_run_and_keeps_the_report(study, tmp_path):
+    results = study / "results"
+    hardware, report = results / "hardware.json", results / "report" / "index.html"
+    shutil.copy2(hardware, tmp_path / "hardware.json")
+    before = report.read_bytes(), report.stat().st_mtime
+    hardware.write_text("{garbage")
+    try:
+        proc = snakemake(study, check=False)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode != 0
+        assert "damaged input: results/hardware.json: not JSON (line 1, column 2" in output
+        assert "Traceback" not in output
+        assert (report.read_bytes(), report.stat().st_mtime) == before
+    finally:
+        shutil.copy2(tmp_path / "hardware.json", hardware)
+    snakemake(study)  # the check (its output removed by the failure) and the report again
+    assert planned_outputs(study) == set()
+
+
+def test_a_second_snakemake_in_the_folder_is_locked_out(study):
+    """Another Snakemake holding the folder (its lock file) stops a second one."""
+    lock = study / ".snakemake" / "locks" / "0.output.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("results/report/index.html\n")
+    try:
+        proc = snakemake(study, "--forcerun", "results/report/index.html", check=False)
+    finally:
+        lock.unlink()
+    assert proc.returncode != 0
+    assert "Directory cannot be locked" in proc.stdout + proc.stderr
+
+
 BAD_CONFIGS = [
     (lambda c: c.update(colour="blue"), "'colour' was unexpected"),
     (lambda c: c.update(device="tpu"), "config key device: 'tpu' is not one of"),
@@ -237,6 +319,7 @@ BAD_CONFIGS = [
         lambda c: c["backends"]["flashinfer"]["cases"][0].update(op="mm_fp5"),
         "backends.flashinfer.cases[0].op: 'mm_fp5' is not an op of flashinfer",
     ),
+    (lambda c: c["decode"].update(variants={}), "decode.variants: {} removes nothing"),
 ]
 
 

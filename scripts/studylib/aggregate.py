@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .io import read_json, write_frame
+from . import tables
+from .io import write_frame
 from .peaks import PEAK_FOR_DTYPE
-from .sweep import COLUMNS
 
-STATUSES = ["ok", "unsupported", "error", "mismatch"]
-SUPPORT_COLUMNS = ["backend", "impl", "op", "dtype", "points", *STATUSES, "status", "reason"]
+COLUMNS = tables.columns("sweep")
+STATUSES = list(tables.STATUSES)
+SUPPORT_COLUMNS = tables.columns("support")
 
 
 def load_sweeps(paths) -> pd.DataFrame:
-    frames = [pd.read_parquet(p) for p in paths]
+    frames = [tables.read_table("sweep", p) for p in paths]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     extra = [c for c in frame.columns if c not in COLUMNS]
     return frame[[c for c in COLUMNS if c in frame.columns] + extra]
@@ -75,7 +76,7 @@ def add_roofline(sweep: pd.DataFrame, peaks: dict) -> pd.DataFrame:
 
 
 def aggregate(sweep_paths, peaks_path, out_sweep_csv, out_support_csv) -> pd.DataFrame:
-    sweep = add_roofline(load_sweeps(sweep_paths), read_json(peaks_path))
+    sweep = add_roofline(load_sweeps(sweep_paths), tables.read_record("peaks", peaks_path))
     write_frame(sweep, out_sweep_csv)
     write_frame(support_matrix(sweep), out_support_csv)
     return sweep

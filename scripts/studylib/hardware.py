@@ -26,6 +26,51 @@ def package_versions(names=PACKAGES) -> dict:
     return versions
 
 
+# What a backend's measurements depend on besides the driver and CUDA: its libraries.
+BACKEND_PACKAGES = {
+    "torch": ["torch"],
+    "flashinfer": ["torch", "flashinfer-python"],
+    # The adapter finds the FP4 kernels in sgl-kernel or SGLang's JIT kernels (STUDY.md).
+    "sgl_kernel": ["torch", "sglang-kernel", "sgl-kernel", "sglang"],
+}
+
+
+def nvml_driver() -> str | None:
+    """The NVIDIA driver's version, without torch (None without a driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no library or no driver: a machine without a GPU
+        return None
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return driver.decode() if isinstance(driver, bytes) else driver
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def cuda_packages() -> dict:
+    """The CUDA runtime wheels installed here (torch's own version names its CUDA build)."""
+    names = sorted(
+        dist.metadata["Name"]
+        for dist in metadata.distributions()
+        if (dist.metadata["Name"] or "").lower().startswith("nvidia-cuda-runtime")
+    )
+    return package_versions(names)
+
+
+def job_versions(backend: str | None = None, driver: str | None = None) -> dict:
+    """The versions a job's results depend on, cheap enough for every DAG build (no torch
+    import): the driver, the CUDA runtime wheels and the libraries of ``backend`` (torch's
+    alone for None; every backend's for "all")."""
+    if backend == "all":
+        names = list(dict.fromkeys(n for names in BACKEND_PACKAGES.values() for n in names))
+    else:
+        names = BACKEND_PACKAGES.get(backend, ["torch"])
+    return {"driver": driver, **cuda_packages(), **package_versions(names)}
+
+
 def host_info() -> dict:
     cpu_model = platform.processor() or None
     try:

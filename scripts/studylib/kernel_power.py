@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import tables
 from .gpu_slots import machine_gpus
 from .io import write_frame
 from .power import Sampler, open_readers, visible_nvml_indices
@@ -24,13 +25,7 @@ from .sweep import WorkerClient, WorkerGone
 log = logging.getLogger("study.kernel_power")
 
 POINT_KEYS = ["backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G"]
-WINDOW_COLUMNS = [
-    *POINT_KEYS, "mode", "label", "window", "t_start", "t_end", "seconds", "gpu", "gpu_name",
-    "power_source", "energy_j", "energy_j_samples", "energy_gap_pct", "avg_w", "avg_w_samples",
-    "power_limit_w", "pct_limit", "sm_clock_mhz", "mem_clock_mhz", "temp_c_max",
-    "throttle_reasons", "sm_util", "sm_occupancy", "tensor_util", "dram_util", "gpm_pairs",
-    "samples", "calls", "us_per_call", "status", "error", "sampler_cpu_pct", "gpus_running",
-]  # fmt: skip
+WINDOW_COLUMNS = tables.columns("kernel_power")
 
 
 def window_id(point: dict | None, mode: str) -> str:
@@ -213,7 +208,7 @@ def run_kernel_power(plan: dict, out_windows, out_timeline, log_stream=None) -> 
 
 
 def aggregate_kernel_power(paths, out_csv) -> pd.DataFrame:
-    frames = [pd.read_parquet(p) for p in paths]
+    frames = [tables.read_table("kernel_power", p) for p in paths]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=WINDOW_COLUMNS)
     write_frame(table, out_csv)
     return table

@@ -22,20 +22,13 @@ import pandas as pd
 
 from .io import write_frame
 from .plan import expand_points, stable_hash
+from .tables import columns
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[1]
 log = logging.getLogger("study.sweep")
 
 # The sweep table's leading columns, in order (the README's output contract).
-COLUMNS = [
-    "backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G", "status", "error",
-    "device", "device_name", "library_version",
-    "eager_us", "eager_iqr_us", "eager_samples",
-    "graph_us", "graph_iqr_us", "graph_samples", "graph_calls",
-    "cold_us", "cold_iqr_us", "cold_samples", "cold_sets",
-    "rel_err", "cos_sim", "all_zero", "has_nan", "flops", "bytes", "tflops", "gbps",
-    "launch_overhead_us", "sm_clock_mhz", "throttle", "first_call_ms", "point_s",
-]  # fmt: skip
+COLUMNS = columns("sweep")
 
 
 class WorkerGone(Exception):
@@ -169,15 +162,6 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
     work_dir.mkdir(parents=True, exist_ok=True)
     plan_path = work_dir / "plan.json"
     plan_path.write_text(json.dumps(plan, sort_keys=True), encoding="utf-8")
-    progress = work_dir / f"progress-{stable_hash(plan)}.jsonl"
-    done = {}
-    if progress.exists():
-        for line in progress.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                done[row.pop("_key")] = row
-        log.info("resuming: %d points already measured", len(done))
-
     timeout = float(plan["timing"]["point_timeout_s"])
     client = WorkerClient(plan["backend"], plan_path, log_stream)
     hello = None
@@ -190,6 +174,8 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
             preferred = plan["device"] if plan["device"] != "auto" else "cpu"
             hello = {"device": preferred, "failed": f"worker failed to start: {exc}"}
         log.info("worker hello: %s", hello)
+        progress = journal_path(work_dir, plan, hello)
+        done = read_journal(progress)
         device = hello["device"]
         base = {
             "device": device,
@@ -239,6 +225,28 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
         stale.unlink()
     work_dir.rmdir()
     return frame
+
+
+def journal_path(work_dir: Path, plan: dict, hello: dict) -> Path:
+    """The journal of finished points, keyed by the plan and by what measures it (device,
+    library version as the worker reports it): an upgrade never reuses old points."""
+    measured_by = {k: hello.get(k) for k in ("device", "device_name", "library_version")}
+    return work_dir / f"progress-{stable_hash([plan, measured_by])}.jsonl"
+
+
+def read_journal(progress: Path) -> dict:
+    """{point key: row} of a journal; a line cut short by a kill mid-write is dropped."""
+    done = {}
+    if progress.exists():
+        for line in progress.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and "_key" in row:
+                done[row.pop("_key")] = row
+        log.info("resuming: %d points already measured", len(done))
+    return done
 
 
 def to_frame(rows: list[dict]) -> pd.DataFrame:

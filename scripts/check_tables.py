@@ -1,0 +1,12 @@
+"""Snakemake entry: the report's tables and records checked before it renders (a damaged one
+stops the run here, one line naming it, and the old report stays) -> the rows of each, in
+results/tables/checked.json."""
+
+from studylib.entry import setup_logging
+from studylib.io import write_json
+from studylib.tables import check_inputs
+
+log = setup_logging(snakemake)  # checks the inputs
+checked = check_inputs(snakemake.input)
+write_json(snakemake.output[0], checked)
+log.info("%d files checked", len(checked))

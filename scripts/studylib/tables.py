@@ -1,0 +1,329 @@
+"""The study's tables: each one's columns, their types and its checked reader, in one place.
+
+Writers take their column order from here; readers go through :func:`read_table` and
+:func:`read_record`, which stop at a damaged file (truncated, cut mid-line, another table's
+file, garbage) with a :class:`DamagedFile` whose message is one line naming the file and what
+is wrong, instead of handing half a table or another table's columns to the next stage.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+STATUSES = ("ok", "unsupported", "error", "mismatch")
+DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "nvfp4")  # config/schema.yaml's dtype enum
+DEVICES = ("cuda", "cpu")
+
+# Column kinds: text, int (whole numbers, may be empty), num (any number, may be empty),
+# flag (true/false, may be empty), any (not checked: free-form or another owner's column).
+POINT = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "shape": "text",
+         "M": "int", "N": "int", "K": "int", "G": "int"}  # fmt: skip
+
+SWEEP = {
+    **POINT, "status": "text", "error": "any", "device": "text", "device_name": "any",
+    "library_version": "any",
+    "eager_us": "num", "eager_iqr_us": "num", "eager_samples": "num",
+    "graph_us": "num", "graph_iqr_us": "num", "graph_samples": "num", "graph_calls": "num",
+    "cold_us": "num", "cold_iqr_us": "num", "cold_samples": "num", "cold_sets": "num",
+    "rel_err": "num", "cos_sim": "num", "all_zero": "flag", "has_nan": "flag", "flops": "num",
+    "bytes": "num", "tflops": "num", "gbps": "num", "launch_overhead_us": "num",
+    "sm_clock_mhz": "num", "throttle": "any", "first_call_ms": "num", "point_s": "num",
+}  # fmt: skip
+ROOFLINE = {"compute_floor_us": "num", "memory_floor_us": "num", "floor_us": "num",
+            "floor_basis": "any", "efficiency": "num"}  # fmt: skip
+SUPPORT = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "points": "int",
+           **{s: "int" for s in STATUSES}, "status": "text", "reason": "any"}  # fmt: skip
+WINDOWS = {
+    **POINT, "mode": "text", "label": "any", "window": "any", "t_start": "num", "t_end": "num",
+    "seconds": "num", "gpu": "int", "gpu_name": "any", "power_source": "text",
+    "energy_j": "num", "energy_j_samples": "num", "energy_gap_pct": "num", "avg_w": "num",
+    "avg_w_samples": "num", "power_limit_w": "num", "pct_limit": "num", "sm_clock_mhz": "num",
+    "mem_clock_mhz": "num", "temp_c_max": "num", "throttle_reasons": "any", "sm_util": "num",
+    "sm_occupancy": "num", "tensor_util": "num", "dram_util": "num", "gpm_pairs": "num",
+    "samples": "num", "calls": "int", "us_per_call": "num", "status": "text", "error": "any",
+    "sampler_cpu_pct": "num", "gpus_running": "int",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: what it is, where it lives, its columns (in order) and allowed values."""
+
+    name: str
+    what: str
+    path: str  # the workflow's path pattern, for messages
+    # {column: kind}, or a function giving it (for columns owned elsewhere, read late)
+    kinds: dict[str, str] | Callable[[], dict[str, str]]
+    values: dict[str, tuple] = field(default_factory=dict)
+
+    @property
+    def columns(self) -> dict[str, str]:
+        return self.kinds() if callable(self.kinds) else self.kinds
+
+
+def _decode(name: str, first: tuple = (), last: tuple = ()) -> Callable[[], dict[str, str]]:
+    """The columns of a decode table, owned by the serving package (imported only when a
+    decode table is read: sweep workers import this module too)."""
+
+    def kinds() -> dict[str, str]:
+        from .serving.decode import RECORDER_COLUMNS, SUMMARY_COLUMNS
+        from .serving.experts import EXPERT_M_COLUMNS
+
+        owned = {"summary": SUMMARY_COLUMNS, "recorder": RECORDER_COLUMNS,
+                 "expert_m": EXPERT_M_COLUMNS}[name]  # fmt: skip
+        return dict.fromkeys([*first, *owned, *last], "any")
+
+    return kinds
+
+
+def _tables() -> dict[str, Table]:
+    status = {"status": STATUSES, "dtype": DTYPES}
+    return {
+        "sweep": Table("sweep", "a backend's sweep", "results/sweeps/{backend}.parquet",
+                       SWEEP, {**status, "device": DEVICES}),
+        "sweep_table": Table("sweep_table", "the sweep table", "results/tables/sweep.csv",
+                             {**SWEEP, **ROOFLINE}, {**status, "device": DEVICES}),
+        "support": Table("support", "the support matrix", "results/tables/support.csv",
+                         SUPPORT, {"dtype": DTYPES}),
+        "kernel_power": Table("kernel_power", "a backend's kernel-power windows",
+                              "results/kernel_power/{backend}.parquet", WINDOWS,
+                              {"mode": ("idle", "eager", "graph")}),
+        "kernel_power_table": Table("kernel_power_table", "the kernel-power table",
+                                    "results/tables/kernel_power.csv", WINDOWS,
+                                    {"mode": ("idle", "eager", "graph")}),
+        "timeline": Table("timeline", "a backend's power timeline",
+                          "results/kernel_power/{backend}_timeline.parquet", {"backend": "any"}),
+        "decode_summary": Table("decode_summary", "a variant's decode summary",
+                                "results/decode/{variant}/summary.csv",
+                                _decode("summary")),
+        "decode_table": Table("decode_table", "the decode table", "results/tables/decode.csv",
+                              _decode("summary", last=("hbm_floor_ms", "tpot_over_floor"))),
+        "expert_m": Table("expert_m", "a variant's per-expert M",
+                          "results/decode/{variant}/expert_m.csv",
+                          _decode("expert_m")),
+        "expert_m_table": Table("expert_m_table", "the per-expert M table",
+                                "results/tables/expert_m.csv",
+                                _decode("expert_m", first=("variant",))),
+        "recorder": Table("recorder", "a variant's expert-recorder cost",
+                          "results/decode/{variant}/recorder.csv",
+                          _decode("recorder")),
+        "recorder_table": Table("recorder_table", "the decode recorder table",
+                                "results/tables/decode_recorder.csv",
+                                _decode("recorder", first=("variant",))),
+    }  # fmt: skip
+
+
+#: JSON records: what each is, its required keys and optional ones, with their kinds (num
+#: and text may be null).
+RECORDS = {
+    "peaks": ("this machine's measured peaks", {"copy_gbps": "num"},
+              {"device": "text", "bf16_tflops": "num", "fp8_tflops": "num",
+               "fp32_tflops": "num", "fp4_tflops": "num"}),
+    "hardware": ("the hardware record", {"device": "text", "gpus": "list", "packages": "dict"},
+                 {"host": "dict", "driver_version": "text", "cuda_version": "text"}),
+}  # fmt: skip
+
+
+def table(name: str) -> Table:
+    return _tables()[name]
+
+
+def columns(name: str) -> list[str]:
+    """A table's columns in the order writers put them."""
+    return list(table(name).columns)
+
+
+class DamagedFile(ValueError):
+    """An input file that is not what its table says: the message is one line."""
+
+
+def _fail(path, problem: str):
+    raise DamagedFile(f"{path}: {problem}")
+
+
+def read_table(name: str, path: str | os.PathLike) -> pd.DataFrame:
+    """``path`` read as table ``name``, checked: readable to its end, its columns present and
+    each value of its kind; else :class:`DamagedFile`."""
+    spec, path = table(name), Path(path)
+    if not path.is_file():
+        _fail(path, f"missing ({spec.what} is expected here)")
+    if path.stat().st_size == 0:
+        _fail(path, "empty file (0 bytes): truncated or never finished")
+    if path.suffix == ".parquet":
+        frame = _read_parquet(path)
+    else:
+        frame = _read_csv(path)
+    check_frame(name, frame, path)
+    return frame
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    import pyarrow as pa
+
+    try:
+        return pd.read_parquet(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        _fail(path, f"not a readable parquet file (truncated or overwritten?): {first}")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        _fail(path, f"not a text CSV file: {exc.reason} at byte {exc.start}")
+    if not text.endswith("\n"):
+        # Every writer ends with a newline: a file without one was cut short.
+        _fail(path, "the last line is cut short (no newline at the end): the file is truncated")
+    # csv, not lines: a quoted field (a library's error message) may hold newlines.
+    reader = csv.reader(io.StringIO(text, newline=""))
+    width = len(next(reader))
+    for row in reader:
+        if len(row) != width:
+            _fail(path, f"line {reader.line_num} has {len(row)} fields, the header {width}")
+    try:
+        return pd.read_csv(path, keep_default_na=True)
+    except (pd.errors.ParserError, ValueError) as exc:
+        _fail(path, f"not a readable CSV file: {str(exc).strip().splitlines()[0]}")
+
+
+def check_frame(name: str, frame: pd.DataFrame, path) -> None:
+    """Columns present, values of their kinds and among the allowed ones."""
+    spec = table(name)
+    missing = [c for c in spec.columns if c not in frame.columns]
+    if missing:
+        shown = ", ".join(missing[:6]) + (
+            f" (+{len(missing) - 6} more)" if len(missing) > 6 else ""
+        )
+        guess = _looks_like(frame, exclude=name)
+        _fail(path, f"not {spec.what} ({spec.path}): no column {shown}"
+              + (f"; it looks like {guess}" if guess else ""))  # fmt: skip
+    for column, kind in spec.columns.items():
+        bad = _bad_values(frame[column], kind)
+        if bad is not None:
+            row, value = bad
+            _fail(path, f"column {column}, row {row + 1}: {value!r} is not {KIND_WORDS[kind]}")
+        allowed = spec.values.get(column)
+        if allowed:
+            present = frame[column].dropna()
+            odd = present[~present.isin(allowed)]
+            if len(odd):
+                _fail(path, f"column {column}, row {odd.index[0] + 1}: {odd.iloc[0]!r} is not "
+                      f"one of {', '.join(allowed)}")  # fmt: skip
+
+
+KIND_WORDS = {"int": "a whole number", "num": "a number", "flag": "true or false",
+              "text": "text", "any": "anything"}  # fmt: skip
+
+
+def _bad_values(series: pd.Series, kind: str):
+    """(row, value) of the first value not of ``kind``, else None (empty cells pass)."""
+    if kind == "any":
+        return None
+    present = series.dropna()
+    if kind == "text":
+        odd = present[~present.map(lambda v: isinstance(v, str))]
+    elif kind in ("num", "int"):
+        if pd.api.types.is_bool_dtype(present):
+            odd = present
+        else:
+            numbers = pd.to_numeric(present, errors="coerce")
+            odd = present[numbers.isna()]
+            if kind == "int" and odd.empty:
+                odd = present[(numbers % 1 != 0) & numbers.notna()]
+    else:  # flag
+        odd = present[~present.isin([True, False, "True", "False", "true", "false"])]
+    if odd.empty:
+        return None
+    value = odd.iloc[0]
+    return odd.index[0], value.item() if hasattr(value, "item") else value  # numpy -> Python
+
+
+def _looks_like(frame: pd.DataFrame, exclude: str) -> str | None:
+    """The table whose columns ``frame`` holds (another table's file copied over this one)."""
+    for other in _tables().values():
+        if other.name != exclude and len(other.columns) > 1:
+            if all(c in frame.columns for c in other.columns):
+                return f"{other.what} ({other.path})"
+    return None
+
+
+def read_record(name: str, path: str | os.PathLike) -> dict:
+    """A JSON record (peaks, hardware) read and checked: a mapping with its keys, each of its
+    kind (num and text may be null); else :class:`DamagedFile`."""
+    what, required, optional = RECORDS[name]
+    path = Path(path)
+    if not path.is_file():
+        _fail(path, f"missing ({what} is expected here)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        _fail(path, f"not a JSON text file: {exc.reason} at byte {exc.start}")
+    except json.JSONDecodeError as exc:
+        _fail(path, f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+    if not isinstance(data, dict):
+        _fail(path, f"holds a JSON {type(data).__name__}, not {what}")
+    missing = [key for key in required if key not in data]
+    if missing:
+        _fail(path, f"not {what}: no key {', '.join(missing)}")
+    kinds = {"text": str, "num": (int, float), "list": list, "dict": dict}
+    for key, kind in {**required, **optional}.items():
+        if key not in data:
+            continue
+        value = data[key]
+        nullable = kind in ("text", "num")
+        wrong = not isinstance(value, kinds[kind]) or isinstance(value, bool)
+        if (value is not None or not nullable) and wrong:
+            _fail(path, f"key {key}: {value!r} is not {KIND_WORDS.get(kind, 'a ' + kind)}")
+    return data
+
+
+def kind_of(path: str | os.PathLike) -> tuple[str, str] | None:
+    """("table" or "record", name) of a study file, from where it lives; None for others."""
+    path = Path(path)
+    for name in RECORDS:
+        if path.name == f"{name}.json":
+            return "record", name
+    patterns = {
+        spec.name: spec.path.removeprefix("results/")
+        .replace("{backend}", "*")
+        .replace("{variant}", "*")
+        for spec in _tables().values()
+    }
+    # The longest pattern first: kernel_power/*_timeline.parquet before kernel_power/*.parquet.
+    for name, pattern in sorted(patterns.items(), key=lambda item: -len(item[1])):
+        if path.match(pattern):
+            return "table", name
+    return None
+
+
+def check_inputs(paths) -> dict[str, int]:
+    """Every study table or record among ``paths`` read and checked (a job's inputs, before
+    it runs): {path: rows}; the first damaged one raises :class:`DamagedFile`."""
+    checked = {}
+    for path in _flat(paths):
+        kind = kind_of(path)
+        if kind is None or Path(path).is_dir():
+            continue
+        if kind[0] == "record":
+            read_record(kind[1], path)
+            checked[str(path)] = 1
+        else:
+            checked[str(path)] = len(read_table(kind[1], path))
+    return checked
+
+
+def _flat(paths):
+    for item in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+        if isinstance(item, (str, os.PathLike)):
+            yield item
+        else:
+            yield from _flat(item)
