@@ -31,6 +31,10 @@ log = logging.getLogger("study.sweep")
 COLUMNS = columns("sweep")
 
 
+#: The least time a worker gets to start and say hello (imports, CUDA context).
+START_TIMEOUT_S = 300.0
+
+
 class WorkerGone(Exception):
     """The worker died or hung; ``reason`` says which."""
 
@@ -47,6 +51,10 @@ class WorkerClient:
         self.buffer = b""
 
     def start(self, timeout: float) -> dict:
+        """Start the worker and wait for its hello: at least ``START_TIMEOUT_S``, whatever
+        the point timeout (importing torch and a backend, and a first CUDA context, can
+        outlast a short point timeout on a loaded machine without anything being wrong)."""
+        timeout = max(timeout, START_TIMEOUT_S)
         read_fd, write_fd = os.pipe()
         env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join(
