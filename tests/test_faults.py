@@ -385,3 +385,22 @@ def test_every_study_file_is_known_by_where_it_lives(path, name):
     from studylib.tables import kind_of
 
     assert (kind_of(path) or (None, None))[1] == name
+
+
+def test_a_checked_table_is_read_once_until_it_changes(tmp_path, monkeypatch):
+    # A job's inputs are checked before it runs and then read again by the job: the second
+    # read reuses the first, a changed file is read afresh, and callers never share a frame.
+    from studylib import tables
+
+    path = tmp_path / "support.csv"
+    cols = tables.columns("support")
+    pd.DataFrame([{c: None for c in cols}]).to_csv(path, index=False)
+    reads = []
+    real = tables._read_csv
+    monkeypatch.setattr(tables, "_read_csv", lambda p: reads.append(p) or real(p))
+    first = tables.read_table("support", path)
+    first["backend"] = "changed by a caller"
+    again = tables.read_table("support", path)
+    assert len(reads) == 1 and again["backend"].isna().all()
+    pd.DataFrame([{c: None for c in cols}] * 2).to_csv(path, index=False)
+    assert len(tables.read_table("support", path)) == 2 and len(reads) == 2

@@ -149,20 +149,27 @@ def _fail(path, problem: str):
     raise DamagedFile(f"{path}: {problem}")
 
 
+#: Tables already read and checked in this process, by (table, path, size, mtime): a job's
+#: inputs are checked before it starts (entry.setup_logging) and then read by the job.
+_CHECKED: dict[tuple, pd.DataFrame] = {}
+
+
 def read_table(name: str, path: str | os.PathLike) -> pd.DataFrame:
     """``path`` read as table ``name``, checked: readable to its end, its columns present and
-    each value of its kind; else :class:`DamagedFile`."""
+    each value of its kind; else :class:`DamagedFile`. A file read once and unchanged since
+    is not read or checked again (the caller gets its own copy)."""
     spec, path = table(name), Path(path)
     if not path.is_file():
         _fail(path, f"missing ({spec.what} is expected here)")
-    if path.stat().st_size == 0:
+    stat = path.stat()
+    if stat.st_size == 0:
         _fail(path, "empty file (0 bytes): truncated or never finished")
-    if path.suffix == ".parquet":
-        frame = _read_parquet(path)
-    else:
-        frame = _read_csv(path)
-    check_frame(name, frame, path)
-    return frame
+    key = (name, str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _CHECKED:
+        frame = _read_parquet(path) if path.suffix == ".parquet" else _read_csv(path)
+        check_frame(name, frame, path)
+        _CHECKED[key] = frame
+    return _CHECKED[key].copy()
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:

@@ -29,7 +29,7 @@ from .engines import engine as get_engine
 from .engines.base import run_served_name
 from .engines.sglang_engine import expert_recorder
 from .experts import EXPERT_M_COLUMNS, RECORDER_DIR_ENV, expert_m, load_logical_count
-from .launcher import ServerProcess
+from .launcher import ServerProcess, flag_value
 from .load import LoadSpec, run_load, steady_window, summarize_load
 from .model import step_bytes
 
@@ -40,12 +40,11 @@ UNIFORM_ROUTING_ENV = "SGLANG_SIMULATE_UNIFORM_EXPERTS"
 SUMMARY_COLUMNS = [
     "engine", "variant", "model_kind", "weights", "routing", "cuda_graphs", "ep", "concurrency",
     "gpus", "power_source", "steady_s", "valid", "requests", "errors", "wrong_length",
-    "output_tok_s",
-    "tpot_ms", "tok_s_over_c_tpot", "decoding_share", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
-    "avg_w_per_gpu", "w_gpu_min", "w_gpu_median", "w_gpu_max", "avg_w_total", "pct_limit",
-    "idle_w_per_gpu", "j_per_token", "j_per_token_net", "energy_gap_pct", "sm_clock_mhz",
-    "throttle_reasons", "sm_util", "tensor_util", "dram_util", "step_gb", "load_cpu_pct",
-    "first_error",
+    "output_tok_s", "tpot_ms", "tok_s_over_c_tpot", "decoding_share", "itl_p50_ms",
+    "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu", "w_gpu_min", "w_gpu_median", "w_gpu_max",
+    "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
+    "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
+    "dram_util", "step_gb", "load_cpu_pct", "first_error",
 ]  # fmt: skip
 
 #: The recorder pass beside the main pass, per concurrency: what recording costs.
@@ -112,21 +111,13 @@ def expert_parallel(engine: str, args: list) -> int | None:
     if engine not in EP_FLAGS:
         return None
     args = [str(a) for a in args]
-
-    def value(flags):
-        for i, a in enumerate(args):
-            for flag in flags:
-                if a == flag and i + 1 < len(args):
-                    return args[i + 1]
-                if a.startswith(flag + "="):
-                    return a.split("=", 1)[1]
-        return None
-
     if engine == "vllm":
         if EP_FLAGS["vllm"][0] not in args:
             return 1
-        return int(value(("--tensor-parallel-size", "-tp")) or 1)
-    return int(value(EP_FLAGS["sglang"]) or 1)
+        flags = ("--tensor-parallel-size", "-tp")
+    else:
+        flags = EP_FLAGS["sglang"]
+    return int(next((v for f in flags if (v := flag_value(args, f)) is not None), 1))
 
 
 def cuda_graphs(engine: str, args: list) -> bool | None:

@@ -129,7 +129,8 @@ def check_port_free(host: str, port: int) -> None:
     raise ServerFailed(f"port {port} on {host} is already in use, {who}")
 
 
-def _flag_value(argv: list[str], flag: str) -> str | None:
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in a server's argv (``--flag value`` or ``--flag=value``)."""
     for i, part in enumerate(argv):
         if part == flag and i + 1 < len(argv):
             return argv[i + 1]
@@ -164,8 +165,8 @@ class ServerProcess:
         self.ready_timeout_s = ready_timeout_s
         self.poll_s = poll_s
         self.stop_grace_s = stop_grace_s
-        self.host = host or _flag_value(self.argv, "--host") or "127.0.0.1"
-        port = port if port is not None else _flag_value(self.argv, "--port")
+        self.host = host or flag_value(self.argv, "--host") or "127.0.0.1"
+        port = port if port is not None else flag_value(self.argv, "--port")
         self.port = int(port) if port is not None else None
         self.proc: subprocess.Popen | None = None
         self.guard: Guard | None = None
