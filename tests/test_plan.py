@@ -1,5 +1,6 @@
 import copy
 
+import pytest
 from helpers import default_config
 from studylib.plan import check_config, enabled_backends, expand_points, stable_hash, sweep_plan
 
@@ -67,7 +68,55 @@ def test_expand_points_follows_device_and_overrides():
     assert len(grouped) == 2 * 3 * 9
     fi = expand_points(sweep_plan(config, "flashinfer"), "cuda")
     assert {p["impl"] for p in fi if p["op"] == "mm_fp4"} == {"cutlass", "cudnn", "trtllm", "auto"}
-    assert all(p["G"] is None for p in fi if p["op"] != "grouped_mm_bf16")
+    assert all(p["G"] is None for p in fi if p["op"] not in ("grouped_mm_bf16", "fused_moe"))
+
+
+def test_fused_moe_points_carry_their_layer_and_routing():
+    config = default_config()
+    plan = sweep_plan(config, "sgl_kernel")
+    fused = [p for p in expand_points(plan, "cuda") if p["op"] == "fused_moe"]
+    # 2 dtypes x 2 routings x the case's M grid, all of one layer of 256 experts, top-8
+    m_grid = next(c for c in plan["cases"] if c["op"] == "fused_moe")["m"]["cuda"]
+    assert len(fused) == 2 * 2 * len(m_grid)
+    assert {(p["G"], p["top_k"], p["N"], p["K"]) for p in fused} == {(256, 8, 6144, 2048)}
+    assert {p["routing"] for p in fused} == {"balanced", "recorded"}
+    # The recorded shares travel in the plan (a new recording reruns the sweep), not the rows.
+    shares = plan["moe"]["expert_shares"]
+    assert len(shares) == 256 and abs(sum(shares) - 1) < 1e-5
+    assert all("expert_shares" not in p for p in fused)
+    # Other ops have no routing, and a plan without fused ops has no moe slice.
+    assert all("routing" not in p for p in expand_points(plan, "cuda") if p["op"] != "fused_moe")
+    config["backends"]["sgl_kernel"]["cases"] = [
+        c for c in config["backends"]["sgl_kernel"]["cases"] if c["op"] != "fused_moe"
+    ]
+    assert "moe" not in sweep_plan(config, "sgl_kernel")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["moe"].update(top_k=300), "moe.top_k (300) exceeds"),
+        (lambda c: c["moe"].update(expert_histogram=None), "names no file"),
+        (lambda c: c["moe"].update(expert_histogram="nope.csv"), "moe.expert_histogram nope.csv"),
+        (lambda c: c["moe"].update(expert_histogram="config/config.yaml"), "not a readable CSV"),
+        (lambda c: c["moe"].update(expert_histogram="examples/h200x2-2026-11-30-uniform/tables/"
+                                   "decode.csv"), "no expert, tokens column"),  # fmt: skip
+        (lambda c: c["backends"]["torch"]["cases"][-1].update(groups=[8, 256]), "one MoE layer"),
+    ],
+)
+def test_bad_moe_settings_are_named(change, message):
+    config = default_config()
+    change(config)
+    problems = check_config(config)
+    assert any(message in p for p in problems), problems
+
+
+def test_expert_histogram_with_another_expert_count_is_refused(tmp_path):
+    histogram = tmp_path / "expert_m.csv"
+    histogram.write_text("expert,tokens\n" + "".join(f"{e},{e + 1}\n" for e in range(64)))
+    config = default_config()
+    config["moe"]["expert_histogram"] = str(histogram)
+    assert any("has 64 experts" in p for p in check_config(config))
 
 
 def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():

@@ -77,6 +77,13 @@ def test_a_fault_costs_one_point(tmp_path, log_file, monkeypatch, fault, message
     assert (bad["status"] == "error").all()
     assert bad["error"].str.contains(message).all(), bad["error"].tolist()
     assert (good["status"] == "ok").all(), good["error"].tolist()
+    if fault == "hang":
+        # One timeout per kernel (impl, op, dtype): its later points of that M or more are
+        # not waited for.
+        for _, rows in bad.groupby("dtype"):
+            first, *later = rows["error"].tolist()
+            assert first.startswith("timed out") and later, rows["error"].tolist()
+            assert all(e.startswith("not run: aten matmul") for e in later), later
 
 
 def test_interrupted_sweep_resumes(tmp_path, log_file, monkeypatch):

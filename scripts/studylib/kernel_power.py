@@ -1,10 +1,12 @@
 """Sustained kernel loops under the power sampler: what the GPU draws, clocks and does.
 
-For each representative point and mode (eager launches, graph replays) the backend's worker
-runs the kernel back to back for ``seconds``; the sampler in this process (NVML reads are
-process-independent) records every GPU the job can see. An idle baseline comes first and a
-cooldown separates loops. One row per (window, GPU). With ``gpus: N`` the job holds N GPUs
-and runs each loop on all of them at once (one worker per GPU).
+For each representative point and mode (eager launches, graph replays, cold graph replays
+that rotate weight sets of several L2s so every call streams them from HBM, as decode does)
+the backend's worker runs the kernel back to back for ``seconds``; the sampler in this
+process (NVML reads are process-independent) records every GPU the job can see. An idle
+baseline comes first and a cooldown separates loops. One row per (window, GPU). With
+``gpus: N`` the job holds N GPUs and runs each loop on all of them at once (one worker per
+GPU).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .sweep import WorkerClient, WorkerGone
 
 log = logging.getLogger("study.kernel_power")
 
-POINT_KEYS = ["backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G"]
+POINT_KEYS = ["backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G", "top_k", "routing"]
 WINDOW_COLUMNS = tables.columns("kernel_power")
 
 
@@ -32,8 +34,9 @@ def window_id(point: dict | None, mode: str) -> str:
     if point is None:
         return mode
     g = f"/G={point['G']}" if point.get("G") else ""
+    routing = f"/{point['routing']}" if point.get("routing") else ""
     return (f"{point['backend']}/{point['impl']}/{point['op']}/{point['dtype']}/"
-            f"{point['shape']}{g}/M={point['M']}/{mode}")  # fmt: skip
+            f"{point['shape']}{g}{routing}/M={point['M']}/{mode}")  # fmt: skip
 
 
 class KernelPowerRun:
@@ -77,7 +80,7 @@ class KernelPowerRun:
                 self.record(None, "idle", [{"status": "ok", "error": "", "t_start": t0,
                                             "t_end": time.monotonic()}])  # fmt: skip
                 for point in plan["points"]:
-                    for mode in plan["modes"]:
+                    for mode in point.get("modes") or plan["modes"]:
                         if self.loop(hellos, point, mode, seconds):
                             time.sleep(plan["cooldown_s"][device])
         finally:
@@ -90,7 +93,7 @@ class KernelPowerRun:
             if column not in windows.columns:
                 windows[column] = None
         windows = windows[WINDOW_COLUMNS]
-        for column in ("M", "N", "K", "G", "gpu", "calls", "gpus_running"):
+        for column in ("M", "N", "K", "G", "top_k", "gpu", "calls", "gpus_running"):
             windows[column] = pd.to_numeric(windows[column]).astype("Int64")
         timeline = pd.DataFrame(self.sampler.timeline())
         if not timeline.empty:
@@ -163,7 +166,16 @@ class KernelPowerRun:
         base.update(mode=mode, label="idle" if point is None else "steady",
                     window=window_id(point, mode), power_source=self.source,
                     gpus_running=len(results) if point is not None else 0)  # fmt: skip
-        keys = ("status", "error", "t_start", "t_end", "calls", "us_per_call")
+        keys = (
+            "status",
+            "error",
+            "t_start",
+            "t_end",
+            "calls",
+            "us_per_call",
+            "calls_per_replay",
+            "cold_sets",
+        )
         ran = [r for r in results if r["status"] == "ok"]
         stats = []
         if ran and self.sampler.readers:

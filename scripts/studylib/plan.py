@@ -107,11 +107,49 @@ def check_config(config: dict) -> list[str]:
                         f"{where}.shapes: no shape named {shape!r} under shapes: "
                         f"(defined: {', '.join(sorted(shapes))})"
                     )
+            if known.get("fused") and case.get("groups") and len(case["groups"]) != 1:
+                problems.append(f"{where}.groups: {backend} {op} is one MoE layer: give its "
+                                "expert count alone (e.g. [256])")  # fmt: skip
             if case.get("groups") and not known["grouped"]:
                 problems.append(f"{where}.groups: {backend} {op} is not a grouped GEMM")
             if known["grouped"] and not case.get("groups"):
                 problems.append(f"{where}.groups: {backend} {op} is grouped and needs groups")
-    return problems + check_kernel_power(config) + check_contradictions(config)
+    return problems + check_kernel_power(config) + check_contradictions(config) + check_moe(config)
+
+
+def check_moe(config: dict) -> list[str]:
+    """The fused-MoE settings: top-k within the experts, a usable recorded histogram."""
+    fused = [
+        (backend, case)
+        for backend in enabled_backends(config)
+        for case in config["backends"][backend]["cases"]
+        if is_fused(backend, case["op"])
+    ]
+    if not fused:
+        return []
+    problems = []
+    spec = config.get("moe", {})
+    top_k = spec.get("top_k", 8)
+    for backend, case in fused:
+        for groups in case.get("groups") or []:
+            if top_k > groups:
+                problems.append(
+                    f"moe.top_k ({top_k}) exceeds backends.{backend} {case['op']}'s "
+                    f"{groups} experts"
+                )
+    if "recorded" in spec.get("routings", []):
+        try:
+            shares = expert_shares(spec.get("expert_histogram"))
+        except ValueError as exc:
+            return [*problems, str(exc)]
+        for backend, case in fused:
+            for groups in case.get("groups") or []:
+                if groups != len(shares):
+                    problems.append(
+                        f"moe.expert_histogram has {len(shares)} experts; backends.{backend} "
+                        f"{case['op']} has {groups}"
+                    )
+    return problems
 
 
 def check_contradictions(config: dict) -> list[str]:
@@ -242,13 +280,56 @@ def sweep_plan(config: dict, backend: str) -> dict:
         ]
         case.setdefault("m", config["m_grid"])
         cases.append(case)
-    return {
+    plan = {
         "backend": backend,
         "device": config["device"],
         "cases": cases,
         "timing": config["timing"],
         "check": config["check"],
     }
+    if any(is_fused(backend, case["op"]) for case in cases):
+        plan["moe"] = moe_plan(config)
+    return plan
+
+
+def is_fused(backend: str, op: str) -> bool:
+    """A fused-MoE op (a whole MoE layer: routing, top-k, experts), see backends/moe.py."""
+    return bool(catalogue()[backend].get(op, {}).get("fused"))
+
+
+def moe_plan(config: dict) -> dict:
+    """What a fused-MoE point depends on: top-k, routings, and the recorded expert shares
+    (the file's content, not its name, so a new recording reruns the fused points)."""
+    spec = config.get("moe", {})
+    plan = {"top_k": spec.get("top_k", 8), "routings": list(spec.get("routings", ["balanced"]))}
+    if "recorded" in plan["routings"]:
+        plan["expert_shares"] = expert_shares(spec.get("expert_histogram"))
+    return plan
+
+
+def expert_shares(path) -> list[float]:
+    """Each expert's share of the routed tokens in a recorded expert histogram (the decode
+    recorder's per-expert table: ``expert`` and ``tokens`` columns), summed over its layers,
+    concurrencies and variants. ValueError naming the file when it cannot be used."""
+    import pandas as pd
+
+    if not path:
+        raise ValueError("moe.routings has recorded but moe.expert_histogram names no file")
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"moe.expert_histogram {path}: not a readable CSV ({why})") from None
+    missing = {"expert", "tokens"} - set(table.columns)
+    if missing:
+        raise ValueError(
+            f"moe.expert_histogram {path}: no {', '.join(sorted(missing))} column "
+            "(an expert_m.csv of the decode recorder is expected)"
+        )
+    tokens = table.groupby("expert")["tokens"].sum().sort_index()
+    if tokens.empty or tokens.sum() <= 0 or list(tokens.index) != list(range(len(tokens))):
+        raise ValueError(f"moe.expert_histogram {path}: no routed tokens for experts 0..E-1")
+    return [round(float(v), 8) for v in tokens / tokens.sum()]
 
 
 def expand_points(plan: dict, device: str) -> list[dict]:
@@ -259,13 +340,16 @@ def expand_points(plan: dict, device: str) -> list[dict]:
         if device not in case.get("devices", ["cuda", "cpu"]):
             continue
         impls = case.get("impls") or ops[case["op"]]["impls"]
+        # A fused-MoE point is one layer per routing; other ops have none.
+        fused = ops[case["op"]].get("fused")
+        routings = plan["moe"]["routings"] if fused else [None]
         for shape in case["shapes"]:
             for dtype in case["dtypes"]:
                 for impl in impls:
                     for groups in case.get("groups") or [None]:
-                        for m in case["m"][device]:
-                            points.append(
-                                {
+                        for routing in routings:
+                            for m in case["m"][device]:
+                                point = {
                                     "backend": plan["backend"],
                                     "impl": impl,
                                     "op": case["op"],
@@ -276,7 +360,10 @@ def expand_points(plan: dict, device: str) -> list[dict]:
                                     "K": shape["K"],
                                     "G": groups,
                                 }
-                            )
+                                if fused:
+                                    point["top_k"] = plan["moe"]["top_k"]
+                                    point["routing"] = routing
+                                points.append(point)
     return points
 
 
@@ -309,15 +396,24 @@ def kernel_power_plan(config: dict, backend: str) -> dict:
     """What ``backend``'s kernel-power job depends on: its points, loop lengths, sampling."""
     spec = config["kernel_power"]
     points = []
+    fused_any = False
     for entry in spec["backends"].get(backend, []):
         shape = config["shapes"][entry["shape"]]
-        for m in entry["M"]:
-            points.append(
-                {"backend": backend, "impl": entry["impl"], "op": entry["op"],
-                 "dtype": entry["dtype"], "shape": entry["shape"], "M": m,
-                 "N": shape["N"], "K": shape["K"], "G": entry.get("G")}
-            )  # fmt: skip
+        fused = is_fused(backend, entry["op"])
+        fused_any = fused_any or fused
+        for routing in entry.get("routings", ["balanced"]) if fused else [None]:
+            for m in entry["M"]:
+                point = {"backend": backend, "impl": entry["impl"], "op": entry["op"],
+                         "dtype": entry["dtype"], "shape": entry["shape"], "M": m,
+                         "N": shape["N"], "K": shape["K"], "G": entry.get("G")}  # fmt: skip
+                if fused:
+                    point.update(top_k=config.get("moe", {}).get("top_k", 8), routing=routing)
+                if entry.get("modes"):
+                    point["modes"] = list(entry["modes"])
+                points.append(point)
+    extra = {"moe": moe_plan(config)} if fused_any else {}
     return {
+        **extra,
         "backend": backend,
         "device": config["device"],
         "points": points,

@@ -36,7 +36,17 @@ START_TIMEOUT_S = 300.0
 
 
 class WorkerGone(Exception):
-    """The worker died or hung; ``reason`` says which."""
+    """The worker died or hung; the message says which."""
+
+    def __init__(self, message: str, timed_out: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+def skipped_after_timeout(point: dict, exc: WorkerGone) -> str:
+    return (f"not run: {point['impl']} {point['op']} {point['dtype']} at M={point['M']} "
+            f"{exc} (a hang or a kernel build longer than timing.point_timeout_s); its "
+            "later points would wait as long")  # fmt: skip
 
 
 class WorkerClient:
@@ -99,7 +109,7 @@ class WorkerClient:
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise WorkerGone(f"timed out after {timeout:g} s (worker killed)")
+                raise WorkerGone(f"timed out after {timeout:g} s (worker killed)", True)
             ready, _, _ = select.select([self.read_fd], [], [], remaining)
             if not ready:
                 continue
@@ -192,16 +202,23 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
         }
         points = expand_points(plan, device)
         log.info("%d points on %s", len(points), device)
+        # (impl, op, dtype) -> (M, why): its later points of that M or more are not run. A
+        # timeout (a hang, or a first call building kernels for longer than the timeout)
+        # would repeat on each of them, costing the whole timeout every time.
+        timed_out: dict[tuple, tuple[int, str]] = {}
         with open(progress, "a", encoding="utf-8") as progress_file:
             for i, point in enumerate(points):
                 key = point_key(point)
                 if key in done:
                     rows.append(done[key])
                     continue
+                family = (point["impl"], point["op"], point["dtype"])
                 if hello.get("unsupported"):
                     result = {"status": "unsupported", "error": hello["unsupported"]}
                 elif hello.get("failed"):
                     result = {"status": "error", "error": hello["failed"]}
+                elif family in timed_out and point["M"] >= timed_out[family][0]:
+                    result = {"status": "error", "error": timed_out[family][1]}
                 else:
                     try:
                         if client.proc is None:
@@ -211,6 +228,8 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
                         log.error("point %s: %s", point, exc)
                         result = {"status": "error", "error": str(exc)}
                         client.stop()
+                        if exc.timed_out:
+                            timed_out[family] = (point["M"], skipped_after_timeout(point, exc))
                     if result.pop("fatal", False):
                         log.error("point %s poisoned the worker; restarting it", point)
                         client.stop()
@@ -266,7 +285,8 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
     frame = frame[COLUMNS + extra]
     for column in ("M", "N", "K"):
         frame[column] = frame[column].astype("int64")
-    frame["G"] = pd.to_numeric(frame["G"]).astype("Int64")
+    for column in ("G", "top_k"):
+        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
     frame["error"] = frame["error"].fillna("").astype(str)
     frame["throttle"] = frame["throttle"].fillna("").astype(str)
     for column in frame.columns:

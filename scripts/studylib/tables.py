@@ -21,18 +21,23 @@ import pandas as pd
 STATUSES = ("ok", "unsupported", "error", "mismatch")
 DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "nvfp4")  # config/schema.yaml's dtype enum
 DEVICES = ("cuda", "cpu")
+POWER_MODES = ("idle", "eager", "graph", "cold")  # kernel-power windows
 
 # Column kinds: text, int (whole numbers, may be empty), num (any number, may be empty),
 # flag (true/false, may be empty), any (not checked: free-form or another owner's column).
+# A fused-MoE point adds its top-k and routing (backends/moe.py); other points leave them empty.
 POINT = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "shape": "text",
-         "M": "int", "N": "int", "K": "int", "G": "int"}  # fmt: skip
+         "M": "int", "N": "int", "K": "int", "G": "int", "top_k": "int",
+         "routing": "any"}  # fmt: skip
 
 SWEEP = {
     **POINT, "status": "text", "error": "any", "device": "text", "device_name": "any",
     "library_version": "any",
     "eager_us": "num", "eager_iqr_us": "num", "eager_samples": "num",
     "graph_us": "num", "graph_iqr_us": "num", "graph_samples": "num", "graph_calls": "num",
+    "graph_fixed_us": "num",
     "cold_us": "num", "cold_iqr_us": "num", "cold_samples": "num", "cold_sets": "num",
+    "cold_calls": "num",
     "rel_err": "num", "cos_sim": "num", "all_zero": "flag", "has_nan": "flag", "flops": "num",
     "bytes": "num", "tflops": "num", "gbps": "num", "launch_overhead_us": "num",
     "sm_clock_mhz": "num", "throttle": "any", "first_call_ms": "num", "point_s": "num",
@@ -49,7 +54,8 @@ WINDOWS = {
     "mem_clock_mhz": "num", "temp_c_max": "num", "throttle_reasons": "any", "sm_util": "num",
     "sm_occupancy": "num", "tensor_util": "num", "dram_util": "num", "gpm_pairs": "num",
     "samples": "num", "calls": "int", "us_per_call": "num", "status": "text", "error": "any",
-    "sampler_cpu_pct": "num", "gpus_running": "int",
+    "sampler_cpu_pct": "num", "gpus_running": "int", "calls_per_replay": "num",
+    "cold_sets": "num",
 }  # fmt: skip
 
 
@@ -95,10 +101,10 @@ def _tables() -> dict[str, Table]:
                          SUPPORT, {"dtype": DTYPES}),
         "kernel_power": Table("kernel_power", "a backend's kernel-power windows",
                               "results/kernel_power/{backend}.parquet", WINDOWS,
-                              {"mode": ("idle", "eager", "graph")}),
+                              {"mode": POWER_MODES}),
         "kernel_power_table": Table("kernel_power_table", "the kernel-power table",
                                     "results/tables/kernel_power.csv", WINDOWS,
-                                    {"mode": ("idle", "eager", "graph")}),
+                                    {"mode": POWER_MODES}),
         "timeline": Table("timeline", "a backend's power timeline",
                           "results/kernel_power/{backend}_timeline.parquet", {"backend": "any"}),
         "decode_summary": Table("decode_summary", "a variant's decode summary",

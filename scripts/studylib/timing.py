@@ -4,8 +4,14 @@ eager  one launch per sample between device events: what a Python caller sees, l
        cost included.
 graph  ``calls`` launches captured in one CUDA graph and replayed: kernel time without the
        CPU's launch cost (time per replay / calls).
-cold   like eager, but rotating through input sets totalling several times the L2 size so
-       the weights stream from HBM, as they do in decode.
+cold   like graph, but the captured calls rotate through input sets totalling several times
+       the L2 size, so the weights stream from HBM every call, as they do in decode.
+
+A replay has a fixed cost of its own (launching the graph: a few µs, measured with an empty
+graph). ``graph_calls`` sizes every replay from the kernel's own time so that the replay lasts
+at least ``REPLAY_TARGET_US`` and that cost is spread the same way for every implementation:
+a fixed call count would spread it over 10 calls of a slow kernel and 200 of a fast one, which
+is enough to decide a ranking at decode sizes where margins are 5-10 %.
 
 Every mode samples under one stopping rule: at least ``min_samples``; then stop at
 ``max_samples`` or ``max_time_s``, or once ``min_time_s`` has passed and the median's relative
@@ -71,6 +77,27 @@ def sample_until(take: Callable[[], float], rule: StopRule) -> list[float]:
             # Checking every sample costs O(n log n); every 8th keeps it cheap.
             if n % 8 == 0 and median_rel_stderr(samples) <= rule.rel_noise:
                 return samples
+
+
+#: A replay lasts at least this long (the fixed cost of a replay is then ~0.3 % of it).
+REPLAY_TARGET_US = 1000.0
+#: Calls captured to estimate a kernel's time before sizing the real graph.
+PROBE_CALLS = 4
+#: At most this many calls per replay (a 1 µs kernel reaches the target well before it).
+MAX_GRAPH_CALLS = 2000
+
+
+def graph_calls(us_per_call: float, target_us: float = REPLAY_TARGET_US) -> int:
+    """Calls per replay so that one replay lasts at least ``target_us``."""
+    if not us_per_call > 0:
+        return MAX_GRAPH_CALLS
+    return int(min(max(math.ceil(target_us / us_per_call), 1), MAX_GRAPH_CALLS))
+
+
+def cold_rounds(us_per_set_sweep: float, target_us: float = REPLAY_TARGET_US) -> int:
+    """Passes over every input set per cold replay, so that it lasts at least ``target_us``
+    (one pass already streams several L2s of weights; more passes only lengthen it)."""
+    return graph_calls(us_per_set_sweep, target_us)
 
 
 def summarize(samples: list[float], prefix: str) -> dict:
@@ -139,6 +166,36 @@ class CudaTimer:
         self.end.record()
         self.end.synchronize()
         return self.start.elapsed_time(self.end) * 1e3 / calls
+
+    def probe(self, fn: Callable[[], object], calls: int = PROBE_CALLS, replays: int = 5) -> float:
+        """µs per call of ``fn`` from a small graph (the fastest of a few replays): the
+        kernel's time without launch cost, to size the real graph from."""
+        graph = self.capture(fn, calls)
+        try:
+            return min(self.replay(graph, calls) for _ in range(replays))
+        finally:
+            del graph
+
+    def fixed_cost(self, replays: int = 50) -> float:
+        """µs of replaying an empty graph: the fixed cost every replay pays."""
+        import statistics
+        import warnings
+
+        torch = self.torch
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch warns that the graph is empty: meant
+                with torch.cuda.graph(graph):
+                    pass
+            self.replay(graph, 1)
+        except RuntimeError:  # a runtime that refuses empty graphs: the smallest kernel
+            scratch = torch.empty(1, device="cuda")
+            graph = self.capture(scratch.zero_, 1)
+        try:
+            return statistics.median(self.replay(graph, 1) for _ in range(replays))
+        finally:
+            del graph
 
 
 def timer_for(device: str):

@@ -25,7 +25,7 @@ import traceback
 from .backends import adapter
 from .backends.base import Unsupported
 from .nvml import open_clock_watch_factory
-from .timing import StopRule, sample_until, summarize, timer_for
+from .timing import StopRule, cold_rounds, graph_calls, sample_until, summarize, timer_for
 
 # Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit" | "cuda_trap"}.
 FAULTS_ENV = "STUDY_INJECT_FAULTS"
@@ -128,14 +128,22 @@ class Measurer:
         self.device = device
         self.timing = plan["timing"]
         self.check = plan["check"]
+        self.moe = plan.get("moe", {})
         self.rule = StopRule.from_config(self.timing, device)
         self.timer = timer_for(device)
         self.clock_watch = open_clock_watch_factory(device)
         self.l2_bytes = 0
+        self._graph_fixed_us: float | None = None
         if device == "cuda":
             import torch
 
             self.l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
+
+    def resolved(self, point: dict) -> dict:
+        """The point with what its row leaves out: a recorded routing's expert shares."""
+        if point.get("routing") == "recorded":
+            return {**point, "expert_shares": self.moe.get("expert_shares")}
+        return point
 
     def context_alive(self) -> bool:
         """False when a CUDA error poisoned this process (the parent then restarts us)."""
@@ -180,7 +188,7 @@ class Measurer:
         return row
 
     def _measure(self, point: dict) -> dict:
-        prepared = self.module.prepare(point, self.device)
+        prepared = self.module.prepare(self.resolved(point), self.device)
         started = time.monotonic()
         out = prepared.run()  # the first call pays JIT builds and autotuning, untimed
         self.sync()
@@ -204,8 +212,9 @@ class Measurer:
             eager = sample_until(lambda: self.timer.eager(prepared.run), self.rule)
             row.update(summarize(eager, "eager"))
             if self.device == "cuda":
-                row.update(self._graph(prepared.run, row["eager_us"], "graph"))
-                row.update(self._cold(prepared, row["eager_us"]))
+                row["graph_fixed_us"] = self.graph_fixed_us()
+                row.update(self._graph(prepared.run, "graph"))
+                row.update(self._cold(prepared))
         if watch:
             row.update(watch.result())
         return row
@@ -221,20 +230,20 @@ class Measurer:
         started = time.monotonic()
         try:
             inject_fault(point)
-            prepared = self.module.prepare(point, self.device)
+            prepared = self.module.prepare(self.resolved(point), self.device)
             prepared.run()  # JIT builds and autotuning before the window
             for _ in range(self.timing["warmup_iters"]):
                 prepared.run()
             self.sync()
-            if mode == "graph":
+            if mode in ("graph", "cold"):
                 if self.device != "cuda":
-                    raise Unsupported("graph mode needs CUDA")
-                t = self.timer.eager(prepared.run)
-                per_replay = int(min(max(2000.0 / max(t, 1.0), 10), 200))
-                graph = self.timer.capture(prepared.run, per_replay)
-                step, calls_per_step = graph.replay, per_replay
+                    raise Unsupported(f"{mode} mode needs CUDA")
+                graph, calls_per_step, extra = (
+                    self._graph_of(prepared.run) if mode == "graph" else self._cold_graph(prepared)
+                )
+                step = graph.replay
             else:
-                step, calls_per_step = prepared.run, 1
+                step, calls_per_step, extra = prepared.run, 1, {}
             step()
             self.sync()
             if barrier is not None:
@@ -257,44 +266,68 @@ class Measurer:
                 "t_end": t1,
                 "calls": calls,
                 "us_per_call": (t1 - t0) * 1e6 / calls,
+                "calls_per_replay": calls_per_step if mode != "eager" else None,
+                "cold_sets": extra.get("cold_sets"),
             }
         except Exception as exc:  # noqa: BLE001 - one point's failure is a result
             row = self.failure(exc)
         row["point_s"] = time.monotonic() - started
         return row
 
-    def _graph(self, fn, eager_us: float, prefix: str, calls: int | None = None) -> dict:
-        """Replay ``calls`` captured calls per sample: kernel time without launch cost."""
-        if calls is None:
-            # About 2 ms per replay: long enough for event resolution, short for memory.
-            calls = int(min(max(2000.0 / max(eager_us, 1.0), 10), 200))
-        graph = self.timer.capture(fn, calls)
+    def graph_fixed_us(self) -> float:
+        """The fixed cost of one replay (an empty graph's), measured once per worker."""
+        if self._graph_fixed_us is None:
+            self._graph_fixed_us = self.timer.fixed_cost()
+        return self._graph_fixed_us
+
+    def _graph_of(self, fn):
+        """A graph of ``fn`` with enough calls that a replay lasts the target time."""
+        calls = graph_calls(self.timer.probe(fn))
+        return self.timer.capture(fn, calls), calls, {"graph_calls": calls}
+
+    def _graph(self, fn, prefix: str) -> dict:
+        """Replay captured calls per sample: kernel time without launch cost."""
+        graph, calls, _ = self._graph_of(fn)
         try:
             samples = sample_until(lambda: self.timer.replay(graph, calls), self.rule)
         finally:
             del graph
         return {**summarize(samples, prefix), f"{prefix}_calls": calls}
 
-    def _cold(self, prepared, eager_us: float) -> dict:
-        """Graph replay over input sets totalling >= cold_l2_multiple x L2: weights from HBM."""
+    def _cold_sets(self, prepared) -> list:
+        """Input sets totalling >= cold_l2_multiple x L2, a run callable each."""
         if prepared.variants is None or not self.l2_bytes:
-            return {}
+            raise Unsupported("cold mode needs input sets and a GPU's L2 size")
         multiple = self.timing["cold_l2_multiple"]
         sets = int(min(max(-(-multiple * self.l2_bytes // max(prepared.bytes, 1)), 2), 512))
-        runs = prepared.variants(sets)
+        return prepared.variants(sets)
 
-        def sweep_all():
+    def _cold_graph(self, prepared):
+        """A graph that passes over every input set ``rounds`` times: weights from HBM on
+        every call, and a replay long enough for the target time."""
+        runs = self._cold_sets(prepared)
+
+        def one_pass():
             for run in runs:
                 run()
 
         self.sync()
-        result = self._graph(sweep_all, eager_us * sets, "cold", calls=1)
-        # One replay runs every set once: per-call time is the replay over the set count.
-        for key in ("cold_us", "cold_iqr_us"):
-            result[key] /= sets
-        result["cold_sets"] = sets
-        result.pop("cold_calls")
-        return result
+        rounds = cold_rounds(self.timer.probe(one_pass, calls=1))
+        graph = self.timer.capture(one_pass, rounds)
+        calls = rounds * len(runs)
+        return graph, calls, {"cold_sets": len(runs), "cold_calls": calls}
+
+    def _cold(self, prepared) -> dict:
+        """Graph replay over input sets totalling >= cold_l2_multiple x L2: weights from HBM."""
+        try:
+            graph, calls, extra = self._cold_graph(prepared)
+        except Unsupported:
+            return {}
+        try:
+            samples = sample_until(lambda: self.timer.replay(graph, calls), self.rule)
+        finally:
+            del graph
+        return {**summarize(samples, "cold"), **extra}
 
 
 def main(argv=None) -> int:

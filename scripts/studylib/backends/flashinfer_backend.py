@@ -32,6 +32,14 @@ OPS = {
     },
     # MoE layout: G experts x m tokens each (M is m).
     "grouped_mm_bf16": {"dtypes": ["bf16"], "impls": ["cudnn"], "grouped": True},
+    # TensorRT-LLM's CUTLASS fused MoE (the seed's setup). fp8: per-expert weight scales and a
+    # static per-tensor activation scale (the input is quantised inside the timed call).
+    "fused_moe": {
+        "dtypes": ["bf16", "fp8_e4m3"],
+        "impls": ["cutlass"],
+        "grouped": True,
+        "fused": True,
+    },
 }
 
 FP8_MAX = 448.0
@@ -69,6 +77,8 @@ def prepare(point: dict, device: str) -> Prepared:
         return _mm_bf16(point)
     if point["op"] == "grouped_mm_bf16":
         return _grouped_mm_bf16(point)
+    if point["op"] == "fused_moe":
+        return _fused_moe(point)
     raise Unsupported(f"flashinfer adapter has no op {point['op']!r}")
 
 
@@ -238,3 +248,79 @@ def _grouped_mm_bf16(point: dict) -> Prepared:
         bytes=gemm_bytes(m, n, k, 16, 16, 16, g),
         variants=variants,
     )
+
+
+def _fused_moe(point: dict) -> Prepared:
+    """``flashinfer.fused_moe.cutlass_fused_moe`` on one MoE layer. Its first call on a GPU
+    builds the arch's CUTLASS MoE module (JIT) unless a prebuilt one is installed."""
+    import torch
+
+    from . import moe
+
+    try:
+        from flashinfer.fused_moe import cutlass_fused_moe
+    except ImportError as exc:
+        raise Unsupported(f"flashinfer has no fused_moe.cutlass_fused_moe: {exc}") from None
+    geo = moe.require_moe_cuda(point, "cuda")
+    fp8 = point["dtype"] == "fp8_e4m3"
+    ids, weights = moe.routing(point, "cuda")
+
+    def make(seed: int):
+        layer = moe.make_layer(geo, "cuda", seed)
+        fc1 = torch.cat([layer.up, layer.gate], dim=1)  # FlashInfer: [up; gate] rows
+        if not fp8:
+            return layer, (layer.x, fc1, layer.down, None)
+        q1, s1 = moe.quantize_experts(fc1)
+        q2, s2 = moe.quantize_experts(layer.down)
+        # Static activation scales, as a calibrated checkpoint carries them: the input's
+        # amax, and the activation's from the bf16 layer.
+        a1 = (layer.x.float().abs().amax() / FP8_MAX).clamp(min=1e-12)
+        act = _activation_amax(layer, ids)
+        a2 = (act / FP8_MAX).clamp(min=1e-12)
+        # cutlass_fused_moe's FP8 scales: gemm1 dequant, gemm2 activation quant, gemm2
+        # dequant, gemm1 input dequant.
+        scales = [(s1 * a1).float(), (1.0 / a2).float(), (s2 * a2).float(), a1.float()]
+        return layer, (layer.x, q1, q2, (a1, scales, s1, s2))
+
+    def call(x, fc1, fc2, quant):
+        if quant is None:
+            out = cutlass_fused_moe(x, ids, weights, fc1, fc2, torch.bfloat16, quant_scales=None)
+        else:
+            a1, scales = quant[0], quant[1]
+            xq = (x.float() / a1).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+            out = cutlass_fused_moe(xq, ids, weights, fc1, fc2, torch.bfloat16,
+                                    quant_scales=scales)  # fmt: skip
+        return out[0] if isinstance(out, list | tuple) else out
+
+    layer, args = make(0)
+
+    def reference():
+        if not fp8:
+            return moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
+        _, q1, q2, (_, _, s1, s2) = args
+        fc1 = moe.dequantize_experts(q1, s1)
+        return moe.reference(layer.x, fc1[:, geo.inter :], fc1[:, : geo.inter],
+                             moe.dequantize_experts(q2, s2), ids, weights)  # fmt: skip
+
+    def variants(count: int):
+        sets = [make(seed)[1] for seed in range(1, count + 1)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    flops, moved = moe.work(point, ids, 8 if fp8 else 16)
+    return Prepared(run=lambda: call(*args), reference=reference, flops=flops, bytes=moved,
+                    variants=variants)  # fmt: skip
+
+
+def _activation_amax(layer, ids):
+    """The largest |SiLU(gate) x up| the layer produces on its own input (fp32)."""
+    import torch
+
+    amax = torch.zeros((), device=layer.x.device)
+    for e in torch.unique(ids.long()).tolist():
+        tokens = (ids == e).any(dim=1)
+        h = layer.x[tokens].float()
+        act = torch.nn.functional.silu(h @ layer.gate[e].float().t()) * (
+            h @ layer.up[e].float().t()
+        )
+        amax = torch.maximum(amax, act.abs().amax())
+    return amax

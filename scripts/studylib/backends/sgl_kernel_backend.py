@@ -47,12 +47,22 @@ OPS = {
     "cutlass_scaled_fp4_mm": {"dtypes": ["nvfp4"], "impls": ["cutlass"], "grouped": False},
     "fp8_scaled_mm": {"dtypes": ["fp8_e4m3"], "impls": ["cutlass"], "grouped": False},
     "fp8_blockwise_scaled_mm": {"dtypes": ["fp8_e4m3"], "impls": ["cutlass"], "grouped": False},
+    # SGLang's Triton fused MoE (what its server runs per MoE layer on sm_90): fp8 is w8a8 with
+    # per-expert weight scales and dynamic per-tensor activation scales, as SGLang quantises a
+    # bf16 model online (--quantization fp8).
+    "fused_moe": {
+        "dtypes": ["bf16", "fp8_e4m3"],
+        "impls": ["triton"],
+        "grouped": True,
+        "fused": True,
+    },
 }
 
 SGL_KERNEL = "sgl_kernel"
 SGLANG_GEMM = "sglang.kernels.ops.gemm"
 SGLANG_FP8_BLOCKWISE = "sglang.jit_kernel.fp8_blockwise_gemm"
 SGLANG_NVFP4 = "sglang.jit_kernel.nvfp4"
+SGLANG_FUSED_MOE = "sglang.srt.layers.moe.fused_moe_triton"
 
 # Where each function may live, searched in this order.
 LOCATIONS = {
@@ -60,6 +70,7 @@ LOCATIONS = {
     "fp8_blockwise_scaled_mm": [SGL_KERNEL, SGLANG_FP8_BLOCKWISE],
     "cutlass_scaled_fp4_mm": [SGL_KERNEL, SGLANG_NVFP4],
     "scaled_fp4_quant": [SGL_KERNEL, SGLANG_NVFP4],
+    "fused_experts": [SGLANG_FUSED_MOE],
 }
 
 # How each place's function is called where places differ (see _fp8_blockwise_scaled_mm):
@@ -163,6 +174,7 @@ def prepare(point: dict, device: str) -> Prepared:
         "fp8_scaled_mm": _fp8_scaled_mm,
         "fp8_blockwise_scaled_mm": _fp8_blockwise_scaled_mm,
         "cutlass_scaled_fp4_mm": _cutlass_scaled_fp4_mm,
+        "fused_moe": _fused_moe,
     }
     if point["op"] not in builders:
         raise Unsupported(f"sgl_kernel adapter has no op {point['op']!r}")
@@ -342,3 +354,86 @@ def _cutlass_scaled_fp4_mm(point: dict, device: str = "cuda") -> Prepared:
         variants=variants,
         extra={"provider": provider},
     )
+
+
+def _publish_default_server_args() -> None:
+    """SGLang's MoE kernels read process-wide server args (deterministic inference, fused
+    all-reduce); outside a server none are published. Publish the defaults of a server
+    started without flags, field by field (ServerArgs' own init would resolve a model)."""
+    import dataclasses
+
+    from sglang.srt import runtime_context
+    from sglang.srt.server_args import ServerArgs
+
+    try:
+        runtime_context.get_server_args()
+        return
+    except ValueError:
+        pass
+    args = ServerArgs.__new__(ServerArgs)
+    for f in dataclasses.fields(ServerArgs):
+        if f.default is not dataclasses.MISSING:
+            setattr(args, f.name, f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            setattr(args, f.name, f.default_factory())
+    runtime_context.get_context().set_server_args(args)
+
+
+def _fused_moe(point: dict, device: str = "cuda") -> Prepared:
+    """SGLang's ``fused_experts`` (Triton) on one MoE layer; out of place, so every call sees
+    the same hidden states (the server's in-place call writes its output over them)."""
+    import torch
+
+    from . import moe
+
+    found = find("fused_experts")
+    provider = _announce(found)
+    _publish_default_server_args()
+    from sglang.srt.layers.moe.moe_runner.base import MoeRunnerConfig
+    from sglang.srt.layers.moe.topk import StandardTopKOutput
+
+    geo = moe.require_moe_cuda(point, device)
+    fp8 = point["dtype"] == "fp8_e4m3"
+    ids, weights = moe.routing(point, device)
+    topk = StandardTopKOutput(topk_weights=weights, topk_ids=ids, router_logits=None)
+    config = MoeRunnerConfig(
+        num_experts=geo.experts,
+        num_local_experts=geo.experts,
+        hidden_size=geo.hidden,
+        intermediate_size_per_partition=geo.inter,
+        top_k=geo.top_k,
+        params_dtype=torch.bfloat16,
+        inplace=False,
+    )
+
+    def make(seed: int):
+        layer = moe.make_layer(geo, device, seed)
+        w13 = torch.cat([layer.gate, layer.up], dim=1)  # SGLang: [gate; up] rows
+        if not fp8:
+            return layer, (layer.x, w13, layer.down, None, None)
+        q13, s13 = moe.quantize_experts(w13)
+        q2, s2 = moe.quantize_experts(layer.down)
+        return layer, (layer.x, q13, q2, s13, s2)
+
+    def call(x, w13, w2, s13, s2):
+        if s13 is None:
+            return found.fn(x, w13, w2, topk, config)
+        return found.fn(x, w13, w2, topk, config, use_fp8_w8a8=True, w1_scale=s13, w2_scale=s2)
+
+    layer, args = make(0)
+
+    def reference():
+        if not fp8:
+            return moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
+        _, q13, q2, s13, s2 = args
+        w13 = moe.dequantize_experts(q13, s13)
+        return moe.reference(layer.x, w13[:, : geo.inter], w13[:, geo.inter :],
+                             moe.dequantize_experts(q2, s2), ids, weights)  # fmt: skip
+
+    def variants(count: int):
+        sets = [make(seed)[1] for seed in range(1, count + 1)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    flops, moved = moe.work(point, ids, 8 if fp8 else 16)
+    return Prepared(run=lambda: call(*args), reference=reference, flops=flops, bytes=moved,
+                    variants=variants, extra={"provider": provider})  # fmt: skip

@@ -1,4 +1,5 @@
-"""PyTorch's own GEMMs: dense matmul and the fp8 scaled GEMMs (per-tensor and row-wise)."""
+"""PyTorch's own GEMMs: dense matmul, the fp8 scaled GEMMs (per-tensor and row-wise), the
+grouped GEMMs, and a fused-MoE layer built from them (the baseline the fused kernels beat)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ OPS = {
     # MoE layout: G experts x m tokens each (M is m), one launch for all experts.
     "grouped_mm": {"dtypes": ["bf16"], "impls": ["aten"], "grouped": True},
     "scaled_grouped_mm": {"dtypes": ["fp8_e4m3"], "impls": ["rowwise"], "grouped": True},
+    # One MoE layer (see moe.py): sort by expert, _grouped_mm gate/up, SiLU x up, _grouped_mm
+    # down, weighted sum back per token (fp8: row-wise _scaled_grouped_mm, per-token scales).
+    "fused_moe": {
+        "dtypes": ["bf16", "fp8_e4m3"],
+        "impls": ["grouped_mm"],
+        "grouped": True,
+        "fused": True,
+    },
 }
 
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8_e4m3": 8}
@@ -38,6 +47,8 @@ def prepare(point: dict, device: str) -> Prepared:
         return _grouped_mm(point, device)
     if op == "scaled_grouped_mm":
         return _scaled_grouped_mm(point, device)
+    if op == "fused_moe":
+        return _fused_moe(point, device)
     raise Unsupported(f"torch adapter has no op {op!r}")
 
 
@@ -194,3 +205,71 @@ def _scaled_grouped_mm(point: dict, device: str) -> Prepared:
         bytes=gemm_bytes(m, n, k, 8, 8, 16, g) + 4 * g * (m + n),
         variants=variants,
     )
+
+
+def _fused_moe(point: dict, device: str) -> Prepared:
+    import torch
+
+    from . import moe
+
+    geo = moe.require_moe_cuda(point, device)
+    fp8 = point["dtype"] == "fp8_e4m3"
+    ids, weights = moe.routing(point, device)
+    flat = ids.reshape(-1).long()
+    ones = torch.ones_like(flat)
+
+    def rowwise(x):
+        amax = x.float().abs().amax(dim=1, keepdim=True)
+        scale = (amax / FP8_MAX).clamp(min=1e-12)
+        return (x.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), scale
+
+    def grouped(a, w, w_scale, offs):
+        """a [rows, in] @ w [G, out, in]^T per expert group."""
+        if w_scale is None:
+            return torch._grouped_mm(a, w.transpose(-2, -1), offs=offs, out_dtype=torch.bfloat16)
+        aq, a_scale = rowwise(a)
+        return torch._scaled_grouped_mm(aq, w.transpose(-2, -1), a_scale.reshape(-1), w_scale,
+                                        offs=offs, out_dtype=torch.bfloat16)  # fmt: skip
+
+    def make(seed: int):
+        layer = moe.make_layer(geo, device, seed)
+        w13 = torch.cat([layer.gate, layer.up], dim=1)  # [G, 2K, N]
+        if not fp8:
+            return layer, (layer.x, w13, None, layer.down, None)
+        q13, s13 = quantize_fp8(w13.float().reshape(-1, geo.hidden), rowwise=True)
+        q2, s2 = quantize_fp8(layer.down.float().reshape(-1, geo.inter), rowwise=True)
+        args = (layer.x, q13.view(geo.experts, 2 * geo.inter, geo.hidden),
+                s13.reshape(geo.experts, -1), q2.view(geo.experts, geo.hidden, geo.inter),
+                s2.reshape(geo.experts, -1))  # fmt: skip
+        return layer, args
+
+    def call(x, w13, s13, w2, s2):
+        # The grouping is part of the layer's work (the fused kernels sort inside too); no
+        # step syncs with the host, so the call can be captured in a graph.
+        order = torch.argsort(flat, stable=True)  # routed rows grouped by expert
+        counts = torch.zeros(geo.experts, dtype=torch.long, device=device).index_add_(0, flat, ones)
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        token_of_row = order // geo.top_k
+        h = grouped(x[token_of_row], w13, s13, offs)
+        act = torch.nn.functional.silu(h[:, : geo.inter]) * h[:, geo.inter :]
+        y = grouped(act, w2, s2, offs) * weights.reshape(-1)[order, None].to(torch.bfloat16)
+        return torch.zeros_like(x).index_add_(0, token_of_row, y)
+
+    layer, args = make(0)
+
+    def reference():
+        if not fp8:
+            return moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
+        _, w13, s13, w2, s2 = args
+        w13 = (w13.float() * s13[..., None]).to(torch.bfloat16)
+        down = (w2.float() * s2[..., None]).to(torch.bfloat16)
+        return moe.reference(layer.x, w13[:, : geo.inter], w13[:, geo.inter :], down, ids,
+                             weights)  # fmt: skip
+
+    def variants(count: int):
+        sets = [make(seed)[1] for seed in range(1, count + 1)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    flops, moved = moe.work(point, ids, 8 if fp8 else 16)
+    return Prepared(run=lambda: call(*args), reference=reference, flops=flops, bytes=moved,
+                    variants=variants)  # fmt: skip
