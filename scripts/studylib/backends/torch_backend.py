@@ -236,11 +236,8 @@ def _fused_moe(point: dict, device: str) -> Prepared:
         w13 = torch.cat([layer.gate, layer.up], dim=1)  # [G, 2K, N]
         if not fp8:
             return layer, (layer.x, w13, None, layer.down, None)
-        q13, s13 = quantize_fp8(w13.float().reshape(-1, geo.hidden), rowwise=True)
-        q2, s2 = quantize_fp8(layer.down.float().reshape(-1, geo.inter), rowwise=True)
-        args = (layer.x, q13.view(geo.experts, 2 * geo.inter, geo.hidden),
-                s13.reshape(geo.experts, -1), q2.view(geo.experts, geo.hidden, geo.inter),
-                s2.reshape(geo.experts, -1))  # fmt: skip
+        args = (layer.x, *_rowwise_experts(w13), *_rowwise_experts(layer.down))
+        # call() takes (x, w13, s13, w2, s2)
         return layer, args
 
     def call(x, w13, s13, w2, s2):
@@ -273,3 +270,16 @@ def _fused_moe(point: dict, device: str) -> Prepared:
     flops, moved = moe.work(point, ids, 8 if fp8 else 16)
     return Prepared(run=lambda: call(*args), reference=reference, flops=flops, bytes=moved,
                     variants=variants)  # fmt: skip
+
+
+def _rowwise_experts(w):
+    """bf16 [G, R, C] -> (float8_e4m3fn [G, R, C], fp32 [G, R] row scales), expert by expert
+    (fp32 copies of 256 experts at once would take ~40 GB)."""
+    import torch
+
+    q = torch.empty(w.shape, device=w.device, dtype=torch.float8_e4m3fn)
+    scale = torch.empty(w.shape[:2], device=w.device, dtype=torch.float32)
+    for e in range(w.shape[0]):
+        q[e], s = quantize_fp8(w[e].float(), rowwise=True)
+        scale[e] = s.reshape(-1)
+    return q, scale
