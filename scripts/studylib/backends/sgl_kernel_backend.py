@@ -380,8 +380,11 @@ def _publish_default_server_args() -> None:
 
 
 def _fused_moe(point: dict, device: str = "cuda") -> Prepared:
-    """SGLang's ``fused_experts`` (Triton) on one MoE layer; out of place, so every call sees
-    the same hidden states (the server's in-place call writes its output over them)."""
+    """SGLang's ``fused_experts`` (Triton) on one MoE layer, in place as its server calls it
+    (the output overwrites the hidden states; out of place it allocates the output in the
+    tensor-parallel group's memory pool, which needs a distributed setup). Each call first
+    copies the layer's input into the buffer it overwrites (M x N bf16: a few µs at most),
+    so every call sees the same hidden states."""
     import torch
 
     from . import moe
@@ -403,7 +406,7 @@ def _fused_moe(point: dict, device: str = "cuda") -> Prepared:
         intermediate_size_per_partition=geo.inter,
         top_k=geo.top_k,
         params_dtype=torch.bfloat16,
-        inplace=False,
+        inplace=True,
     )
 
     def make(seed: int):
@@ -416,9 +419,14 @@ def _fused_moe(point: dict, device: str = "cuda") -> Prepared:
         return layer, (layer.x, q13, q2, s13, s2)
 
     def call(x, w13, w2, s13, s2):
+        hidden = buffers.setdefault(x.data_ptr(), torch.empty_like(x))
+        hidden.copy_(x)
         if s13 is None:
-            return found.fn(x, w13, w2, topk, config)
-        return found.fn(x, w13, w2, topk, config, use_fp8_w8a8=True, w1_scale=s13, w2_scale=s2)
+            return found.fn(hidden, w13, w2, topk, config)
+        return found.fn(hidden, w13, w2, topk, config, use_fp8_w8a8=True, w1_scale=s13,
+                        w2_scale=s2)  # fmt: skip
+
+    buffers: dict = {}  # one overwritten buffer per input set
 
     layer, args = make(0)
 
