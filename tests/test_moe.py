@@ -6,7 +6,7 @@ torch = pytest.importorskip("torch")
 
 from studylib.backends import moe  # noqa: E402
 from studylib.backends.base import Unsupported  # noqa: E402
-from studylib.timing import MAX_GRAPH_CALLS, cold_rounds, graph_calls  # noqa: E402
+from studylib.timing import MAX_GRAPH_CALLS, cold_rounds, graph_calls, replay_target_us  # noqa: E402
 
 
 def point(tokens, routing="balanced", experts=16, top_k=4, shares=None):
@@ -97,3 +97,4 @@ def test_graph_calls_make_a_replay_last_the_target(us, calls):
 def test_graph_calls_of_an_unmeasured_kernel_take_the_cap():
     assert graph_calls(0.0) == MAX_GRAPH_CALLS
     assert cold_rounds(250.0) == 4  # 4 passes over every input set of 250 us
+    assert replay_target_us(5.0) == 1000.0 and replay_target_us(20.0) == 2000.0

@@ -99,8 +99,12 @@ def test_fused_moe_points_carry_their_layer_and_routing():
         (lambda c: c["moe"].update(expert_histogram=None), "names no file"),
         (lambda c: c["moe"].update(expert_histogram="nope.csv"), "moe.expert_histogram nope.csv"),
         (lambda c: c["moe"].update(expert_histogram="config/config.yaml"), "not a readable CSV"),
-        (lambda c: c["moe"].update(expert_histogram="examples/h200x2-2026-11-30-uniform/tables/"
-                                   "decode.csv"), "no expert, tokens column"),  # fmt: skip
+        (
+            lambda c: c["moe"].update(
+                expert_histogram="examples/h200x2-2026-11-30-uniform/tables/decode.csv"
+            ),
+            "no expert, tokens column",
+        ),  # fmt: skip
         (lambda c: c["backends"]["torch"]["cases"][-1].update(groups=[8, 256]), "one MoE layer"),
     ],
 )

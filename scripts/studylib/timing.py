@@ -87,6 +87,16 @@ PROBE_CALLS = 4
 MAX_GRAPH_CALLS = 2000
 
 
+#: A replay's fixed cost stays under this share of it.
+FIXED_COST_SHARE = 0.01
+
+
+def replay_target_us(fixed_us: float = 0.0) -> float:
+    """How long a replay must last: ``REPLAY_TARGET_US``, or longer when the fixed cost
+    would otherwise exceed ``FIXED_COST_SHARE`` of it."""
+    return max(REPLAY_TARGET_US, fixed_us / FIXED_COST_SHARE)
+
+
 def graph_calls(us_per_call: float, target_us: float = REPLAY_TARGET_US) -> int:
     """Calls per replay so that one replay lasts at least ``target_us``."""
     if not us_per_call > 0:
@@ -167,14 +177,16 @@ class CudaTimer:
         self.end.synchronize()
         return self.start.elapsed_time(self.end) * 1e3 / calls
 
-    def probe(self, fn: Callable[[], object], calls: int = PROBE_CALLS, replays: int = 5) -> float:
-        """µs per call of ``fn`` from a small graph (the fastest of a few replays): the
-        kernel's time without launch cost, to size the real graph from."""
+    def probe(self, fn: Callable[[], object], fixed_us: float = 0.0, calls: int = PROBE_CALLS,
+              replays: int = 5) -> float:  # fmt: skip
+        """µs per call of ``fn`` from a small graph (the fastest of a few replays, less the
+        replay's fixed cost): the kernel's time without launch cost, to size the real graph."""
         graph = self.capture(fn, calls)
         try:
-            return min(self.replay(graph, calls) for _ in range(replays))
+            total = min(self.replay(graph, 1) for _ in range(replays))
         finally:
             del graph
+        return max(total - fixed_us, total / 2) / calls
 
     def fixed_cost(self, replays: int = 50) -> float:
         """µs of replaying an empty graph: the fixed cost every replay pays."""

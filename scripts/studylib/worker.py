@@ -25,7 +25,15 @@ import traceback
 from .backends import adapter
 from .backends.base import Unsupported
 from .nvml import open_clock_watch_factory
-from .timing import StopRule, cold_rounds, graph_calls, sample_until, summarize, timer_for
+from .timing import (
+    StopRule,
+    cold_rounds,
+    graph_calls,
+    replay_target_us,
+    sample_until,
+    summarize,
+    timer_for,
+)
 
 # Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit" | "cuda_trap"}.
 FAULTS_ENV = "STUDY_INJECT_FAULTS"
@@ -282,7 +290,8 @@ class Measurer:
 
     def _graph_of(self, fn):
         """A graph of ``fn`` with enough calls that a replay lasts the target time."""
-        calls = graph_calls(self.timer.probe(fn))
+        fixed = self.graph_fixed_us()
+        calls = graph_calls(self.timer.probe(fn, fixed), replay_target_us(fixed))
         return self.timer.capture(fn, calls), calls, {"graph_calls": calls}
 
     def _graph(self, fn, prefix: str) -> dict:
@@ -312,7 +321,8 @@ class Measurer:
                 run()
 
         self.sync()
-        rounds = cold_rounds(self.timer.probe(one_pass, calls=1))
+        fixed = self.graph_fixed_us()
+        rounds = cold_rounds(self.timer.probe(one_pass, fixed, calls=1), replay_target_us(fixed))
         graph = self.timer.capture(one_pass, rounds)
         calls = rounds * len(runs)
         return graph, calls, {"cold_sets": len(runs), "cold_calls": calls}
