@@ -29,7 +29,7 @@ from .figures import (
     json_for_script,
     vega_bundle,
 )
-from .findings import dummy_weights_note, graphs_pairs, tp_pairs
+from .findings import QUESTIONS, dummy_weights_note, graphs_pairs, tp_pairs
 from .io import read_json, write_text
 from .power_figures import CLASS_COLORS, CLASSES, CLASSIFICATION_RULE, classify_windows
 
@@ -737,17 +737,6 @@ def environment(template_dir: str | os.PathLike) -> jinja2.Environment:
     )
     env.filters["dash"] = dash
     return env
-
-
-QUESTIONS = {
-    1: "Which backend is fastest at each GEMM size, and which fail where?",
-    2: "Are decode-sized GEMMs bound by launch cost, by memory or by the math?",
-    3: "What do the GPUs draw and how fast do they clock during kernel loops: under-use or "
-    "throttling?",
-    4: "How are tokens spread over experts during decode, against the balanced assumption?",
-    5: "How do server settings and concurrency change decode throughput and energy per token?",
-    "seed": "The seed's figures beside this machine",
-}
 
 
 def findings_context(findings) -> list[dict] | None:
