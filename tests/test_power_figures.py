@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from studylib import figures
+from studylib import charts
 from studylib.power_figures import (
     CLASSES,
     CLASSIFICATION_RULE,
@@ -263,7 +263,7 @@ def test_timeline_thins_long_runs_and_has_a_row_per_gpu(tables):
     timeline = make_timeline(windows[windows["gpu"] == 0], hz=200.0)
     second = timeline.assign(gpu=1, power_w=timeline["power_w"] * 0.9)
     timeline = pd.concat([timeline, second], ignore_index=True)
-    spec = figures.chart_spec(power_timeline_chart(timeline, windows))
+    spec = charts.chart_spec(power_timeline_chart(timeline, windows))
     assert [p["title"] for p in spec["vconcat"]] == ["GPU 0 · NVIDIA H200", "GPU 1 · NVIDIA H200"]
     samples = [v for v in _values(spec) if "power_w" in v]
     assert len(samples) == 2 * math.ceil(6200 / 4)  # 6200 samples per GPU, every 4th drawn
@@ -286,7 +286,7 @@ def test_timeline_empty_says_no_power_samples(tmp_path):
     assert "flashinfer: no power samples: none" in text
     assert "torch: no power samples: none" in text
     # and without any table at all
-    spec = figures.chart_spec(power_timeline_chart(pd.DataFrame(), pd.DataFrame()))
+    spec = charts.chart_spec(power_timeline_chart(pd.DataFrame(), pd.DataFrame()))
     assert "no power samples: none" in json.dumps(spec)
 
 
@@ -307,18 +307,18 @@ def test_power_vs_util(tmp_path, tables):
     assert enc["shape"]["field"] == "mode"
     color = enc["color"]["scale"]
     assert dict(zip(color["domain"], color["range"], strict=True)) == {
-        b: figures.BACKEND_COLORS[b] for b in ("flashinfer", "torch")
+        b: charts.BACKEND_COLORS[b] for b in ("flashinfer", "torch")
     }
     assert "3 windows without tensor-pipe utilisation not shown" in json.dumps(spec)
 
 
 def test_power_vs_util_falls_back_to_sm_clock_without_gpm():
     windows = make_windows().assign(tensor_util=np.nan, sm_util=np.nan, dram_util=np.nan)
-    spec = figures.chart_spec(power_vs_util_chart(windows))
+    spec = charts.chart_spec(power_vs_util_chart(windows))
     assert spec["layer"][0]["encoding"]["x"]["field"] == "sm_clock_mhz"
     assert "GPM utilisation was unavailable" in json.dumps(spec)
     no_power = windows.assign(power_source="none", avg_w=np.nan)
-    spec = figures.chart_spec(power_vs_util_chart(no_power))
+    spec = charts.chart_spec(power_vs_util_chart(no_power))
     assert "no power was measured (power source: none)" in json.dumps(spec)
 
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import altair as alt
 import pandas as pd
 
-from .figures import _has_data, _no_data_chart, backend_color, backend_scale, read_table, save_chart
-from .figures import strict_frame as _strict
+from .charts import backend_color, backend_scale, has_data, no_data_chart, save_chart
+from .charts import strict_frame as _strict
+from .findings.common import num_of, text_of
 from .nvml import reason_names
+from .tables import read_optional
 
 # ---------------------------------------------------------------------------------------------
 # Classification
@@ -75,20 +76,6 @@ CLASSIFICATION_RULE: tuple[str, ...] = (
 )
 
 
-def _num(value: Any) -> float:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return f
-
-
-def _text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return str(value).strip()
-
-
 def _pct(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.0f}%"
 
@@ -96,24 +83,24 @@ def _pct(value: float) -> str:
 def classify_window(row: Any) -> tuple[str, str]:
     """``(class, why)`` of one window row (a mapping or a pandas Series); see the rule."""
     get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
-    status = _text(get("status", "ok")) or "ok"
+    status = text_of(get("status", "ok")) or "ok"
     if status != "ok":
-        error = _text(get("error", ""))
+        error = text_of(get("error", ""))
         return "no data", f"status {status}" + (f": {error[:120]}" if error else "")
-    source = _text(get("power_source", "")) or "none"
+    source = text_of(get("power_source", "")) or "none"
     if source == "none":
         return "no data", "no NVML on this machine: no power was measured"
-    label, mode = _text(get("label", "")), _text(get("mode", ""))
+    label, mode = text_of(get("label", "")), text_of(get("mode", ""))
     if label == "idle" or mode == "idle":
         return "idle", f"idle baseline ({_watts(get('avg_w'))})"
     reasons = reason_names(get("throttle_reasons", ""))
     thermal = [r for r in reasons if r in THERMAL_REASONS]
     if thermal:
-        temp = _num(get("temp_c_max"))
+        temp = num_of(get("temp_c_max"))
         extra = f", max {temp:.0f} °C" if not math.isnan(temp) else ""
         return "thermally throttled", f"reasons: {', '.join(thermal)}{extra}"
     power = [r for r in reasons if r in POWER_REASONS]
-    pct_limit = _num(get("pct_limit"))
+    pct_limit = num_of(get("pct_limit"))
     note = ""
     if power:
         if not math.isnan(pct_limit) and pct_limit >= POWER_CAP_PCT:
@@ -122,7 +109,7 @@ def classify_window(row: Any) -> tuple[str, str]:
                 f"{', '.join(power)} with {pct_limit:.0f}% of the limit ≥ {POWER_CAP_PCT:.0f}%",
             )
         note = f"; {', '.join(power)} set but at {_pct(pct_limit)} of the limit"
-    sm, tensor, dram = (_num(get(c)) for c in GPM_COLUMNS)
+    sm, tensor, dram = (num_of(get(c)) for c in GPM_COLUMNS)
     if all(math.isnan(v) for v in (sm, tensor, dram)):
         where = f"{_watts(get('avg_w'))}, {_pct(pct_limit)} of the limit"
         return "unclassified", f"no GPM utilisation ({source}): power only, {where}{note}"
@@ -153,7 +140,7 @@ def classify_window(row: Any) -> tuple[str, str]:
 
 
 def _watts(value: Any) -> str:
-    w = _num(value)
+    w = num_of(value)
     return "no power reading" if math.isnan(w) else f"{w:.0f} W"
 
 
@@ -189,7 +176,7 @@ def _sources(windows: pd.DataFrame, backend: str | None = None) -> str:
     if windows.empty or "power_source" not in windows.columns:
         return "none"
     df = windows if backend is None else windows[windows["backend"].astype(str) == backend]
-    values = sorted({_text(v) for v in df["power_source"]} - {""})
+    values = sorted({text_of(v) for v in df["power_source"]} - {""})
     return ", ".join(values) or "none"
 
 
@@ -214,7 +201,7 @@ def _prepare_windows(windows: pd.DataFrame) -> pd.DataFrame:
     for column in ("backend", "window", "mode", "label", "throttle_reasons", "power_source"):
         if column not in df.columns:
             df[column] = ""
-        df[column] = df[column].map(_text)
+        df[column] = df[column].map(text_of)
     return df
 
 
@@ -302,17 +289,17 @@ def _backend_timeline(
     color = backend_color(backend)
     samples = samples.copy()
     samples["t"] = pd.to_numeric(samples["t"], errors="coerce")
-    if _has_data(samples, "t_rel"):
+    if has_data(samples, "t_rel"):
         samples["t_rel"] = pd.to_numeric(samples["t_rel"], errors="coerce")
         t0 = float((samples["t"] - samples["t_rel"]).median())
     else:
         t0 = float(samples["t"].min())
     samples["t_rel"] = (samples["t"] - t0).round(3)
     notes = []
-    if _has_data(samples, "power_w"):
+    if has_data(samples, "power_w"):
         samples["power_w"] = pd.to_numeric(samples["power_w"], errors="coerce")
         notes.append("line: instant power (NVML)")
-    elif _has_data(samples, "power_avg_w"):
+    elif has_data(samples, "power_avg_w"):
         samples["power_w"] = pd.to_numeric(samples["power_avg_w"], errors="coerce")
         notes.append("line: NVML 1-s average power (instant power unavailable)")
     else:
@@ -389,12 +376,12 @@ def power_timeline_chart(timeline: pd.DataFrame, windows: pd.DataFrame) -> alt.T
     has_samples = not timeline.empty and {"backend", "t"} <= set(timeline.columns)
     if has_samples:
         timeline = timeline.copy()
-        timeline["backend"] = timeline["backend"].map(_text)
+        timeline["backend"] = timeline["backend"].map(text_of)
     backends = sorted(
         set(timeline["backend"] if has_samples else []) | set(windows.get("backend", []))
     )
     if not backends:
-        return _no_data_chart(
+        return no_data_chart(
             "Kernel power timeline", f"no power samples: {_sources(windows)} (no windows)"
         )
     panels = []
@@ -403,7 +390,7 @@ def power_timeline_chart(timeline: pd.DataFrame, windows: pd.DataFrame) -> alt.T
         mine = windows[windows["backend"] == backend] if not windows.empty else windows
         if samples.empty or "t" not in samples.columns:
             panels.append(
-                _no_data_chart(
+                no_data_chart(
                     f"{backend}: kernel power timeline",
                     f"no power samples: {_sources(windows, backend)}",
                 ).properties(
@@ -434,20 +421,20 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
     """Average power of each window against its tensor-pipe utilisation (or SM clock)."""
     title = "Power vs tensor-pipe utilisation, per window and GPU"
     df = _prepare_windows(windows if windows is not None else pd.DataFrame())
-    if df.empty or not _has_data(df, "avg_w"):
-        return _no_data_chart(
+    if df.empty or not has_data(df, "avg_w"):
+        return no_data_chart(
             title, f"no power was measured (power source: {_sources(df)}); nothing to plot"
         )
     df["avg_w"] = pd.to_numeric(df["avg_w"], errors="coerce")
     df = df[df["avg_w"].notna()].copy()
-    if _has_data(df, "tensor_util"):
+    if has_data(df, "tensor_util"):
         x_field, x_title = "tensor_util", "tensor-pipe utilisation (GPM, %)"
         subtitle = [
             "far below the limit with low tensor utilisation: the GPU is under-used; "
             "throttling shows in the clocks-event reasons (class in the tooltip)",
         ]
         x_scale = alt.Scale(domain=[0, 100])
-    elif _has_data(df, "sm_clock_mhz"):
+    elif has_data(df, "sm_clock_mhz"):
         x_field, x_title = "sm_clock_mhz", "median SM clock (MHz)"
         subtitle = [
             "GPM utilisation was unavailable on this GPU/driver (needs Hopper or newer): "
@@ -455,7 +442,7 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
         ]
         x_scale = alt.Scale(zero=False)
     else:
-        return _no_data_chart(
+        return no_data_chart(
             title,
             f"power measured ({_sources(df)}) but neither GPM utilisation nor SM clocks were",
         )
@@ -488,7 +475,7 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
     tooltip_cols = [
         t
         for t in tooltip_cols
-        if t[0] in df.columns and (t[2] == "" or t[0] == x_field or _has_data(df, t[0]))
+        if t[0] in df.columns and (t[2] == "" or t[0] == x_field or has_data(df, t[0]))
     ]
     data = _strict(df, [c for c, _, _ in tooltip_cols] + [x_field, "avg_w"])
     backends = sorted({str(b) for b in df["backend"]})
@@ -541,18 +528,8 @@ def read_timelines(paths: PathLike | Iterable[PathLike] | None) -> pd.DataFrame:
         return pd.DataFrame()
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    frames = [read_table(p) for p in paths if Path(p).exists() and Path(p).stat().st_size > 0]
-    frames = [f for f in frames if not f.empty]
+    frames = [f for f in map(read_optional, paths) if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def read_windows(path: PathLike) -> pd.DataFrame:
-    if not Path(path).exists() or Path(path).stat().st_size == 0:
-        return pd.DataFrame()
-    try:
-        return read_table(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
 
 
 def plot_power(
@@ -564,7 +541,7 @@ def plot_power(
     kind: str,
 ) -> dict[str, Any]:
     """Save the ``timeline`` or ``power_vs_util`` figure of the kernel-power tables."""
-    table = read_windows(windows)
+    table = read_optional(windows)
     if kind == "timeline":
         chart = power_timeline_chart(read_timelines(timelines), table)
     elif kind == "power_vs_util":

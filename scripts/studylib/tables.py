@@ -399,3 +399,16 @@ def _read_plain(path: Path) -> pd.DataFrame | dict | None:
         return pd.read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError):
         return None
+
+
+def read_optional(path: str | os.PathLike | None) -> pd.DataFrame:
+    """A table the figures and the report draw, read plainly (parquet or CSV); an empty frame
+    when there is none to read: no path, no file, an empty file or no header."""
+    if path is None or not Path(path).is_file() or Path(path).stat().st_size == 0:
+        return pd.DataFrame()
+    if Path(path).suffix == ".parquet":
+        return pd.read_parquet(path)
+    try:
+        return pd.read_csv(path, keep_default_na=True)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()

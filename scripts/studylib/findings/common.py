@@ -85,7 +85,7 @@ class Findings:
 # ---------------------------------------------------------------------------------------------
 
 
-def _num(value: Any) -> float:
+def num_of(value: Any) -> float:
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -94,10 +94,10 @@ def _num(value: Any) -> float:
 
 
 def _ok(value: Any) -> bool:
-    return not math.isnan(_num(value))
+    return not math.isnan(num_of(value))
 
 
-def _text(value: Any) -> str:
+def text_of(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if value is pd.NA or value is pd.NaT:
@@ -161,13 +161,13 @@ def _dtype_name(dtype: str) -> str:
 
 
 def _impl_label(row: Any) -> str:
-    backend, impl, op = (_text(row.get(c)) for c in ("backend", "impl", "op"))
+    backend, impl, op = (text_of(row.get(c)) for c in ("backend", "impl", "op"))
     who = f"{backend}·{impl}" if impl else backend
     return f"{who} {op}" if op else who
 
 
 def _message(text: Any) -> str:
-    msg = " ".join(_text(text).split())
+    msg = " ".join(text_of(text).split())
     return msg if len(msg) <= MAX_MESSAGE else msg[: MAX_MESSAGE - 1] + "…"
 
 
@@ -207,12 +207,12 @@ def _gpu(hardware: dict | None) -> dict:
 
 
 def _is_cpu(hardware: dict | None, peaks: dict | None = None) -> bool:
-    device = _text((hardware or {}).get("device")) or _text((peaks or {}).get("device"))
+    device = text_of((hardware or {}).get("device")) or text_of((peaks or {}).get("device"))
     return device == "cpu" or (hardware is not None and not _gpus(hardware))
 
 
 def _sm_arch(cc: Any) -> str:
-    text = _text(cc)
+    text = text_of(cc)
     m = re.fullmatch(r"(\d+)\.(\d+)", text)
     return f"sm_{m.group(1)}{m.group(2)}" if m else ""
 
@@ -227,12 +227,12 @@ def describe_machine(hardware: dict | None, peaks: dict | None = None) -> str:
         if arch:
             bits.append(f"{arch}, compute capability {gpu['compute_capability']}")
         if _ok(gpu.get("power_limit_w")):
-            bits.append(f"{fmt_w(_num(gpu['power_limit_w']))} power limit")
+            bits.append(f"{fmt_w(num_of(gpu['power_limit_w']))} power limit")
         if _ok(gpu.get("sm_count")):
-            bits.append(f"{int(_num(gpu['sm_count']))} SMs")
-        name = _text(gpu.get("name")) or "GPU"
+            bits.append(f"{int(num_of(gpu['sm_count']))} SMs")
+        name = text_of(gpu.get("name")) or "GPU"
         return f"{len(gpus)}× {name}" + (f" ({', '.join(bits)})" if bits else "")
     host = (hardware or {}).get("host") or {}
-    cpu = _text(host.get("cpu_model")) or _text((peaks or {}).get("device_name")) or "CPU"
+    cpu = text_of(host.get("cpu_model")) or text_of((peaks or {}).get("device_name")) or "CPU"
     cores = host.get("cpu_count")
     return f"no GPU (CPU: {cpu}" + (f", {cores} cores)" if cores else ")")

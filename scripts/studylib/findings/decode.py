@@ -16,15 +16,15 @@ from .common import (
     _has,
     _is_cpu,
     _message,
-    _num,
     _numeric,
     _ok,
     _plain,
     _span,
-    _text,
     fmt_pct,
     fmt_ratio,
     fmt_w,
+    num_of,
+    text_of,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -53,19 +53,21 @@ def dummy_weights_note(table: pd.DataFrame | None) -> tuple[list[str], str]:
     if table is None or table.empty or "variant" not in table.columns:
         return [], ""
     if "model_kind" in table.columns and table["model_kind"].notna().any():
-        is_dummy = table["model_kind"].map(_text) == "dummy"
+        is_dummy = table["model_kind"].map(text_of) == "dummy"
     else:
         is_dummy = (
-            table.get("engine", pd.Series("", index=table.index)).map(_text).isin(DUMMY_ENGINES)
+            table.get("engine", pd.Series("", index=table.index)).map(text_of).isin(DUMMY_ENGINES)
         )
     rows = table[is_dummy]
-    variants = sorted(set(map(_text, rows["variant"])))
+    variants = sorted(set(map(text_of, rows["variant"])))
     if not variants:
         return [], ""
     routing = (
-        rows["routing"].map(_text) if "routing" in rows.columns else pd.Series("", index=rows.index)
+        rows["routing"].map(text_of)
+        if "routing" in rows.columns
+        else pd.Series("", index=rows.index)
     )
-    uniform = sorted(set(map(_text, rows.loc[routing == "uniform", "variant"])))
+    uniform = sorted(set(map(text_of, rows.loc[routing == "uniform", "variant"])))
     own = sorted(set(variants) - set(uniform))
     text = (f"{', '.join(variants)} serve dummy weights (--load-format dummy): the weights "
             "are random, so speed and power are those of the served geometry, not of a "
@@ -103,21 +105,56 @@ PAIR_COLUMNS = [
 ]  # fmt: skip
 
 
-def _valid(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return (
-        bool(value)
-        if value is not None and not (isinstance(value, float) and math.isnan(value))
-        else False
-    )
+def valid_flag(value: Any) -> bool:
+    """A ``valid`` cell as a bool: True/False, 1/0, "true"/"false"; missing is False."""
+    if isinstance(value, bool | int | float) and not (
+        isinstance(value, float) and math.isnan(value)
+    ):
+        return bool(value)
+    return text_of(value).lower() in ("true", "1", "1.0", "yes")
 
 
-def _graphs(value: Any) -> bool | None:
+def _count(value: Any) -> int:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return 0
+    return 0 if math.isnan(f) else int(f)
+
+
+#: Why a run is invalid when no request failed: its steady window was too short.
+SHORT_STEADY = "steady window shorter than the minimum"
+
+
+def invalid_note(row: Any) -> str:
+    """Why a decode run is invalid ("" when it is valid): the figures' and report's note."""
+    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    if valid_flag(get("valid", False)):
+        return ""
+    causes = []
+    errors, wrong = _count(get("errors")), _count(get("wrong_length"))
+    if errors:
+        causes.append(f"{errors} request error{'s' if errors != 1 else ''}")
+    if wrong:
+        causes.append(f"{wrong} completion{'s' if wrong != 1 else ''} of the wrong length")
+    steady = pd.to_numeric(pd.Series([get("steady_s")]), errors="coerce").iloc[0]
+    if not causes or math.isnan(steady) or steady <= 0:
+        causes.insert(0, SHORT_STEADY)
+    return "invalid: " + "; ".join(causes)
+
+
+def power_sources(df: pd.DataFrame) -> list[str]:
+    """The power sources a decode table's runs were measured with ("none": no power)."""
+    if df.empty or "power_source" not in df.columns:
+        return ["none"]
+    return sorted({text_of(v) or "none" for v in df["power_source"]})
+
+
+def graphs_flag(value: Any) -> bool | None:
     """A ``cuda_graphs`` cell: True / False, or None where the engine has no such switch."""
     if isinstance(value, bool):
         return value
-    text = _text(value).lower()
+    text = text_of(value).lower()
     if text in ("true", "1", "1.0", "yes", "on"):
         return True
     if text in ("false", "0", "0.0", "no", "off"):
@@ -126,13 +163,13 @@ def _graphs(value: Any) -> bool | None:
 
 
 def weights_name(weights: Any) -> str:
-    text = _text(weights)
+    text = text_of(weights)
     return DTYPE_NAMES.get(text, text.upper())
 
 
 def regime(weights: Any, graphs: bool | None) -> str:
     """ "BF16 weights, CUDA graphs on" (the parts that are known)."""
-    bits = [f"{weights_name(weights)} weights"] if _text(weights) else []
+    bits = [f"{weights_name(weights)} weights"] if text_of(weights) else []
     if graphs is not None:
         bits.append(f"CUDA graphs {'on' if graphs else 'off'}")
     return ", ".join(bits)
@@ -146,9 +183,9 @@ def _prep_decode(decode: pd.DataFrame) -> pd.DataFrame:
     for c in DECODE_TEXT:
         if c not in df.columns:
             df[c] = ""
-        df[c] = df[c].map(_text)
-    df["valid"] = df["valid"].map(_valid) if "valid" in df.columns else True
-    df["graphs"] = df["cuda_graphs"].map(_graphs) if "cuda_graphs" in df.columns else None
+        df[c] = df[c].map(text_of)
+    df["valid"] = df["valid"].map(valid_flag) if "valid" in df.columns else True
+    df["graphs"] = df["cuda_graphs"].map(graphs_flag) if "cuda_graphs" in df.columns else None
     return df
 
 
@@ -187,7 +224,7 @@ def q5_decode(decode: pd.DataFrame | None, hardware: dict | None = None) -> Find
 
 
 def _head(variant: str, g: pd.DataFrame) -> str:
-    engine = _text(g["engine"].iloc[0])
+    engine = text_of(g["engine"].iloc[0])
     gpus = g["gpus"].dropna()
     about = [engine] if engine and engine != variant else []
     rg = regime(g["weights"].iloc[0], g["graphs"].iloc[0])
@@ -239,8 +276,8 @@ def _q5_variant(out: Findings, variant: str, g: pd.DataFrame) -> None:
     more, latency = _q5_latency(g)
     if more:
         text += f". {more}"
-    out.add(5, text + ".", variant=variant, engine=_text(g["engine"].iloc[0]),
-            weights=_text(g["weights"].iloc[0]), cuda_graphs=_graphs(g["graphs"].iloc[0]),
+    out.add(5, text + ".", variant=variant, engine=text_of(g["engine"].iloc[0]),
+            weights=text_of(g["weights"].iloc[0]), cuda_graphs=graphs_flag(g["graphs"].iloc[0]),
             per_concurrency=per_c, invalid=len(invalid), latency=latency)  # fmt: skip
 
 
@@ -339,7 +376,7 @@ def _by_c(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ratio(a: Any, b: Any) -> float:
-    a, b = _num(a), _num(b)
+    a, b = num_of(a), num_of(b)
     return a / b if _ok(a) and _ok(b) and b > 0 else float("nan")
 
 
@@ -448,9 +485,9 @@ def _q5_tp(out: Findings, df: pd.DataFrame) -> None:
             if p["reasons_n"] or p["reasons_1"]:
                 bit.append(f"limits {p['reasons_n'] or 'none'} against {p['reasons_1'] or 'none'}")
             bits.append(f"C = {c}: " + ", ".join(bit))
-        text = (f"{n} GPUs against one, {regime(weights, _graphs(graphs)) or engine} "
+        text = (f"{n} GPUs against one, {regime(weights, graphs_flag(graphs)) or engine} "
                 f"({variant} / {one}, {n} GPUs ÷ 1): " + "; ".join(bits))  # fmt: skip
-        out.add(5, text + ".", engine=engine, weights=weights, cuda_graphs=_graphs(graphs),
+        out.add(5, text + ".", engine=engine, weights=weights, cuda_graphs=graphs_flag(graphs),
                 variant_1=one, variant_n=variant, gpus=n, per_concurrency=per_c)  # fmt: skip
 
 
@@ -518,7 +555,7 @@ def _q5_structured(out: Findings, df: pd.DataFrame) -> int:
             tok = {int(c): _ratio(b.loc[c, "output_tok_s"], a.loc[c, "output_tok_s"])
                    for c in shared}  # fmt: skip
             text = (f"{weights_name(other)} against {weights_name(base)} weights "
-                    f"({regime('', _graphs(graphs)) or engine}; {b_var} / {a_var}): "
+                    f"({regime('', graphs_flag(graphs)) or engine}; {b_var} / {a_var}): "
                     f"{_span(min(tok.values()), max(tok.values()), fmt_ratio)} the tok/s over "
                     f"C = {_c_list(shared)}")  # fmt: skip
             numbers: dict[str, Any] = {"base": a_var, "other": b_var, "tok_ratio": tok}

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from ..serving.experts import rank_loads
-from .common import Findings, _has, _num, _numeric, _ok, _share, _text, fmt_m, fmt_ratio
+from .common import Findings, _has, _numeric, _ok, _share, fmt_m, fmt_ratio, num_of, text_of
 from .decode import DUMMY_ENGINES, _rspan
 
 #: An expert with M above this multiple of the balanced M counts as hot.
@@ -25,7 +25,7 @@ def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None
         why = "no SGLang expert-distribution record"
         engines = set()
         if _has(decode, "engine"):
-            engines = {_text(e) for e in decode["engine"]}
+            engines = {text_of(e) for e in decode["engine"]}
         if engines and "sglang" not in engines:
             why += (f": decode ran through {', '.join(sorted(engines))}, which has no expert "
                     "recorder (SGLang only)")  # fmt: skip
@@ -37,7 +37,7 @@ def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None
     df = _numeric(expert_m, "m", "balanced_m", "concurrency", "tokens")
     if "variant" not in df.columns:
         df["variant"] = ""
-    df["variant"] = df["variant"].map(_text)
+    df["variant"] = df["variant"].map(text_of)
     if "concurrency" not in df.columns:
         df["concurrency"] = float("nan")
     if "balanced_m" not in df.columns:
@@ -48,7 +48,7 @@ def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None
         m = g["m"].dropna()
         if m.empty:
             continue
-        balanced = _num(g["balanced_m"].dropna().iloc[0]) if g["balanced_m"].notna().any() \
+        balanced = num_of(g["balanced_m"].dropna().iloc[0]) if g["balanced_m"].notna().any() \
             else float("nan")  # fmt: skip
         layers = g["layer"].nunique() if "layer" in g.columns else 1
         experts = g["expert"].nunique() if "expert" in g.columns else len(m)
@@ -98,7 +98,7 @@ def _q4_ranks(out: Findings, expert_m: pd.DataFrame, decode: pd.DataFrame | None
     if not _has(decode, "variant", "gpus"):
         return
     d = _numeric(decode, "gpus", *(["ep"] if "ep" in decode.columns else []))
-    d["variant"] = d["variant"].map(_text)
+    d["variant"] = d["variant"].map(text_of)
     ep = d.groupby("variant")["ep"].max().fillna(1) if "ep" in d.columns else pd.Series(dtype=float)
     gpus = d.groupby("variant")["gpus"].max()
     recorded = sorted(set(expert_m["variant"]) - {""})
@@ -127,11 +127,11 @@ def _q4_random_routing(out: Findings, variants: list[str], decode: pd.DataFrame 
     uniform switch (a histogram near balance by construction) or the random router."""
     if not variants or not _has(decode, "variant", "engine"):
         return
-    engines = {_text(v): _text(e) for v, e in zip(decode["variant"], decode["engine"],
+    engines = {text_of(v): text_of(e) for v, e in zip(decode["variant"], decode["engine"],
                                                   strict=True)}  # fmt: skip
     routing = {}
     if "routing" in decode.columns:
-        routing = {_text(v): _text(r) for v, r in zip(decode["variant"], decode["routing"],
+        routing = {text_of(v): text_of(r) for v, r in zip(decode["variant"], decode["routing"],
                                                       strict=True)}  # fmt: skip
     dummy = [v for v in variants if engines.get(v) in DUMMY_ENGINES]
     uniform = [v for v in dummy if routing.get(v) == "uniform"]

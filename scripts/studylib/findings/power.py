@@ -15,12 +15,12 @@ from .common import (
     _has,
     _impl_label,
     _is_cpu,
-    _num,
     _numeric,
     _ok,
     _plain,
     _span,
-    _text,
+    num_of,
+    text_of,
 )
 
 #: A window with sw_power_cap set at ≥ this % of the limit is power-capped.
@@ -41,7 +41,7 @@ def _prep_power(kp: pd.DataFrame) -> pd.DataFrame:
               "power_source", "throttle_reasons"):  # fmt: skip
         if c not in df.columns:
             df[c] = ""
-        df[c] = df[c].map(_text)
+        df[c] = df[c].map(text_of)
     for c in POWER_NUMERIC:
         if c not in df.columns:
             df[c] = float("nan")
@@ -153,7 +153,7 @@ def _q3_gpu_spread(out: Findings, loops: pd.DataFrame) -> None:
 
 def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
                  hardware: dict | None) -> None:  # fmt: skip
-    max_clock = _num(_gpu(hardware).get("max_sm_clock_mhz"))
+    max_clock = num_of(_gpu(hardware).get("max_sm_clock_mhz"))
     capped = loops[loops["throttle_reasons"].map(lambda r: "sw_power_cap" in reason_names(r))
                    & (loops["pct_limit"] >= POWER_CAP_PCT)]  # fmt: skip
     thermal = loops[

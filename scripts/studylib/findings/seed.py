@@ -18,19 +18,19 @@ from .common import (
     _is_cpu,
     _m_list,
     _message,
-    _num,
     _numeric,
     _ok,
     _plain,
     _sm_arch,
     _span,
-    _text,
     describe_machine,
     fmt_m,
     fmt_pct,
     fmt_ratio,
     fmt_us,
     fmt_w,
+    num_of,
+    text_of,
 )
 from .decode import DUMMY_ENGINES, _prep_decode
 from .power import _prep_power, _watts_span
@@ -144,7 +144,7 @@ def seed_comparison(tables: StudyTables) -> Findings:
             top = em[em["concurrency"] == em["concurrency"].max()]
             bal = top["balanced_m"].dropna()
             if len(bal) and bal.iloc[0] > 0 and top["m"].notna().any():
-                who = ", ".join(sorted({_text(v) for v in top.get("variant", [])} - {""}))
+                who = ", ".join(sorted({text_of(v) for v in top.get("variant", [])} - {""}))
                 ratio = float(top["m"].max() / bal.iloc[0])
                 text += (f"; at the largest concurrency, C = {top['concurrency'].iloc[0]:.0f}"
                          + (f" ({who})" if who else "")
@@ -155,8 +155,8 @@ def seed_comparison(tables: StudyTables) -> Findings:
                     top_balanced_m=float(bal.iloc[0]),
                     top_max_over_balanced=ratio,
                 )
-        if _has(decode, "engine") and set(map(_text, decode["engine"])) & set(DUMMY_ENGINES):
-            routing = set(map(_text, decode.get("routing", pd.Series(dtype=object))))
+        if _has(decode, "engine") and set(map(text_of, decode["engine"])) & set(DUMMY_ENGINES):
+            routing = set(map(text_of, decode.get("routing", pd.Series(dtype=object))))
             text += (" (random weights routed uniformly by SGLang's switch: balance by "
                      "construction, not a trained router's)" if routing == {"uniform"} else
                      " (random weights: random routing, not a trained router's)")  # fmt: skip
@@ -185,9 +185,9 @@ def _seed_hardware(out: Findings, hardware: dict | None, peaks: dict | None) -> 
     text = f"The seed ran on {seed_hw}; this machine has {here}"
     if gpu:
         arch = _sm_arch(gpu.get("compute_capability"))
-        limit = _num(gpu.get("power_limit_w"))
+        limit = num_of(gpu.get("power_limit_w"))
         numbers.update(arch=arch, power_limit_w=limit if _ok(limit) else None,
-                       gpu=_text(gpu.get("name")))  # fmt: skip
+                       gpu=text_of(gpu.get("name")))  # fmt: skip
         if arch and arch not in ("sm_100", "sm_103", "sm_110", "sm_120", "sm_121"):
             text += (
                 f". FP4 tensor-core GEMMs need sm_100 or sm_120, which {arch} is not: "

@@ -26,15 +26,15 @@ from .common import (
     _impl_label,
     _m_list,
     _message,
-    _num,
     _numeric,
     _ok,
     _plain,
     _span,
-    _text,
     fmt_pct,
     fmt_ratio,
     fmt_us,
+    num_of,
+    text_of,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def _prep_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
     for c in ("backend", "impl", "op", "dtype", "shape", "status", "error", "floor_basis"):
         if c not in df.columns:
             df[c] = ""
-        df[c] = df[c].map(_text)
+        df[c] = df[c].map(text_of)
     if "G" not in df.columns:
         df["G"] = float("nan")
     for c in ("eager_us", "graph_us", "cold_us", "floor_us", "flops"):
@@ -70,7 +70,7 @@ def pick_expert_shape(sweep: pd.DataFrame) -> str | None:
     df = sweep
     if "G" in df.columns:
         df = df[pd.to_numeric(df["G"], errors="coerce").isna()]
-    shapes = [s for s in df["shape"].map(_text).unique() if s]
+    shapes = [s for s in df["shape"].map(text_of).unique() if s]
     if not shapes:
         return None
     if EXPERT_SHAPE in shapes:
@@ -79,21 +79,21 @@ def pick_expert_shape(sweep: pd.DataFrame) -> str | None:
         geo = _numeric(df, "N", "K")[["shape", "N", "K"]].drop_duplicates()
         exact = geo[(geo["N"] == EXPERT_NK[0]) & (geo["K"] == EXPERT_NK[1])]
         if len(exact):
-            return _text(exact["shape"].iloc[0])
+            return text_of(exact["shape"].iloc[0])
         k2048 = geo[geo["K"] == EXPERT_NK[1]].sort_values("N", ascending=False)
         if len(k2048):
-            return _text(k2048["shape"].iloc[0])
+            return text_of(k2048["shape"].iloc[0])
     named = [s for s in shapes if s.startswith("expert")]
     if named:
         return sorted(named)[0]
-    return _text(df["shape"].map(_text).value_counts().index[0])
+    return text_of(df["shape"].map(text_of).value_counts().index[0])
 
 
 def _shape_geometry(df: pd.DataFrame, shape: str) -> str:
     rows = df[df["shape"] == shape]
     if rows.empty or not (_has(rows, "N", "K")):
         return shape
-    n, k = _num(rows["N"].iloc[0]), _num(rows["K"].iloc[0])
+    n, k = num_of(rows["N"].iloc[0]), num_of(rows["K"].iloc[0])
     if math.isnan(n) or math.isnan(k):
         return shape
     return f"{shape} (N = {n:.0f}, K = {k:.0f})"
@@ -267,7 +267,7 @@ def _q1_fp4(out: Findings, df: pd.DataFrame, peaks: dict | None) -> None:
         return
     impls = sorted(ok.apply(_impl_label, axis=1).unique())
     text = f"FP4: {len(ok)} of {len(fp4)} FP4 points ran, through {', '.join(impls)}"
-    peak = _num((peaks or {}).get("fp4_tflops"))
+    peak = num_of((peaks or {}).get("fp4_tflops"))
     if _ok(peak):
         text += f"; measured FP4 peak {peak:.0f} TFLOP/s"
     out.add(1, text + ".", fp4_points=len(fp4), fp4_ok=len(ok), fp4_impls=impls,
@@ -327,10 +327,10 @@ def _q2_decode(out: Findings, rows: pd.DataFrame, geometry: str) -> None:
         verdicts: list[str] = []
         head = f"At M = {m:.0f} on {geometry}"
         if be is not None:
-            who, eager, graph = _impl_label(be), _num(be["eager_us"]), _num(be["graph_us"])
+            who, eager, graph = _impl_label(be), num_of(be["eager_us"]), num_of(be["graph_us"])
             numbers.update(who=who, eager_us=eager)
             if _ok(graph):
-                launch = _num(be.get("launch_overhead_us"))
+                launch = num_of(be.get("launch_overhead_us"))
                 if not _ok(launch):
                     launch = eager - graph
                 share = launch / eager if eager > 0 else float("nan")
@@ -348,8 +348,8 @@ def _q2_decode(out: Findings, rows: pd.DataFrame, geometry: str) -> None:
                              f"{fmt_us(eager)} eager")  # fmt: skip
         kernel = bg if bg is not None else be
         column = "graph_us" if bg is not None else "eager_us"
-        t, floor = _num(kernel[column]), _num(kernel["floor_us"])
-        basis = _text(kernel.get("floor_basis")).split(" ")[0] or "roofline"
+        t, floor = num_of(kernel[column]), num_of(kernel["floor_us"])
+        basis = text_of(kernel.get("floor_basis")).split(" ")[0] or "roofline"
         if _ok(floor) and floor > 0 and _ok(t):
             ratio = t / floor
             kwho = _impl_label(kernel)
@@ -367,7 +367,7 @@ def _q2_decode(out: Findings, rows: pd.DataFrame, geometry: str) -> None:
                 parts.append(f"{what} replays in {fmt_us(t)}, {against}")
             numbers.update(kernel_who=kwho, kernel_us=t, floor_us=floor, floor_basis=basis,
                            over_floor=ratio, over_floor_basis=_mode(column))  # fmt: skip
-            cold = _num(kernel["cold_us"])
+            cold = num_of(kernel["cold_us"])
             if _ok(cold):
                 parts[-1] += (f" (with weights streamed from memory, cold, {fmt_us(cold)}: "
                               f"{fmt_ratio(cold / floor)})")  # fmt: skip
@@ -396,7 +396,7 @@ def _q2_prefill(out: Findings, rows: pd.DataFrame, geometry: str, peaks: dict | 
     for dtype in [d for d in DTYPE_NAMES if d in set(big["dtype"])]:
         sub = big[big["dtype"] == dtype]
         key = PEAK_FOR_DTYPE.get(dtype, "")
-        peak = _num(peaks.get(key))
+        peak = num_of(peaks.get(key))
         if not _ok(peak) or peak <= 0:
             out.miss(2, f"{_dtype_name(dtype)}: no measured peak ({key or 'no peak key'}) to "
                         "compare prefill-sized GEMMs with")  # fmt: skip
