@@ -272,11 +272,12 @@ def test_q3_power_ranges_and_capping():
     assert "decode-sized (M ≤ 64) eager loops draw 150–210 W (21–30 % of the limit)" in loops.text
     assert "tensor pipes 2–6 % busy" in loops.text
     capped = only(out, 3, "power-capped")
-    # Only the window at ≥ 90 % counts; the 80 % one has the flag but is not capped.
-    assert capped.numbers["capped"] == 1 and capped.numbers["windows"] == 5
+    # Any power-cap reason counts (the windows' classification), at 80 % of the limit too.
+    assert capped.numbers["capped"] == 2 and capped.numbers["windows"] == 5
     assert capped.numbers["clock_min"] == 1400.0 and capped.numbers["max_clock"] == 1980
-    assert "torch·a matmul M = 4096 graph" in capped.text
-    assert "1400 MHz against a maximum of 1980 MHz" in capped.text
+    assert "torch·a matmul M = 4096 eager, torch·a matmul M = 4096 graph" in capped.text
+    assert "(a clocks-event reason sw_power_cap or hw_power_brake_slowdown)" in capped.text
+    assert "1400–1900 MHz against a maximum of 1980 MHz" in capped.text
     under = only(out, 3, "under-use")
     assert under.numbers["decode_throttled"] == 0
     gap = only(out, 3, "Energy counter")
@@ -515,7 +516,8 @@ def test_h200_example_results():
     assert only(out, 1, "FP4:").numbers["fp4_ok"] == 0
     assert only(out, "seed", "The seed ran on").numbers["arch"] == "sm_90"
     capped = only(out, 3, "power-capped")
-    assert capped.numbers["capped"] == 14 and capped.numbers["windows"] == 44
+    # 16: the two bmm_fp8 M = 4096 eager windows report sw_power_cap at 66-70 % of the limit.
+    assert capped.numbers["capped"] == 16 and capped.numbers["windows"] == 44
     assert only(out, 3, "GPUs at once").numbers["gpus"] == 2
     decode = only(out, 5, "transformers")
     assert sorted(decode.numbers["per_concurrency"]) == [1, 16, 64]

@@ -1,4 +1,5 @@
-"""Kernel-power figures and the rule that classifies each measurement window.
+"""Kernel-power figures: the power timeline and power against utilisation, each window
+coloured by its class (``findings.windows`` classifies them).
 
 Inputs are the kernel-power tables (one row per window and GPU) and the sampler's timelines
 (one row per NVML sample). Nothing is invented: a window with no power samples says so, and
@@ -17,34 +18,10 @@ import pandas as pd
 
 from .charts import backend_color, backend_scale, has_data, no_data_chart, save_chart
 from .charts import strict_frame as _strict
-from .findings.common import num_of, text_of
-from .nvml import reason_names
+from .findings.common import text_of
+from .findings.windows import classify_windows
 from .tables import read_optional
 
-# ---------------------------------------------------------------------------------------------
-# Classification
-# ---------------------------------------------------------------------------------------------
-
-#: Utilisation (GPM, %) at or above which a pipe counts as the busy one.
-UTIL_BUSY_PCT = 50.0
-#: Share of the power limit (%) at or above which a power-cap reason means "power-capped".
-POWER_CAP_PCT = 90.0
-THERMAL_REASONS = ("hw_thermal_slowdown", "sw_thermal_slowdown")
-UNDERFILLED_SM_PCT = 80.0
-POWER_REASONS = ("sw_power_cap", "hw_power_brake_slowdown")
-GPM_COLUMNS = ("sm_util", "tensor_util", "dram_util")
-
-CLASSES: tuple[str, ...] = (
-    "idle",
-    "power-capped",
-    "thermally throttled",
-    "launch-bound",
-    "under-filled",
-    "memory-bound",
-    "compute-bound",
-    "unclassified",
-    "no data",
-)
 CLASS_COLORS: dict[str, str] = {
     "idle": "#bab0ac",
     "power-capped": "#e45756",
@@ -57,112 +34,16 @@ CLASS_COLORS: dict[str, str] = {
     "no data": "#dddddd",
 }
 
-#: The rule, in the order it is applied; the first condition that holds names the class.
-CLASSIFICATION_RULE: tuple[str, ...] = (
-    "status not ok (the loop did not run), or no power source (no NVML) → no data",
-    "an idle window (no kernel running) → idle",
-    "clocks-event reasons include hw_thermal_slowdown or sw_thermal_slowdown → thermally throttled",
-    f"reasons include sw_power_cap or hw_power_brake_slowdown and average power "
-    f"≥ {POWER_CAP_PCT:.0f} % of the limit → power-capped",
-    "no GPM utilisation (SM, tensor, DRAM all unknown) → unclassified: power alone cannot "
-    "tell what bounds the kernel",
-    f"tensor-pipe utilisation ≥ {UTIL_BUSY_PCT:.0f} % → compute-bound",
-    f"DRAM bandwidth utilisation ≥ {UTIL_BUSY_PCT:.0f} % → memory-bound",
-    f"SM utilisation < {UTIL_BUSY_PCT:.0f} % (the GPU idles between kernels) → launch-bound",
-    f"SM utilisation < {UNDERFILLED_SM_PCT:.0f} % with tensor and DRAM below "
-    f"{UTIL_BUSY_PCT:.0f} % (kernels run back to back but their grid leaves SMs idle, as "
-    "decode-sized GEMMs do) → under-filled",
-    "anything else → unclassified",
-)
-
-
-def _pct(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.0f}%"
-
-
-def classify_window(row: Any) -> tuple[str, str]:
-    """``(class, why)`` of one window row (a mapping or a pandas Series); see the rule."""
-    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
-    status = text_of(get("status", "ok")) or "ok"
-    if status != "ok":
-        error = text_of(get("error", ""))
-        return "no data", f"status {status}" + (f": {error[:120]}" if error else "")
-    source = text_of(get("power_source", "")) or "none"
-    if source == "none":
-        return "no data", "no NVML on this machine: no power was measured"
-    label, mode = text_of(get("label", "")), text_of(get("mode", ""))
-    if label == "idle" or mode == "idle":
-        return "idle", f"idle baseline ({_watts(get('avg_w'))})"
-    reasons = reason_names(get("throttle_reasons", ""))
-    thermal = [r for r in reasons if r in THERMAL_REASONS]
-    if thermal:
-        temp = num_of(get("temp_c_max"))
-        extra = f", max {temp:.0f} °C" if not math.isnan(temp) else ""
-        return "thermally throttled", f"reasons: {', '.join(thermal)}{extra}"
-    power = [r for r in reasons if r in POWER_REASONS]
-    pct_limit = num_of(get("pct_limit"))
-    note = ""
-    if power:
-        if not math.isnan(pct_limit) and pct_limit >= POWER_CAP_PCT:
-            return (
-                "power-capped",
-                f"{', '.join(power)} with {pct_limit:.0f}% of the limit ≥ {POWER_CAP_PCT:.0f}%",
-            )
-        note = f"; {', '.join(power)} set but at {_pct(pct_limit)} of the limit"
-    sm, tensor, dram = (num_of(get(c)) for c in GPM_COLUMNS)
-    if all(math.isnan(v) for v in (sm, tensor, dram)):
-        where = f"{_watts(get('avg_w'))}, {_pct(pct_limit)} of the limit"
-        return "unclassified", f"no GPM utilisation ({source}): power only, {where}{note}"
-    if not math.isnan(tensor) and tensor >= UTIL_BUSY_PCT:
-        return "compute-bound", f"tensor {tensor:.0f}% ≥ {UTIL_BUSY_PCT:.0f}%{note}"
-    if not math.isnan(dram) and dram >= UTIL_BUSY_PCT:
-        return (
-            "memory-bound",
-            f"DRAM {dram:.0f}% ≥ {UTIL_BUSY_PCT:.0f}% (tensor {_pct(tensor)}){note}",
-        )
-    if not math.isnan(sm) and sm < UTIL_BUSY_PCT:
-        return (
-            "launch-bound",
-            f"SM util {sm:.0f}% < {UTIL_BUSY_PCT:.0f}%: idle between kernels "
-            f"(tensor {_pct(tensor)}, DRAM {_pct(dram)}){note}",
-        )
-    if not math.isnan(sm) and sm < UNDERFILLED_SM_PCT:
-        return (
-            "under-filled",
-            f"SM util {sm:.0f}% < {UNDERFILLED_SM_PCT:.0f}% with tensor {_pct(tensor)} and "
-            f"DRAM {_pct(dram)} < {UTIL_BUSY_PCT:.0f}%: too few blocks to fill the GPU{note}",
-        )
-    return (
-        "unclassified",
-        f"tensor {_pct(tensor)} and DRAM {_pct(dram)} < {UTIL_BUSY_PCT:.0f}% "
-        f"with SM util {_pct(sm)}{note}",
-    )
-
-
-def _watts(value: Any) -> str:
-    w = num_of(value)
-    return "no power reading" if math.isnan(w) else f"{w:.0f} W"
-
-
-def classify_windows(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``df`` with the columns ``class`` and ``why`` (see :data:`CLASSIFICATION_RULE`)."""
-    out = df.copy()
-    if out.empty:
-        out["class"] = pd.Series(dtype=str)
-        out["why"] = pd.Series(dtype=str)
-        return out
-    results = [classify_window(rec) for rec in out.to_dict("records")]
-    out["class"] = [c for c, _ in results]
-    out["why"] = [w for _, w in results]
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
 
-MODE_COLORS: dict[str, str] = {"idle": "#bab0ac", "eager": "#f2cf5b", "graph": "#b279a2"}
-MODE_SHAPES: dict[str, str] = {"idle": "square", "eager": "circle", "graph": "triangle-up"}
+MODE_COLORS: dict[str, str] = {
+    "idle": "#bab0ac", "eager": "#f2cf5b", "graph": "#b279a2", "cold": "#72b7b2",
+}  # fmt: skip
+MODE_SHAPES: dict[str, str] = {
+    "idle": "square", "eager": "circle", "graph": "triangle-up", "cold": "diamond",
+}  # fmt: skip
 #: Samples drawn per (backend, GPU) line at most; longer timelines are thinned evenly.
 MAX_LINE_POINTS = 2000
 

@@ -31,8 +31,9 @@ from .decode_figures import graphs_label
 from .findings import QUESTIONS, dummy_weights_note, graphs_pairs, tp_pairs
 from .findings.decode import invalid_note
 from .findings.decode import power_sources as decode_power_sources
+from .findings.windows import CLASSES, CLASSIFICATION_RULE, classify_windows
 from .io import read_json, write_text
-from .power_figures import CLASS_COLORS, CLASSES, CLASSIFICATION_RULE, classify_windows
+from .power_figures import CLASS_COLORS
 from .tables import read_optional
 
 TEMPLATE = "index.html.j2"

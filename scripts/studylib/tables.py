@@ -21,6 +21,8 @@ import pandas as pd
 STATUSES = ("ok", "unsupported", "error", "mismatch")
 DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "nvfp4")  # config/schema.yaml's dtype enum
 DEVICES = ("cuda", "cpu")
+#: Kernel-power window modes (cold: rotating weight sets replayed in one CUDA graph).
+MODES = ("idle", "eager", "graph", "cold")
 
 # Column kinds: text, int (whole numbers, may be empty), num (any number, may be empty),
 # flag (true/false, may be empty), any (not checked: free-form or another owner's column).
@@ -95,10 +97,10 @@ def _tables() -> dict[str, Table]:
                          SUPPORT, {"dtype": DTYPES}),
         "kernel_power": Table("kernel_power", "a backend's kernel-power windows",
                               "results/kernel_power/{backend}.parquet", WINDOWS,
-                              {"mode": ("idle", "eager", "graph")}),
+                              {"mode": MODES}),
         "kernel_power_table": Table("kernel_power_table", "the kernel-power table",
                                     "results/tables/kernel_power.csv", WINDOWS,
-                                    {"mode": ("idle", "eager", "graph")}),
+                                    {"mode": MODES}),
         "timeline": Table("timeline", "a backend's power timeline",
                           "results/kernel_power/{backend}_timeline.parquet", {"backend": "any"}),
         "decode_summary": Table("decode_summary", "a variant's decode summary",

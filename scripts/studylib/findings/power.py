@@ -6,7 +6,6 @@ from typing import Any
 
 import pandas as pd
 
-from ..nvml import reason_names
 from .common import (
     DECODE_MAX_M,
     PREFILL_MIN_M,
@@ -22,10 +21,7 @@ from .common import (
     num_of,
     text_of,
 )
-
-#: A window with sw_power_cap set at ≥ this % of the limit is power-capped.
-POWER_CAP_PCT = 90.0
-
+from .windows import POWER_CAP_REASONS, classify_windows, limit_reasons
 
 # ---------------------------------------------------------------------------------------------
 # Question 3: power, clocks and tensor use of kernel loops
@@ -151,21 +147,21 @@ def _q3_gpu_spread(out: Findings, loops: pd.DataFrame) -> None:
             spread_max_pct=float(pct.max()))  # fmt: skip
 
 
+#: What "power-capped" means in question 3's sentences (the windows' classification rule).
+CAPPED = f"a clocks-event reason {' or '.join(POWER_CAP_REASONS)}"
+
+
 def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
                  hardware: dict | None) -> None:  # fmt: skip
     max_clock = num_of(_gpu(hardware).get("max_sm_clock_mhz"))
-    capped = loops[loops["throttle_reasons"].map(lambda r: "sw_power_cap" in reason_names(r))
-                   & (loops["pct_limit"] >= POWER_CAP_PCT)]  # fmt: skip
-    thermal = loops[
-        loops["throttle_reasons"].map(lambda r: any("thermal" in x for x in reason_names(r)))
-    ]
+    classes = classify_windows(loops)["class"]
+    capped, thermal = loops[classes == "power-capped"], loops[classes == "thermally throttled"]
     if not capped.empty:
         names = sorted({f"{_impl_label(r)} M = {r['M']:.0f} {r['mode']}"
                         for _, r in capped.iterrows()})  # fmt: skip
         clocks = capped["sm_clock_mhz"]
         text = (f"{len(capped)} of {len(loops)} {_window_unit(loops)} were power-capped "
-                f"(sw_power_cap at "
-                f"≥ {POWER_CAP_PCT:.0f} % of the limit): {', '.join(names)}; their SM clock fell "
+                f"({CAPPED}): {', '.join(names)}; their SM clock fell "
                 f"to {_span(clocks.min(), clocks.max(), _plain, ' MHz')}")  # fmt: skip
         if _ok(max_clock):
             text += f" against a maximum of {max_clock:.0f} MHz"
@@ -177,8 +173,7 @@ def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
     else:
         out.add(
             3,
-            f"None of the {len(loops)} {_window_unit(loops)} was power-capped (sw_power_cap at "
-            f"≥ {POWER_CAP_PCT:.0f} % of the limit).",
+            f"None of the {len(loops)} {_window_unit(loops)} was power-capped ({CAPPED}).",
             capped=0,
             windows=len(loops),
         )
@@ -186,9 +181,7 @@ def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
         out.add(3, f"{len(thermal)} loop windows report thermal slowdown.", thermal=len(thermal))
     if decode.empty:
         return
-    throttled = decode[decode["throttle_reasons"].map(
-        lambda r: any(x in ("sw_power_cap", "hw_slowdown", "hw_power_brake_slowdown")
-                      or "thermal" in x for x in reason_names(r)))]  # fmt: skip
+    throttled = decode[decode["throttle_reasons"].map(lambda r: bool(limit_reasons(r)))]
     clocks = decode["sm_clock_mhz"].dropna()
     if throttled.empty:
         text = ("Low power at decode sizes is under-use, not throttling: no decode-sized window "
