@@ -85,3 +85,69 @@ rule aggregate_decode:
         "../envs/study.yaml"
     script:
         "../scripts/aggregate_decode.py"
+
+
+rule plot_decode:
+    input:
+        decode="results/tables/decode.csv",
+    output:
+        html=report(
+            "results/figures/decode.html",
+            caption="../report/captions/decode.rst",
+            category="Decode power",
+            labels={"figure": "decode power vs concurrency"},
+        ),
+        png="results/figures/decode.png",
+        spec="results/figures/decode.vl.json",
+    log:
+        "results/logs/figures/decode.log",
+    conda:
+        "../envs/study.yaml"
+    script:
+        "../scripts/plot_decode.py"
+
+
+rule plot_decode_views:
+    input:
+        decode="results/tables/decode.csv",
+    output:
+        html=report(
+            "results/figures/decode_{decode_fig}.html",
+            caption="../report/captions/decode_views.rst",
+            category="Decode power",
+            labels={"figure": "decode {decode_fig}"},
+        ),
+        png="results/figures/decode_{decode_fig}.png",
+        spec="results/figures/decode_{decode_fig}.vl.json",
+    log:
+        "results/logs/figures/decode_{decode_fig}.log",
+    wildcard_constraints:
+        decode_fig="latency|frontier",
+    conda:
+        "../envs/study.yaml"
+    params:
+        kind=lambda wildcards: f"decode_{wildcards.decode_fig}",
+    script:
+        "../scripts/plot_decode.py"
+
+
+rule plot_experts:
+    input:
+        expert_m="results/tables/expert_m.csv",
+    output:
+        html=report(
+            "results/figures/experts.html",
+            caption="../report/captions/experts.rst",
+            category="Decode power",
+            labels={"figure": "per-expert M"},
+        ),
+        png="results/figures/experts.png",
+        spec="results/figures/experts.vl.json",
+    log:
+        "results/logs/figures/experts.log",
+    conda:
+        "../envs/study.yaml"
+    params:
+        kind="experts",
+    script:
+        "../scripts/plot_decode.py"

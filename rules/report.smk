@@ -30,18 +30,7 @@ rule report:
     input:
         **REPORT_TABLES,
         checked="results/tables/checked.json",
-        specs=[
-            "results/figures/support.vl.json",
-            "results/figures/efficiency.vl.json",
-            "results/figures/launch_overhead.vl.json",
-            "results/figures/power_timeline.vl.json",
-            "results/figures/power_vs_util.vl.json",
-            "results/figures/decode.vl.json",
-            "results/figures/decode_latency.vl.json",
-            "results/figures/decode_frontier.vl.json",
-            "results/figures/experts.vl.json",
-            *expand("results/figures/latency_{backend}.vl.json", backend=BACKENDS),
-        ],
+        specs=FIGURE_SPECS,
         # A template edit re-renders the report alone.
         templates=REPORT_TEMPLATES,
     output:

@@ -3,9 +3,10 @@
 from pathlib import Path
 
 from studylib.entry import setup_logging
-from studylib.findings import compute_findings, load_inputs
+from studylib.findings import compute_findings
 from studylib.hardware import git_info
 from studylib.report import render_report
+from studylib.tables import StudyTables
 
 log = setup_logging(snakemake)  # noqa: F821
 # The config shown in the report: params.config_text, else the snapshot file input.config.
@@ -26,8 +27,8 @@ render_report(
     template_dir=Path(snakemake.scriptdir).parent / "report" / "templates",  # noqa: F821
     config_yaml_text=config_text,
     git=git_info(Path(snakemake.scriptdir).parent),  # noqa: F821
-    # Findings read every table of the results folder the report's inputs live in.
-    findings=compute_findings(**load_inputs(Path(snakemake.input.sweep).parents[1])),  # noqa: F821
+    # The declared inputs, checked (check_report_inputs checked them too: read once).
+    findings=compute_findings(StudyTables.read(snakemake.input)),  # noqa: F821
     # Optional: the kernel-power windows table adds the "Kernel power" section.
     kernel_power_csv=snakemake.input.get("kernel_power"),  # noqa: F821
     # Optional: the decode table adds the "Decode power" section.

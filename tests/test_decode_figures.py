@@ -8,19 +8,18 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from studylib import figures
+from studylib import charts
 from studylib.decode_figures import (
     PAIRED_PALETTE,
-    SHORT_STEADY,
     decode_chart,
     decode_frontier_chart,
     decode_latency_chart,
     experts_chart,
-    invalid_note,
     plot_decode,
     prepare,
     variant_scale,
 )
+from studylib.findings.decode import SHORT_STEADY, invalid_note
 from test_figures import check_outputs
 from test_report import GPU_HW, assert_offline
 from test_report import render_tree as _render
@@ -174,7 +173,7 @@ def test_decode_chart_without_power(tmp_path):
 
 def test_decode_chart_only_invalid_rows():
     df = make_decode().assign(valid=False, steady_s=5.0)
-    spec = figures.chart_spec(decode_chart(df))
+    spec = charts.chart_spec(decode_chart(df))
     assert all(not v["valid"] for v in _values(spec))
     assert "no valid run: every row is invalid" in json.dumps(spec)
 
@@ -183,8 +182,8 @@ def test_decode_chart_empty_says_no_decode_runs(tmp_path):
     spec = _save(tmp_path, None, "decode_empty")
     assert "no decode runs" in json.dumps(spec)
     header_only = pd.DataFrame(columns=make_decode().columns)
-    assert "no decode runs" in json.dumps(figures.chart_spec(decode_chart(header_only)))
-    assert "no decode runs" in json.dumps(figures.chart_spec(decode_chart(pd.DataFrame())))
+    assert "no decode runs" in json.dumps(charts.chart_spec(decode_chart(header_only)))
+    assert "no decode runs" in json.dumps(charts.chart_spec(decode_chart(pd.DataFrame())))
 
 
 def test_hostile_text_is_data_not_markup(tmp_path):
@@ -364,7 +363,7 @@ def test_graphs_pairs_share_a_hue_and_dash_by_graphs(tmp_path):
     assert "SGLang variants serve dummy (random) weights" in text
     assert "dark, solid: CUDA graphs on" in text
     # older tables (no cuda_graphs): no dash encoding, names → palette as before
-    old = figures.chart_spec(decode_chart(make_decode()))
+    old = charts.chart_spec(decode_chart(make_decode()))
     assert "strokeDash" not in old["hconcat"][0]["layer"][0]["encoding"]
 
 
@@ -380,13 +379,13 @@ def test_decode_latency_chart_draws_tpot_against_the_hbm_floor(tmp_path):
     assert tpot[3]["encoding"]["y"]["field"] == "hbm_floor_ms"  # the floor, dotted
     assert spec["hconcat"][1]["layer"][3]["mark"]["type"] == "rule"  # 1 = at the floor
     assert "HBM floor: bytes a decode step must read" in json.dumps(spec)
-    old = figures.chart_spec(decode_latency_chart(make_decode()))
+    old = charts.chart_spec(decode_latency_chart(make_decode()))
     assert _panels(old) == ["tpot_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms"]
     assert "no HBM floor in this table" in json.dumps(old)
 
 
 def test_decode_frontier_one_line_per_variant_labelled_by_c():
-    spec = figures.chart_spec(decode_frontier_chart(make_sglang()))
+    spec = charts.chart_spec(decode_frontier_chart(make_sglang()))
     assert [p["layer"][0]["encoding"]["y"]["field"] for p in spec["hconcat"]] == [
         "j_per_token", "j_per_token_net"]  # fmt: skip
     layers = spec["hconcat"][0]["layer"]
@@ -394,9 +393,9 @@ def test_decode_frontier_one_line_per_variant_labelled_by_c():
     assert layers[0]["encoding"]["order"]["field"] == "concurrency"
     assert layers[3]["mark"]["type"] == "text" and layers[3]["encoding"]["text"]["field"] == "label"
     assert {v["label"] for v in _values(spec)} == {"C=1", "C=8", "C=64"}
-    no_power = figures.chart_spec(decode_frontier_chart(make_cpu()))
+    no_power = charts.chart_spec(decode_frontier_chart(make_cpu()))
     assert "no J/token to draw" in json.dumps(no_power)
-    assert "no decode runs" in json.dumps(figures.chart_spec(decode_frontier_chart(None)))
+    assert "no decode runs" in json.dumps(charts.chart_spec(decode_frontier_chart(None)))
 
 
 def test_experts_chart_histograms_and_max_over_balanced(tmp_path):
@@ -421,7 +420,7 @@ def test_experts_chart_histograms_and_max_over_balanced(tmp_path):
     for (c, layer), x in want.items():
         assert got[(c, f"layer {layer}")] == pytest.approx(x)
     assert "random" in json.dumps(spec)
-    empty = figures.chart_spec(experts_chart(pd.DataFrame(columns=list(em.columns))))
+    empty = charts.chart_spec(experts_chart(pd.DataFrame(columns=list(em.columns))))
     assert "no expert-distribution record" in json.dumps(empty)
 
 

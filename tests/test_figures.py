@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from studylib import figures
+from studylib import charts, sweep_figures
 
 EVIL = "BackendSupportedError: <script>alert(1)</script> & sm_90 lacks FP4"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -106,7 +106,7 @@ def test_latency_chart_saves_offline_html_png_and_inline_spec(tmp_path):
     sweep = tmp_path / "flashinfer.parquet"
     df.to_parquet(sweep)
     stem = tmp_path / "latency_flashinfer"
-    figures.plot_latency(sweep, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
+    sweep_figures.plot_latency(sweep, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
     spec = check_outputs(tmp_path, "latency_flashinfer")
     values = _values(spec)
     good = df["status"].isin(["ok", "mismatch"]).sum()
@@ -122,7 +122,7 @@ def test_latency_chart_saves_offline_html_png_and_inline_spec(tmp_path):
 
 def test_latency_tolerates_missing_optional_columns():
     df = make_sweep().drop(columns=["G", "eager_iqr_us", "eager_samples", "library_version"])
-    spec = figures.chart_spec(figures.latency_chart(df))
+    spec = charts.chart_spec(sweep_figures.latency_chart(df))
     modes = {v["mode"] for v in _values(spec)}
     assert modes == {"eager"}
 
@@ -131,7 +131,7 @@ def test_all_unsupported_frame_still_renders_with_reasons(tmp_path):
     stem = tmp_path / "latency_flashinfer"
     df = all_unsupported()
     df.to_parquet(tmp_path / "flashinfer.parquet")
-    figures.plot_latency(
+    sweep_figures.plot_latency(
         tmp_path / "flashinfer.parquet", f"{stem}.html", f"{stem}.png", f"{stem}.vl.json"
     )
     spec = check_outputs(tmp_path, "latency_flashinfer")
@@ -141,7 +141,7 @@ def test_all_unsupported_frame_still_renders_with_reasons(tmp_path):
 
 
 def test_empty_frame_renders():
-    spec = figures.chart_spec(figures.latency_chart(pd.DataFrame(), backend="torch"))
+    spec = charts.chart_spec(sweep_figures.latency_chart(pd.DataFrame(), backend="torch"))
     assert "no successful points" in json.dumps(spec)
 
 
@@ -149,49 +149,49 @@ def test_support_chart(tmp_path):
     support = tmp_path / "support.csv"
     make_support().to_csv(support, index=False)
     stem = tmp_path / "support"
-    figures.plot_support(support, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
+    sweep_figures.plot_support(support, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
     spec = check_outputs(tmp_path, "support")
     values = _values(spec)
     assert len(values) == 5
     assert {v["status"] for v in values} == {"ok", "partial", "error", "unsupported", "mismatch"}
     color = spec["layer"][0]["encoding"]["color"]["scale"]
-    assert dict(zip(color["domain"], color["range"], strict=True)) == figures.STATUS_COLORS
+    assert dict(zip(color["domain"], color["range"], strict=True)) == charts.STATUS_COLORS
     # the hostile reason is data (escaped in the HTML), not markup
     html = (tmp_path / "support.html").read_text(encoding="utf-8")
     assert "\\u003cscript\\u003ealert(1)" in html
 
 
 def test_support_chart_empty():
-    spec = figures.chart_spec(figures.support_chart(pd.DataFrame()))
+    spec = charts.chart_spec(sweep_figures.support_chart(pd.DataFrame()))
     assert "no support data" in json.dumps(spec)
 
 
 def test_backend_colors_fixed_and_fallback():
-    assert figures.backend_color("torch") == figures.BACKEND_COLORS["torch"]
-    assert figures.backend_color("new_lib") == figures.backend_color("new_lib")
-    assert figures.backend_color("new_lib") in figures.FALLBACK_COLORS
-    scale = figures.backend_scale(["sgl_kernel", "torch"]).to_dict()
-    assert scale["range"] == [figures.BACKEND_COLORS["sgl_kernel"], figures.BACKEND_COLORS["torch"]]
+    assert charts.backend_color("torch") == charts.BACKEND_COLORS["torch"]
+    assert charts.backend_color("new_lib") == charts.backend_color("new_lib")
+    assert charts.backend_color("new_lib") in charts.FALLBACK_COLORS
+    scale = charts.backend_scale(["sgl_kernel", "torch"]).to_dict()
+    assert scale["range"] == [charts.BACKEND_COLORS["sgl_kernel"], charts.BACKEND_COLORS["torch"]]
 
 
 @pytest.mark.parametrize(
     "text", ["</script><script>alert(1)</script>", "a & b", "\u2028", "<!-- x -->"]
 )
 def test_json_for_script_is_inert_and_round_trips(text):
-    out = figures.json_for_script({"t": text})
+    out = charts.json_for_script({"t": text})
     assert "<" not in out and ">" not in out and "&" not in out
     assert json.loads(out) == {"t": text}
 
 
 def test_json_for_script_rejects_nan():
     with pytest.raises(ValueError):
-        figures.json_for_script({"x": math.nan})
+        charts.json_for_script({"x": math.nan})
 
 
 def test_shape_label_and_reasons():
-    assert figures.shape_label("moe", 4096, 7168, 8.0) == "moe · N×K = 4096×7168 · G=8"
-    assert figures.shape_label("d", 1, 2, np.nan) == "d · N×K = 1×2"
-    reasons = figures.distinct_reasons(make_sweep())
+    assert charts.shape_label("moe", 4096, 7168, 8.0) == "moe · N×K = 4096×7168 · G=8"
+    assert charts.shape_label("d", 1, 2, np.nan) == "d · N×K = 1×2"
+    reasons = charts.distinct_reasons(make_sweep())
     assert reasons[0].startswith("BackendSupportedError") and reasons[0].endswith(
         "(×6)"
     )  # 2 shapes × 3 small M
@@ -204,7 +204,7 @@ def test_chart_spec_turns_every_missing_value_into_null(tmp_path):
 
     values = [{"x": 1.0, "y": float("nan"), "why": float("nan")}, {"x": 2.0, "y": 3.0, "why": "a"}]
     chart = alt.Chart(alt.Data(values=values)).mark_point().encode(x="x:Q", y="y:Q")
-    spec = figures.chart_spec(chart)
+    spec = charts.chart_spec(chart)
     assert spec["data"]["values"][0] == {"x": 1.0, "y": None, "why": None}
-    figures.save_chart(chart, tmp_path / "c.html", tmp_path / "c.png", tmp_path / "c.json")
+    charts.save_chart(chart, tmp_path / "c.html", tmp_path / "c.png", tmp_path / "c.json")
     assert (tmp_path / "c.png").stat().st_size > 0

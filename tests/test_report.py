@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from studylib import figures
+from studylib import charts, sweep_figures
 from studylib.report import fmt_cell, render_report
 from test_figures import EVIL, all_unsupported, make_support, make_sweep
 
@@ -75,12 +75,15 @@ def study(tmp_path_factory) -> dict:
     specs = []
     for backend in ("flashinfer", "sgl_kernel"):
         stem = fig_dir / f"latency_{backend}"
-        chart = figures.latency_chart(sweep[sweep["backend"] == backend])
-        figures.save_chart(chart, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
+        chart = sweep_figures.latency_chart(sweep[sweep["backend"] == backend])
+        charts.save_chart(chart, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
         specs.append(f"{stem}.vl.json")
     stem = fig_dir / "support"
-    figures.save_chart(
-        figures.support_chart(make_support()), f"{stem}.html", f"{stem}.png", f"{stem}.vl.json"
+    charts.save_chart(
+        sweep_figures.support_chart(make_support()),
+        f"{stem}.html",
+        f"{stem}.png",
+        f"{stem}.vl.json",
     )
     specs.append(f"{stem}.vl.json")
     return {"root": root, "specs": specs}

@@ -21,7 +21,10 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from .figures import _has_data, _no_data_chart, log_ticks, read_table, save_chart, strict_frame
+from .charts import has_data, log_ticks, no_data_chart, save_chart, strict_frame
+from .findings.common import text_of
+from .findings.decode import graphs_flag, invalid_note, power_sources, valid_flag
+from .tables import read_optional
 
 TITLE = "Decode: throughput, power and energy per output token vs concurrency"
 #: Palette of the variants, assigned in sorted order of their names (same in every panel).
@@ -49,7 +52,6 @@ PAIRED_PALETTE: tuple[tuple[str, str], ...] = (
 GRAPHS_ON, GRAPHS_OFF = "CUDA graphs on", "CUDA graphs off"
 #: strokeDash per graphs label: solid on, dashed off.
 GRAPHS_DASH = {GRAPHS_ON: [1, 0], GRAPHS_OFF: [6, 3]}
-SHORT_STEADY = "steady window shorter than the minimum"
 #: Columns that hold measured power; all missing means no power was measured.
 POWER_COLUMNS: tuple[str, ...] = ("avg_w_per_gpu", "avg_w_total", "pct_limit", "j_per_token")
 TEXT_COLUMNS: tuple[str, ...] = ("engine", "variant", "power_source", "throttle_reasons",
@@ -105,53 +107,9 @@ TOOLTIP: tuple[tuple[str, str, str], ...] = (
 # ---------------------------------------------------------------------------------------------
 
 
-def _text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return str(value).strip()
-
-
-def _bool(value: Any) -> bool:
-    """A ``valid`` cell as a bool: True/False, 1/0, "true"/"false"; missing is False."""
-    if isinstance(value, bool):
-        return value
-    text = _text(value).lower()
-    return text in ("true", "1", "1.0", "yes")
-
-
-def _count(value: Any) -> int:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return 0
-    return 0 if math.isnan(f) else int(f)
-
-
-def invalid_note(row: Any) -> str:
-    """Why a row is invalid ("" when it is valid): the tooltip's and table's note."""
-    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
-    if _bool(get("valid", False)):
-        return ""
-    causes = []
-    errors, wrong = _count(get("errors")), _count(get("wrong_length"))
-    if errors:
-        causes.append(f"{errors} request error{'s' if errors != 1 else ''}")
-    if wrong:
-        causes.append(f"{wrong} completion{'s' if wrong != 1 else ''} of the wrong length")
-    steady = pd.to_numeric(pd.Series([get("steady_s")]), errors="coerce").iloc[0]
-    if not causes or math.isnan(steady) or steady <= 0:
-        causes.insert(0, SHORT_STEADY)
-    return "invalid: " + "; ".join(causes)
-
-
 def graphs_label(value: Any) -> str:
     """A ``cuda_graphs`` cell as "CUDA graphs on" / "CUDA graphs off" ("" when unknown)."""
-    text = _text(value).lower()
-    if text in ("true", "1", "1.0", "yes", "on"):
-        return GRAPHS_ON
-    if text in ("false", "0", "0.0", "no", "off"):
-        return GRAPHS_OFF
-    return ""
+    return {True: GRAPHS_ON, False: GRAPHS_OFF}.get(graphs_flag(value), "")
 
 
 def variant_scale(variants: list[str], data: pd.DataFrame | None = None) -> alt.Scale:
@@ -167,10 +125,10 @@ def variant_scale(variants: list[str], data: pd.DataFrame | None = None) -> alt.
         if (meta["graphs"] != "").any():
             groups: dict[tuple[str, str, str], list[str]] = {}
             for v in names:
-                engine = _text(meta.loc[v, "engine"]) if "engine" in meta.columns else ""
-                weights = _text(meta.loc[v, "weights"])
+                engine = text_of(meta.loc[v, "engine"]) if "engine" in meta.columns else ""
+                weights = text_of(meta.loc[v, "weights"])
                 # One hue per engine, weights and GPU count: TP2 is not TP1's twin.
-                gpus = _text(meta.loc[v, "gpus"]) if "gpus" in meta.columns else ""
+                gpus = text_of(meta.loc[v, "gpus"]) if "gpus" in meta.columns else ""
                 key = (engine, weights, gpus) if weights or meta.loc[v, "graphs"] else ("", v, "")
                 groups.setdefault(key, []).append(v)
             domain, colors = [], []
@@ -201,13 +159,7 @@ def _dash(data: pd.DataFrame) -> dict[str, Any]:
 
 def has_power(df: pd.DataFrame) -> bool:
     """Whether any row carries a power measurement."""
-    return any(_has_data(df, c) for c in POWER_COLUMNS)
-
-
-def power_sources(df: pd.DataFrame) -> list[str]:
-    if df.empty or "power_source" not in df.columns:
-        return ["none"]
-    return sorted({_text(v) or "none" for v in df["power_source"]})
+    return any(has_data(df, c) for c in POWER_COLUMNS)
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
@@ -216,9 +168,9 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     for column in TEXT_COLUMNS:
         if column not in out.columns:
             out[column] = ""
-        out[column] = out[column].map(_text)
+        out[column] = out[column].map(text_of)
     out["power_source"] = out["power_source"].replace("", "none")
-    out["valid"] = [_bool(v) for v in out.get("valid", pd.Series(False, index=out.index))]
+    out["valid"] = [valid_flag(v) for v in out.get("valid", pd.Series(False, index=out.index))]
     graphs = out["cuda_graphs"] if "cuda_graphs" in out.columns else pd.Series("", index=out.index)
     out["graphs"] = [graphs_label(v) for v in graphs]
     notes = [invalid_note(rec) for rec in out.to_dict("records")]
@@ -309,10 +261,10 @@ def decode_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
     chart saying "no decode runs".
     """
     if df is None or df.empty or "concurrency" not in df.columns:
-        return _no_data_chart(TITLE, "no decode runs")
+        return no_data_chart(TITLE, "no decode runs")
     data = prepare(df)
     if data.empty:
-        return _no_data_chart(TITLE, "no decode runs")
+        return no_data_chart(TITLE, "no decode runs")
 
     powered = has_power(data)
     panels = POWER_PANELS if powered else LATENCY_PANELS
@@ -364,7 +316,7 @@ def _chart_frame(
         (c, t, f)
         for c, t, f in TOOLTIP
         if c in data.columns
-        and (f == "" or _has_data(data, c) or c == "concurrency")
+        and (f == "" or has_data(data, c) or c == "concurrency")
         and (c not in OPTIONAL_TEXT or (data[c].fillna("") != "").any())
     ]
     if not powered:
@@ -437,11 +389,11 @@ def decode_latency_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
     that floor (1 = the floor, dashed), ITL p99 and TTFT p50. Without a floor: TPOT, ITL p50,
     ITL p99 and TTFT p50."""
     if df is None or df.empty or "concurrency" not in df.columns:
-        return _no_data_chart(LATENCY_TITLE, "no decode runs")
+        return no_data_chart(LATENCY_TITLE, "no decode runs")
     data = prepare(df)
-    if data.empty or not _has_data(data, "tpot_ms"):
-        return _no_data_chart(LATENCY_TITLE, "no decode runs with a TPOT")
-    floor = _has_data(data, "hbm_floor_ms") and _has_data(data, "tpot_over_floor")
+    if data.empty or not has_data(data, "tpot_ms"):
+        return no_data_chart(LATENCY_TITLE, "no decode runs with a TPOT")
+    floor = has_data(data, "hbm_floor_ms") and has_data(data, "tpot_over_floor")
     subtitle = [_head(data)]
     if floor:
         panels = [("tpot_ms", "TPOT (ms); dotted: HBM floor of a step"),
@@ -521,17 +473,17 @@ def decode_frontier_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
     with C); a second panel with J/token net of the idle draw where the table has it. Lower
     right is better: more tokens per second for fewer joules each."""
     if df is None or df.empty or "concurrency" not in df.columns:
-        return _no_data_chart(FRONTIER_TITLE, "no decode runs")
+        return no_data_chart(FRONTIER_TITLE, "no decode runs")
     data = prepare(df)
     if data.empty:
-        return _no_data_chart(FRONTIER_TITLE, "no decode runs")
-    if not (has_power(data) and _has_data(data, "j_per_token")):
+        return no_data_chart(FRONTIER_TITLE, "no decode runs")
+    if not (has_power(data) and has_data(data, "j_per_token")):
         sources = ", ".join(power_sources(data))
-        return _no_data_chart(FRONTIER_TITLE, f"no power measured on this machine (power_source "
+        return no_data_chart(FRONTIER_TITLE, f"no power measured on this machine (power_source "
                                               f"{sources}): no J/token to draw")  # fmt: skip
     data["label"] = ["C=" + str(int(c)) for c in data["concurrency"]]
     panels = [("j_per_token", "energy per output token (J)")]
-    if _has_data(data, "j_per_token_net"):
+    if has_data(data, "j_per_token_net"):
         panels.append(("j_per_token_net", "J per output token, net of the idle draw"))
     strict, tooltip, scale = _chart_frame(data, ["output_tok_s", *[c for c, _ in panels]], True)
     subtitle = [_head(data), "lower right is better: more tokens/s for fewer joules each; "
@@ -560,7 +512,7 @@ def expert_frames(em: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     df = em.copy()
     for c in ("concurrency", "layer", "m", "balanced_m"):
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else math.nan
-    df["variant"] = df["variant"].map(_text) if "variant" in df.columns else ""
+    df["variant"] = df["variant"].map(text_of) if "variant" in df.columns else ""
     df = df[df["m"].notna() & df["concurrency"].notna()]
     hist, ratio = [], []
     for (variant, c), g in df.groupby(["variant", "concurrency"], sort=True):
@@ -592,11 +544,11 @@ def experts_chart(em: pd.DataFrame | None) -> alt.TopLevelMixin:
     """Histogram of per-expert M at each concurrency (all layers; red rule: the balanced
     C × top_k / experts), and the busiest expert's M over the balanced M per layer and C."""
     if em is None or em.empty or "m" not in em.columns:
-        return _no_data_chart(EXPERTS_TITLE, "no expert-distribution record (SGLang's recorder "
+        return no_data_chart(EXPERTS_TITLE, "no expert-distribution record (SGLang's recorder "
                                              "did not run here)")  # fmt: skip
     hist, ratio = expert_frames(em)
     if hist.empty:
-        return _no_data_chart(EXPERTS_TITLE, "no expert-distribution record")
+        return no_data_chart(EXPERTS_TITLE, "no expert-distribution record")
     variants = sorted(set(hist["variant"]))
     cs = sorted(set(hist["concurrency"]))
     panels = [f"C = {c}" for c in cs]
@@ -668,16 +620,6 @@ def experts_chart(em: pd.DataFrame | None) -> alt.TopLevelMixin:
 # ---------------------------------------------------------------------------------------------
 
 
-def read_decode(path: str | os.PathLike | None) -> pd.DataFrame:
-    """The decode table, or an empty frame when the file is absent or empty."""
-    if path is None or not os.path.exists(path) or os.path.getsize(path) == 0:
-        return pd.DataFrame()
-    try:
-        return read_table(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-
-
 #: Figure name -> the chart function of the table it reads.
 KINDS = {
     "decode": decode_chart,
@@ -696,4 +638,4 @@ def plot_decode(
 ) -> dict[str, Any]:
     """Save one decode figure (``kind``: a key of :data:`KINDS`) of a table (the decode
     table, or the expert table for ``experts``) as offline HTML, PNG and Vega-Lite JSON."""
-    return save_chart(KINDS[kind](read_decode(decode_csv)), out_html, out_png, out_spec)
+    return save_chart(KINDS[kind](read_optional(decode_csv)), out_html, out_png, out_spec)

@@ -1,4 +1,5 @@
-"""Kernel-power figures and the rule that classifies each measurement window.
+"""Kernel-power figures: the power timeline and power against utilisation, each window
+coloured by its class (``findings.windows`` classifies them).
 
 Inputs are the kernel-power tables (one row per window and GPU) and the sampler's timelines
 (one row per NVML sample). Nothing is invented: a window with no power samples says so, and
@@ -10,40 +11,17 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import altair as alt
 import pandas as pd
 
-from .figures import _has_data, _no_data_chart, backend_color, backend_scale, read_table, save_chart
-from .figures import strict_frame as _strict
-from .nvml import reason_names
+from .charts import backend_color, backend_scale, has_data, no_data_chart, save_chart
+from .charts import strict_frame as _strict
+from .findings.common import text_of
+from .findings.windows import classify_windows
+from .tables import read_optional
 
-# ---------------------------------------------------------------------------------------------
-# Classification
-# ---------------------------------------------------------------------------------------------
-
-#: Utilisation (GPM, %) at or above which a pipe counts as the busy one.
-UTIL_BUSY_PCT = 50.0
-#: Share of the power limit (%) at or above which a power-cap reason means "power-capped".
-POWER_CAP_PCT = 90.0
-THERMAL_REASONS = ("hw_thermal_slowdown", "sw_thermal_slowdown")
-UNDERFILLED_SM_PCT = 80.0
-POWER_REASONS = ("sw_power_cap", "hw_power_brake_slowdown")
-GPM_COLUMNS = ("sm_util", "tensor_util", "dram_util")
-
-CLASSES: tuple[str, ...] = (
-    "idle",
-    "power-capped",
-    "thermally throttled",
-    "launch-bound",
-    "under-filled",
-    "memory-bound",
-    "compute-bound",
-    "unclassified",
-    "no data",
-)
 CLASS_COLORS: dict[str, str] = {
     "idle": "#bab0ac",
     "power-capped": "#e45756",
@@ -56,126 +34,16 @@ CLASS_COLORS: dict[str, str] = {
     "no data": "#dddddd",
 }
 
-#: The rule, in the order it is applied; the first condition that holds names the class.
-CLASSIFICATION_RULE: tuple[str, ...] = (
-    "status not ok (the loop did not run), or no power source (no NVML) → no data",
-    "an idle window (no kernel running) → idle",
-    "clocks-event reasons include hw_thermal_slowdown or sw_thermal_slowdown → thermally throttled",
-    f"reasons include sw_power_cap or hw_power_brake_slowdown and average power "
-    f"≥ {POWER_CAP_PCT:.0f} % of the limit → power-capped",
-    "no GPM utilisation (SM, tensor, DRAM all unknown) → unclassified: power alone cannot "
-    "tell what bounds the kernel",
-    f"tensor-pipe utilisation ≥ {UTIL_BUSY_PCT:.0f} % → compute-bound",
-    f"DRAM bandwidth utilisation ≥ {UTIL_BUSY_PCT:.0f} % → memory-bound",
-    f"SM utilisation < {UTIL_BUSY_PCT:.0f} % (the GPU idles between kernels) → launch-bound",
-    f"SM utilisation < {UNDERFILLED_SM_PCT:.0f} % with tensor and DRAM below "
-    f"{UTIL_BUSY_PCT:.0f} % (kernels run back to back but their grid leaves SMs idle, as "
-    "decode-sized GEMMs do) → under-filled",
-    "anything else → unclassified",
-)
-
-
-def _num(value: Any) -> float:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return f
-
-
-def _text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return str(value).strip()
-
-
-def _pct(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.0f}%"
-
-
-def classify_window(row: Any) -> tuple[str, str]:
-    """``(class, why)`` of one window row (a mapping or a pandas Series); see the rule."""
-    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
-    status = _text(get("status", "ok")) or "ok"
-    if status != "ok":
-        error = _text(get("error", ""))
-        return "no data", f"status {status}" + (f": {error[:120]}" if error else "")
-    source = _text(get("power_source", "")) or "none"
-    if source == "none":
-        return "no data", "no NVML on this machine: no power was measured"
-    label, mode = _text(get("label", "")), _text(get("mode", ""))
-    if label == "idle" or mode == "idle":
-        return "idle", f"idle baseline ({_watts(get('avg_w'))})"
-    reasons = reason_names(get("throttle_reasons", ""))
-    thermal = [r for r in reasons if r in THERMAL_REASONS]
-    if thermal:
-        temp = _num(get("temp_c_max"))
-        extra = f", max {temp:.0f} °C" if not math.isnan(temp) else ""
-        return "thermally throttled", f"reasons: {', '.join(thermal)}{extra}"
-    power = [r for r in reasons if r in POWER_REASONS]
-    pct_limit = _num(get("pct_limit"))
-    note = ""
-    if power:
-        if not math.isnan(pct_limit) and pct_limit >= POWER_CAP_PCT:
-            return (
-                "power-capped",
-                f"{', '.join(power)} with {pct_limit:.0f}% of the limit ≥ {POWER_CAP_PCT:.0f}%",
-            )
-        note = f"; {', '.join(power)} set but at {_pct(pct_limit)} of the limit"
-    sm, tensor, dram = (_num(get(c)) for c in GPM_COLUMNS)
-    if all(math.isnan(v) for v in (sm, tensor, dram)):
-        where = f"{_watts(get('avg_w'))}, {_pct(pct_limit)} of the limit"
-        return "unclassified", f"no GPM utilisation ({source}): power only, {where}{note}"
-    if not math.isnan(tensor) and tensor >= UTIL_BUSY_PCT:
-        return "compute-bound", f"tensor {tensor:.0f}% ≥ {UTIL_BUSY_PCT:.0f}%{note}"
-    if not math.isnan(dram) and dram >= UTIL_BUSY_PCT:
-        return (
-            "memory-bound",
-            f"DRAM {dram:.0f}% ≥ {UTIL_BUSY_PCT:.0f}% (tensor {_pct(tensor)}){note}",
-        )
-    if not math.isnan(sm) and sm < UTIL_BUSY_PCT:
-        return (
-            "launch-bound",
-            f"SM util {sm:.0f}% < {UTIL_BUSY_PCT:.0f}%: idle between kernels "
-            f"(tensor {_pct(tensor)}, DRAM {_pct(dram)}){note}",
-        )
-    if not math.isnan(sm) and sm < UNDERFILLED_SM_PCT:
-        return (
-            "under-filled",
-            f"SM util {sm:.0f}% < {UNDERFILLED_SM_PCT:.0f}% with tensor {_pct(tensor)} and "
-            f"DRAM {_pct(dram)} < {UTIL_BUSY_PCT:.0f}%: too few blocks to fill the GPU{note}",
-        )
-    return (
-        "unclassified",
-        f"tensor {_pct(tensor)} and DRAM {_pct(dram)} < {UTIL_BUSY_PCT:.0f}% "
-        f"with SM util {_pct(sm)}{note}",
-    )
-
-
-def _watts(value: Any) -> str:
-    w = _num(value)
-    return "no power reading" if math.isnan(w) else f"{w:.0f} W"
-
-
-def classify_windows(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``df`` with the columns ``class`` and ``why`` (see :data:`CLASSIFICATION_RULE`)."""
-    out = df.copy()
-    if out.empty:
-        out["class"] = pd.Series(dtype=str)
-        out["why"] = pd.Series(dtype=str)
-        return out
-    results = [classify_window(rec) for rec in out.to_dict("records")]
-    out["class"] = [c for c, _ in results]
-    out["why"] = [w for _, w in results]
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
 
-MODE_COLORS: dict[str, str] = {"idle": "#bab0ac", "eager": "#f2cf5b", "graph": "#b279a2"}
-MODE_SHAPES: dict[str, str] = {"idle": "square", "eager": "circle", "graph": "triangle-up"}
+MODE_COLORS: dict[str, str] = {
+    "idle": "#bab0ac", "eager": "#f2cf5b", "graph": "#b279a2", "cold": "#72b7b2",
+}  # fmt: skip
+MODE_SHAPES: dict[str, str] = {
+    "idle": "square", "eager": "circle", "graph": "triangle-up", "cold": "diamond",
+}  # fmt: skip
 #: Samples drawn per (backend, GPU) line at most; longer timelines are thinned evenly.
 MAX_LINE_POINTS = 2000
 
@@ -189,7 +57,7 @@ def _sources(windows: pd.DataFrame, backend: str | None = None) -> str:
     if windows.empty or "power_source" not in windows.columns:
         return "none"
     df = windows if backend is None else windows[windows["backend"].astype(str) == backend]
-    values = sorted({_text(v) for v in df["power_source"]} - {""})
+    values = sorted({text_of(v) for v in df["power_source"]} - {""})
     return ", ".join(values) or "none"
 
 
@@ -214,7 +82,7 @@ def _prepare_windows(windows: pd.DataFrame) -> pd.DataFrame:
     for column in ("backend", "window", "mode", "label", "throttle_reasons", "power_source"):
         if column not in df.columns:
             df[column] = ""
-        df[column] = df[column].map(_text)
+        df[column] = df[column].map(text_of)
     return df
 
 
@@ -302,17 +170,17 @@ def _backend_timeline(
     color = backend_color(backend)
     samples = samples.copy()
     samples["t"] = pd.to_numeric(samples["t"], errors="coerce")
-    if _has_data(samples, "t_rel"):
+    if has_data(samples, "t_rel"):
         samples["t_rel"] = pd.to_numeric(samples["t_rel"], errors="coerce")
         t0 = float((samples["t"] - samples["t_rel"]).median())
     else:
         t0 = float(samples["t"].min())
     samples["t_rel"] = (samples["t"] - t0).round(3)
     notes = []
-    if _has_data(samples, "power_w"):
+    if has_data(samples, "power_w"):
         samples["power_w"] = pd.to_numeric(samples["power_w"], errors="coerce")
         notes.append("line: instant power (NVML)")
-    elif _has_data(samples, "power_avg_w"):
+    elif has_data(samples, "power_avg_w"):
         samples["power_w"] = pd.to_numeric(samples["power_avg_w"], errors="coerce")
         notes.append("line: NVML 1-s average power (instant power unavailable)")
     else:
@@ -389,12 +257,12 @@ def power_timeline_chart(timeline: pd.DataFrame, windows: pd.DataFrame) -> alt.T
     has_samples = not timeline.empty and {"backend", "t"} <= set(timeline.columns)
     if has_samples:
         timeline = timeline.copy()
-        timeline["backend"] = timeline["backend"].map(_text)
+        timeline["backend"] = timeline["backend"].map(text_of)
     backends = sorted(
         set(timeline["backend"] if has_samples else []) | set(windows.get("backend", []))
     )
     if not backends:
-        return _no_data_chart(
+        return no_data_chart(
             "Kernel power timeline", f"no power samples: {_sources(windows)} (no windows)"
         )
     panels = []
@@ -403,7 +271,7 @@ def power_timeline_chart(timeline: pd.DataFrame, windows: pd.DataFrame) -> alt.T
         mine = windows[windows["backend"] == backend] if not windows.empty else windows
         if samples.empty or "t" not in samples.columns:
             panels.append(
-                _no_data_chart(
+                no_data_chart(
                     f"{backend}: kernel power timeline",
                     f"no power samples: {_sources(windows, backend)}",
                 ).properties(
@@ -434,20 +302,20 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
     """Average power of each window against its tensor-pipe utilisation (or SM clock)."""
     title = "Power vs tensor-pipe utilisation, per window and GPU"
     df = _prepare_windows(windows if windows is not None else pd.DataFrame())
-    if df.empty or not _has_data(df, "avg_w"):
-        return _no_data_chart(
+    if df.empty or not has_data(df, "avg_w"):
+        return no_data_chart(
             title, f"no power was measured (power source: {_sources(df)}); nothing to plot"
         )
     df["avg_w"] = pd.to_numeric(df["avg_w"], errors="coerce")
     df = df[df["avg_w"].notna()].copy()
-    if _has_data(df, "tensor_util"):
+    if has_data(df, "tensor_util"):
         x_field, x_title = "tensor_util", "tensor-pipe utilisation (GPM, %)"
         subtitle = [
             "far below the limit with low tensor utilisation: the GPU is under-used; "
             "throttling shows in the clocks-event reasons (class in the tooltip)",
         ]
         x_scale = alt.Scale(domain=[0, 100])
-    elif _has_data(df, "sm_clock_mhz"):
+    elif has_data(df, "sm_clock_mhz"):
         x_field, x_title = "sm_clock_mhz", "median SM clock (MHz)"
         subtitle = [
             "GPM utilisation was unavailable on this GPU/driver (needs Hopper or newer): "
@@ -455,7 +323,7 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
         ]
         x_scale = alt.Scale(zero=False)
     else:
-        return _no_data_chart(
+        return no_data_chart(
             title,
             f"power measured ({_sources(df)}) but neither GPM utilisation nor SM clocks were",
         )
@@ -488,7 +356,7 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
     tooltip_cols = [
         t
         for t in tooltip_cols
-        if t[0] in df.columns and (t[2] == "" or t[0] == x_field or _has_data(df, t[0]))
+        if t[0] in df.columns and (t[2] == "" or t[0] == x_field or has_data(df, t[0]))
     ]
     data = _strict(df, [c for c, _, _ in tooltip_cols] + [x_field, "avg_w"])
     backends = sorted({str(b) for b in df["backend"]})
@@ -541,18 +409,8 @@ def read_timelines(paths: PathLike | Iterable[PathLike] | None) -> pd.DataFrame:
         return pd.DataFrame()
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    frames = [read_table(p) for p in paths if Path(p).exists() and Path(p).stat().st_size > 0]
-    frames = [f for f in frames if not f.empty]
+    frames = [f for f in map(read_optional, paths) if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def read_windows(path: PathLike) -> pd.DataFrame:
-    if not Path(path).exists() or Path(path).stat().st_size == 0:
-        return pd.DataFrame()
-    try:
-        return read_table(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
 
 
 def plot_power(
@@ -564,7 +422,7 @@ def plot_power(
     kind: str,
 ) -> dict[str, Any]:
     """Save the ``timeline`` or ``power_vs_util`` figure of the kernel-power tables."""
-    table = read_windows(windows)
+    table = read_optional(windows)
     if kind == "timeline":
         chart = power_timeline_chart(read_timelines(timelines), table)
     elif kind == "power_vs_util":

@@ -18,9 +18,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from .decode_figures import graphs_label, invalid_note
-from .decode_figures import power_sources as decode_power_sources
-from .figures import (
+from .charts import (
     BACKEND_COLORS,
     EMBED_OPTIONS,
     STATUS_COLORS,
@@ -29,9 +27,14 @@ from .figures import (
     json_for_script,
     vega_bundle,
 )
-from .findings import dummy_weights_note, graphs_pairs, tp_pairs
+from .decode_figures import graphs_label
+from .findings import QUESTIONS, dummy_weights_note, graphs_pairs, tp_pairs
+from .findings.decode import invalid_note
+from .findings.decode import power_sources as decode_power_sources
+from .findings.windows import CLASSES, CLASSIFICATION_RULE, classify_windows
 from .io import read_json, write_text
-from .power_figures import CLASS_COLORS, CLASSES, CLASSIFICATION_RULE, classify_windows
+from .power_figures import CLASS_COLORS
+from .tables import read_optional
 
 TEMPLATE = "index.html.j2"
 DASH = "—"
@@ -302,15 +305,6 @@ def _slug(text: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_csv(path: str | os.PathLike | None) -> pd.DataFrame:
-    if path is None or not Path(path).exists() or Path(path).stat().st_size == 0:
-        return pd.DataFrame()
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-
-
 def _clean_text_columns(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
     for column in columns:
         if column in df.columns:
@@ -529,7 +523,7 @@ def kernel_power_section(
     """The kernel-power section's context, or None when no table was given."""
     if path is None:
         return None
-    windows = _read_csv(path)
+    windows = read_optional(path)
     columns = list(KERNEL_POWER_COLUMNS)
     if not windows.empty and "gpu" in windows.columns:
         if pd.to_numeric(windows["gpu"], errors="coerce").nunique() <= 1:
@@ -605,7 +599,7 @@ def decode_section(
     add their links and the recorder-cost table."""
     if path is None:
         return None
-    table = _read_csv(path)
+    table = read_optional(path)
     rows = []
     sources: list[str] = []
     no_power_variants: list[str] = []
@@ -648,7 +642,7 @@ def decode_section(
     tp = tp_pairs(table) if not table.empty else pd.DataFrame()
     if len(tp):
         tp["cuda_graphs"] = tp["cuda_graphs"].map(graphs_label).str.removeprefix("CUDA graphs ")
-    recorder = _read_csv(recorder_csv) if recorder_csv is not None else pd.DataFrame()
+    recorder = read_optional(recorder_csv) if recorder_csv is not None else pd.DataFrame()
     if not recorder.empty and "variant" in recorder.columns:
         recorder = _clean_text_columns(recorder, ("variant",))
         recorder["_c"] = pd.to_numeric(recorder.get("concurrency"), errors="coerce")
@@ -739,17 +733,6 @@ def environment(template_dir: str | os.PathLike) -> jinja2.Environment:
     return env
 
 
-QUESTIONS = {
-    1: "Which backend is fastest at each GEMM size, and which fail where?",
-    2: "Are decode-sized GEMMs bound by launch cost, by memory or by the math?",
-    3: "What do the GPUs draw and how fast do they clock during kernel loops: under-use or "
-    "throttling?",
-    4: "How are tokens spread over experts during decode, against the balanced assumption?",
-    5: "How do server settings and concurrency change decode throughput and energy per token?",
-    "seed": "The seed's figures beside this machine",
-}
-
-
 def findings_context(findings) -> list[dict] | None:
     """Per question: its title, the sentences computed from the data, and what is missing."""
     if findings is None:
@@ -786,10 +769,10 @@ def build_context(
         # The commit the report is rendered from, not the one hardware.json was collected at.
         hw = {**hw, **git}
     sweep = _clean_text_columns(
-        _read_csv(sweep_csv),
+        read_optional(sweep_csv),
         ("backend", "impl", "op", "dtype", "shape", "status", "error", "device_name"),
     )
-    support = _read_csv(support_csv)
+    support = read_optional(support_csv)
     charts = chart_entries(spec_paths, out_html)
     summaries = backend_summaries(sweep)
     latency = {c["backend"]: c for c in charts if c["kind"] == "latency"}

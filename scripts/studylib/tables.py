@@ -21,7 +21,8 @@ import pandas as pd
 STATUSES = ("ok", "unsupported", "error", "mismatch")
 DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "nvfp4")  # config/schema.yaml's dtype enum
 DEVICES = ("cuda", "cpu")
-POWER_MODES = ("idle", "eager", "graph", "cold")  # kernel-power windows
+#: Kernel-power window modes (cold: rotating weight sets replayed in one CUDA graph).
+MODES = ("idle", "eager", "graph", "cold")
 
 # Column kinds: text, int (whole numbers, may be empty), num (any number, may be empty),
 # flag (true/false, may be empty), any (not checked: free-form or another owner's column).
@@ -101,10 +102,10 @@ def _tables() -> dict[str, Table]:
                          SUPPORT, {"dtype": DTYPES}),
         "kernel_power": Table("kernel_power", "a backend's kernel-power windows",
                               "results/kernel_power/{backend}.parquet", WINDOWS,
-                              {"mode": POWER_MODES}),
+                              {"mode": MODES}),
         "kernel_power_table": Table("kernel_power_table", "the kernel-power table",
                                     "results/tables/kernel_power.csv", WINDOWS,
-                                    {"mode": POWER_MODES}),
+                                    {"mode": MODES}),
         "timeline": Table("timeline", "a backend's power timeline",
                           "results/kernel_power/{backend}_timeline.parquet", {"backend": "any"}),
         "decode_summary": Table("decode_summary", "a variant's decode summary",
@@ -340,3 +341,81 @@ def _flat(paths):
             yield item
         else:
             yield from _flat(item)
+
+
+#: What the findings and the report read, by field of :class:`StudyTables`: (record or table
+#: name, its file under the results folder).
+STUDY_FILES = {
+    "hardware": ("hardware", "hardware.json"),
+    "peaks": ("peaks", "peaks.json"),
+    "sweep": ("sweep_table", "tables/sweep.csv"),
+    "support": ("support", "tables/support.csv"),
+    "kernel_power": ("kernel_power_table", "tables/kernel_power.csv"),
+    "decode": ("decode_table", "tables/decode.csv"),
+    "expert_m": ("expert_m_table", "tables/expert_m.csv"),
+    "decode_recorder": ("recorder_table", "tables/decode_recorder.csv"),
+}
+
+
+@dataclass(frozen=True)
+class StudyTables:
+    """The study's tables and records, each read once; ``None`` for one that is absent."""
+
+    hardware: dict | None = None
+    peaks: dict | None = None
+    sweep: pd.DataFrame | None = None
+    support: pd.DataFrame | None = None
+    kernel_power: pd.DataFrame | None = None
+    decode: pd.DataFrame | None = None
+    expert_m: pd.DataFrame | None = None
+    decode_recorder: pd.DataFrame | None = None
+
+    @classmethod
+    def read(cls, paths, checked: bool = True) -> StudyTables:
+        """The files of ``paths`` ({field: path}, e.g. a rule's input; absent fields and
+        files are ``None``). ``checked``: through the checked readers (a damaged file raises
+        :class:`DamagedFile`); else read plainly, as an older run's folder with older
+        columns must be, an unreadable file counting as absent."""
+        found = {}
+        for name, (spec, _) in STUDY_FILES.items():
+            path = paths.get(name) if hasattr(paths, "get") else None
+            if path is None or not Path(path).is_file():
+                continue
+            if checked:
+                reader = read_record if spec in RECORDS else read_table
+                found[name] = reader(spec, path)
+            else:
+                found[name] = _read_plain(Path(path))
+        # An empty per-expert table is no record of the experts.
+        if found.get("expert_m") is not None and found["expert_m"].empty:
+            found["expert_m"] = None
+        return cls(**found)
+
+    @classmethod
+    def from_results(cls, results: str | os.PathLike, checked: bool = False) -> StudyTables:
+        """The tables of a results folder (``results/`` or a committed example's copy)."""
+        results = Path(results)
+        return cls.read({name: results / file for name, (_, file) in STUDY_FILES.items()},
+                        checked)  # fmt: skip
+
+
+def _read_plain(path: Path) -> pd.DataFrame | dict | None:
+    try:
+        if path.suffix == ".json":
+            return json.loads(path.read_text())
+        return pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None
+
+
+def read_optional(path: str | os.PathLike | None) -> pd.DataFrame:
+    """A table the figures and the report draw, read plainly (parquet or CSV); an empty frame
+    when there is none to read: no path, no file, an empty file or no header."""
+    if path is None or not Path(path).is_file() or Path(path).stat().st_size == 0:
+        return pd.DataFrame()
+    if Path(path).suffix == ".parquet":
+        return pd.read_parquet(path)
+    try:
+        return pd.read_csv(path, keep_default_na=True)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
