@@ -17,7 +17,7 @@ def default_config() -> dict:
 def tiny_config() -> dict:
     """A CPU study that runs in seconds: two M values, one shape, quick timing."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config["shapes"] = {"expert_up": {"N": 256, "K": 128}, "expert_down": {"N": 128, "K": 256}}
+    config["shapes"] = {"down": {"N": 256, "K": 128}, "gate_up": {"N": 128, "K": 256}}
     config["m_grid"] = {"cuda": [1, 16], "cpu": [1, 16]}
     config["timing"] = {
         "warmup_iters": 1, "min_samples": 5, "max_samples": 50, "min_time_s": 0.0,
@@ -25,7 +25,7 @@ def tiny_config() -> dict:
     }  # fmt: skip
     for spec in config["backends"].values():
         for case in spec["cases"]:
-            case["shapes"] = ["expert_up", "expert_down"]
+            case["shapes"] = ["down", "gate_up"]
     config["kernel_power"].update(
         seconds={"cuda": 1, "cpu": 0.3}, idle_s={"cuda": 1, "cpu": 0.3},
         cooldown_s={"cuda": 0.5, "cpu": 0.1},

@@ -42,8 +42,9 @@ def test_aggregate_concatenates_and_writes(tmp_path):
     peaks.write_text(json.dumps({"bf16_tflops": 1.0, "copy_gbps": 1.0}))
     aggregate(paths, peaks, tmp_path / "sweep.csv", tmp_path / "support.csv")
     sweep = pd.read_csv(tmp_path / "sweep.csv")
-    assert list(sweep.columns[:11]) == [
-        "backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G", "status", "error"
+    assert list(sweep.columns[:13]) == [
+        "backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G", "top_k", "routing",
+        "status", "error",
     ]  # fmt: skip
     assert len(sweep) == 4
     assert set(pd.read_csv(tmp_path / "support.csv")["status"]) == {"partial"}

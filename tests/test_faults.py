@@ -251,7 +251,7 @@ DAMAGED = [
      "the last line is cut short (no newline at the end): the file is truncated"),
     ("csv-short-row", "tables/sweep.csv",
      lambda p: p.write_text(p.read_text().splitlines()[0] + "\ntorch,aten,mm_bf1\n"),
-     "line 2 has 3 fields, the header 43"),
+     "line 2 has 3 fields, the header 47"),
     ("csv-0-bytes", "tables/sweep.csv", lambda p: p.write_bytes(b""),
      "empty file (0 bytes): truncated or never finished"),
     ("csv-binary", "tables/support.csv", lambda p: p.write_bytes(b"\xff\xfe\x00garbage\n"),
@@ -266,7 +266,7 @@ DAMAGED = [
      "column dtype, row 1: 'bf8' is not one of fp32"),
     ("csv-other-table", "tables/sweep.csv",
      lambda p: shutil.copy(p.parents[0] / "support.csv", p),
-     "not the sweep table (results/tables/sweep.csv): no column shape, M, N, K, G, device (+31 "
+     "not the sweep table (results/tables/sweep.csv): no column shape, M, N, K, G, top_k (+35 "
      "more); it looks like the support matrix (results/tables/support.csv)"),
     ("parquet-other-table", "sweeps/torch.parquet",
      lambda p: shutil.copy(p.parents[1] / "kernel_power" / "torch.parquet", p),

@@ -20,7 +20,7 @@ def cpu_plan(seconds=0.3) -> dict:
     config["device"] = "cpu"
     config["kernel_power"]["backends"] = {
         "torch": [
-            {"op": "matmul", "dtype": "fp32", "impl": "aten", "shape": "expert_up", "M": [16]}
+            {"op": "matmul", "dtype": "fp32", "impl": "aten", "shape": "down", "M": [16]}
         ]  # fmt: skip
     }
     config["kernel_power"].update(modes=["eager"], gpus=2, sample_hz=20,

@@ -116,7 +116,7 @@ def test_outputs_exist_and_hold_valid_rows(study):
     assert "Decode power" in html
     # Findings computed from this run's tables, per study question, and beside the seed
     assert 'id="findings"' in html and "Q2. Are decode-sized GEMMs bound" in html
-    assert "At M = 16 on expert_up" in html and "235 W of 600 W" in html
+    assert "At M = 16 on down" in html and "235 W of 600 W" in html
     for log in ("hardware.log", "aggregate.log", "report.log", "sweep/torch.log"):
         assert (results / "logs" / log).exists()
 
@@ -306,7 +306,7 @@ BAD_CONFIGS = [
     (lambda c: c.update(colour="blue"), "'colour' was unexpected"),
     (lambda c: c.update(device="tpu"), "config key device: 'tpu' is not one of"),
     (lambda c: c["m_grid"].update(cpu=[0]), "config key m_grid.cpu[0]: 0 is less than"),
-    (lambda c: c["shapes"]["expert_up"].update(N="big"), "shapes.expert_up.N: 'big' is not"),
+    (lambda c: c["shapes"]["down"].update(N="big"), "shapes.down.N: 'big' is not"),
     (
         lambda c: c["backends"]["torch"]["cases"][0].update(dtypes=["bf8"]),
         "backends.torch.cases[0].dtypes[0]: 'bf8' is not one of",

@@ -115,7 +115,7 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def shape_label(shape: Any, n: Any, k: Any, g: Any = None) -> str:
-    """Facet title of a shape: ``expert_up · N×K = 6144×2048`` (and ``· G=8`` if grouped)."""
+    """Facet title of a shape: ``down · N×K = 6144×2048`` (and ``· G=8`` if grouped)."""
     n_, k_, g_ = _int_or_none(n), _int_or_none(k), _int_or_none(g)
     text = f"{shape} · N×K = {n_ if n_ is not None else '?'}×{k_ if k_ is not None else '?'}"
     if g_ is not None:

@@ -26,7 +26,7 @@ def test_cuda_trap_costs_one_point(tmp_path, monkeypatch):
     config["check"] = {"cos_sim_min": {"bf16": 0.99}, "rel_err_max": {"bf16": 0.02}}
     grid = {"cuda": [1, 16, 64], "cpu": [1]}
     config["backends"]["torch"]["cases"] = [
-        {"op": "matmul", "dtypes": ["bf16"], "shapes": ["expert_up"], "m": grid}
+        {"op": "matmul", "dtypes": ["bf16"], "shapes": ["down"], "m": grid}
     ]
     monkeypatch.setenv("STUDY_INJECT_FAULTS", json.dumps({"matmul:16": "cuda_trap"}))
     with open(tmp_path / "log", "w") as log:

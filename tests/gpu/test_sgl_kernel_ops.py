@@ -54,7 +54,7 @@ def test_refused_points_are_unsupported_rows(tmp_path):
     config["device"] = "cuda"
     ops = {"cutlass_scaled_fp4_mm": "nvfp4", "fp8_blockwise_scaled_mm": "fp8_e4m3"}
     config["backends"]["sgl_kernel"]["cases"] = [
-        {"op": op, "dtypes": [dtype], "shapes": ["expert_up"], "m": {"cuda": [16], "cpu": [1]}}
+        {"op": op, "dtypes": [dtype], "shapes": ["down"], "m": {"cuda": [16], "cpu": [1]}}
         for op, dtype in ops.items()
     ]
     with open(tmp_path / "log", "w") as log:

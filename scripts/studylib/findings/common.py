@@ -20,8 +20,10 @@ DECODE_MAX_M = 64
 PREFILL_MIN_M = 4096
 #: The representative decode-sized M (the seed's 512 × 8 / 256).
 DECODE_M = 16
-#: The expert shape's preferred name and geometry (GLM-5's expert up-projection).
-EXPERT_SHAPE = "expert_up"
+#: The expert shape's name and geometry: the expert's down projection (expert 2048 -> hidden
+#: 6144), the seed's decode GEMM; ``expert_up`` is its name in results made before 2026-12-01.
+EXPERT_SHAPE = "down"
+EXPERT_SHAPE_BEFORE = "expert_up"
 EXPERT_NK = (6144, 2048)
 #: Eager time is "flat" while it stays within this factor of its smallest-M value.
 FLAT_FACTOR = 1.5

@@ -15,6 +15,7 @@ from .common import (
     DTYPE_NAMES,
     EXPERT_NK,
     EXPERT_SHAPE,
+    EXPERT_SHAPE_BEFORE,
     FLAT_FACTOR,
     FP4_DTYPES,
     LAUNCH_BOUND_SHARE,
@@ -62,9 +63,9 @@ def _prep_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def pick_expert_shape(sweep: pd.DataFrame) -> str | None:
-    """The expert shape: ``expert_up`` when present, else the shape with (N, K) = (6144, 2048),
-    else the largest-N shape with K = 2048, else the first shape named ``expert…``, else the
-    most common shape (single GEMMs, not grouped rows)."""
+    """The expert shape: ``down`` (or its earlier name ``expert_up``) when present, else the
+    shape with (N, K) = (6144, 2048), else the largest-N shape with K = 2048, else the first
+    shape named ``expert…``, else the most common shape (single GEMMs, not grouped rows)."""
     if not _has(sweep, "shape"):
         return None
     df = sweep
@@ -73,8 +74,9 @@ def pick_expert_shape(sweep: pd.DataFrame) -> str | None:
     shapes = [s for s in df["shape"].map(text_of).unique() if s]
     if not shapes:
         return None
-    if EXPERT_SHAPE in shapes:
-        return EXPERT_SHAPE
+    for name in (EXPERT_SHAPE, EXPERT_SHAPE_BEFORE):
+        if name in shapes:
+            return name
     if "N" in df.columns and "K" in df.columns:
         geo = _numeric(df, "N", "K")[["shape", "N", "K"]].drop_duplicates()
         exact = geo[(geo["N"] == EXPERT_NK[0]) & (geo["K"] == EXPERT_NK[1])]
