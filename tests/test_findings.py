@@ -762,3 +762,48 @@ def test_q4_per_rank_load_with_expert_parallelism_and_equal_under_tp():
     # One GPU, no EP: nothing said about ranks.
     one = q4_experts(em, sglang_decode().assign(variant="sglang-bf16-graphs"))
     assert not [f for f in one.findings if "rank" in f.text]
+
+
+# ---------------------------------------------------------------------------------------------
+# One ranking rule (issue 12): cold time where measured, ties within max(IQR, 3 %)
+# ---------------------------------------------------------------------------------------------
+
+
+def ranked_rows(times: dict, column="cold_us", iqr=0.0) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"backend": b, "impl": "x", "op": "mm", column: t, column.replace("_us", "_iqr_us"): iqr}
+        for b, t in times.items()
+    ])  # fmt: skip
+
+
+def test_times_within_three_percent_are_one_winner():
+    from studylib.findings.sweep import fastest
+
+    names, best = fastest(ranked_rows({"a": 10.0, "b": 10.29, "c": 10.31}), "cold_us")
+    assert names == ["a·x mm", "b·x mm"] and best["backend"] == "a"
+
+
+def test_a_wide_iqr_widens_the_tie():
+    from studylib.findings.sweep import fastest
+
+    rows = ranked_rows({"a": 10.0, "b": 10.5}, iqr=0.6)
+    assert fastest(rows, "cold_us")[0] == ["a·x mm", "b·x mm"]
+    assert fastest(ranked_rows({"a": 10.0, "b": 10.5}), "cold_us")[0] == ["a·x mm"]
+
+
+def test_rankings_use_cold_time_where_every_row_has_it():
+    from studylib.findings.sweep import fastest_per_size
+
+    rows = []
+    for backend, eager, graph, cold in (("hot", 30.0, 4.0, 9.0), ("cold", 40.0, 5.0, 6.0)):
+        rows.append({"backend": backend, "impl": "x", "op": "mm", "dtype": "fp8_e4m3",
+                     "shape": "down", "M": 16, "N": 6144, "K": 2048, "G": None,
+                     "status": "ok", "eager_us": eager, "graph_us": graph,
+                     "cold_us": cold})  # fmt: skip
+    ranked = fastest_per_size(pd.DataFrame(rows))
+    (row,) = ranked["rows"]
+    assert row["basis"] == "cold" and row["cells"][16]["who"] == ["cold/x"]
+    # Without cold times (a CPU run, older results) graph decides, and the L2-hot one wins.
+    ranked = fastest_per_size(pd.DataFrame(rows).drop(columns="cold_us"))
+    assert ranked["rows"][0]["basis"] == "graph"
+    assert ranked["rows"][0]["cells"][16]["who"] == ["hot/x"]

@@ -31,6 +31,7 @@ from .decode_figures import graphs_label
 from .findings import QUESTIONS, dummy_weights_note, graphs_pairs, tp_pairs
 from .findings.decode import invalid_note
 from .findings.decode import power_sources as decode_power_sources
+from .findings.sweep import fastest_per_size
 from .findings.windows import CLASSES, CLASSIFICATION_RULE, classify_windows
 from .io import read_json, write_text
 from .power_figures import CLASS_COLORS
@@ -448,38 +449,28 @@ def support_rows(support: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def fastest_table(sweep: pd.DataFrame) -> dict[str, Any] | None:
-    """Fastest backend/impl per (dtype, shape, M) by eager median, as a pivot."""
-    need = {"status", "eager_us", "dtype", "shape", "M", "backend", "impl"}
-    if sweep.empty or not need <= set(sweep.columns):
+    """The fastest implementations per (dtype, shape, M), as findings rank them, laid out as
+    a pivot: the ranking time in each cell, eager and graph beside it."""
+    ranked = fastest_per_size(sweep)
+    if ranked is None:
         return None
-    good = sweep[sweep["status"].astype(str) == "ok"].copy()
-    good["eager_us"] = pd.to_numeric(good["eager_us"], errors="coerce")
-    good = good[good["eager_us"] > 0]
-    if good.empty:
-        return None
-    good["M"] = pd.to_numeric(good["M"], errors="coerce").astype("Int64")
-    best = good.loc[good.groupby(["dtype", "shape", "M"])["eager_us"].idxmin()]
-    ms = sorted(int(m) for m in best["M"].dropna().unique())
+    ms = ranked["ms"]
     rows = []
-    for (dtype, shape), group in best.groupby(["dtype", "shape"], sort=True):
-        contenders = good[(good["dtype"] == dtype) & (good["shape"] == shape)]
-        cells = {}
-        for rec in group.to_dict("records"):
-            cells[int(rec["M"])] = {
-                "who": f"{rec['backend']}/{rec['impl']}",
-                "op": str(rec.get("op", "")),
-                "us": fmt_us(float(rec["eager_us"])),
-                "color": backend_color(str(rec["backend"])),
-            }
-        rows.append(
-            {
-                "dtype": dtype,
-                "shape": shape,
-                "contenders": contenders[["backend", "impl"]].drop_duplicates().shape[0],
-                "cells": [cells.get(m) for m in ms],
-            }
-        )
-    return {"ms": ms, "rows": rows}
+    for row in ranked["rows"]:
+        cells = []
+        for m in ms:
+            cell = row["cells"].get(m)
+            if cell is None:
+                cells.append(None)
+                continue
+            beside = [f"{mode} {fmt_us(cell[f'{mode}_us'])}" for mode in ("graph", "eager")
+                      if mode != row["basis"] and not math.isnan(cell[f"{mode}_us"])]  # fmt: skip
+            cells.append({"who": " = ".join(cell["who"]), "op": cell["op"],
+                          "us": fmt_us(cell["us"]), "beside": ", ".join(beside),
+                          "color": backend_color(cell["backend"])})  # fmt: skip
+        rows.append({"dtype": row["dtype"], "shape": row["shape"], "basis": row["basis"],
+                     "contenders": row["contenders"], "cells": cells})  # fmt: skip
+    return {"ms": ms, "rows": rows, "rule": ranked["rule"]}
 
 
 def sweep_table(sweep: pd.DataFrame) -> dict[str, Any]:

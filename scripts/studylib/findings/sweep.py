@@ -110,11 +110,48 @@ def _expert_rows(sweep: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return df, shape
 
 
+#: The time every ranking uses, in order of preference: cold (weights streamed from HBM on
+#: every call, as a serving step reads them), else graph (kernel time, weights L2-resident
+#: where they fit), else eager (launch cost included: CPU runs).
+RANK_COLUMNS = ("cold_us", "graph_us", "eager_us")
+#: Two implementations whose times differ by at most the larger of their IQRs or this share
+#: of the faster one are a tie, named as one.
+TIE_SHARE = 0.03
+RANK_RULE = (
+    "ranked by cold time (weights streamed from HBM on every call, as in decode) where "
+    "measured, else graph, else eager; times within the larger of their IQRs or "
+    f"{TIE_SHARE:.0%} of the faster are a tie, named as one (A = B)"
+)
+
+
 def _time_basis(rows: pd.DataFrame) -> str:
-    """``graph_us`` when every row has a graph time, else ``eager_us``."""
-    if len(rows) and rows["graph_us"].notna().all():
-        return "graph_us"
-    return "eager_us"
+    """The first of :data:`RANK_COLUMNS` that every row has."""
+    for column in RANK_COLUMNS[:-1]:
+        if len(rows) and column in rows.columns and rows[column].notna().all():
+            return column
+    return RANK_COLUMNS[-1]
+
+
+def fastest(rows: pd.DataFrame, column: str, label=None) -> tuple[list[str], pd.Series] | None:
+    """The fastest of ``rows`` by ``column`` and every row tied with it (see
+    :data:`TIE_SHARE`): (labels of the tied, fastest first; the fastest row)."""
+    label = label or _impl_label
+    rows = rows[pd.to_numeric(rows[column], errors="coerce") > 0]
+    if rows.empty:
+        return None
+    times = pd.to_numeric(rows[column])
+    iqr_column = column.replace("_us", "_iqr_us")
+    iqrs = (
+        pd.to_numeric(rows[iqr_column], errors="coerce").fillna(0.0)
+        if iqr_column in rows.columns
+        else pd.Series(0.0, index=rows.index)
+    )
+    best = times.idxmin()
+    t0, iqr0 = float(times[best]), float(iqrs[best])
+    tied = [i for i in times.sort_values().index
+            if times[i] - t0 <= max(iqr0, float(iqrs[i]), TIE_SHARE * t0)]  # fmt: skip
+    names = list(dict.fromkeys(label(rows.loc[i]) for i in tied))
+    return names, rows.loc[best]
 
 
 def _mode(column: str) -> str:
@@ -165,17 +202,24 @@ def _q1_fastest(out: Findings, rows: pd.DataFrame, shape: str, df: pd.DataFrame)
             column = _time_basis(sub)
             sub["who"] = sub.apply(_impl_label, axis=1)
             ms = sorted(sub["M"].unique())
+            # A size's fastest, alone or tied: every tied implementation shares that win.
             wins: dict[str, int] = {}
+            ties: dict[str, list[set[str]]] = {}
             for m in ms:
-                best = _best(sub[sub["M"] == m], column)
-                if best is not None:
-                    wins[best["who"]] = wins.get(best["who"], 0) + 1
+                won = fastest(sub[sub["M"] == m], column)
+                for name in won[0] if won is not None else []:
+                    wins[name] = wins.get(name, 0) + 1
+                    if len(won[0]) > 1:
+                        ties.setdefault(name, []).append(set(won[0]) - {name})
             if not wins:
                 continue
             ranked = sorted(wins.items(), key=lambda kv: (-kv[1], kv[0]))
             winner, n_win = ranked[0]
             w_times = sub[sub["who"] == winner][column]
             candidates = sub["who"].nunique()
+            partners = sorted(set().union(*ties.get(winner, [set()])))
+            tied_text = (f", tied with {' or '.join(partners)} at {len(ties[winner])} of them"
+                         if partners else "")  # fmt: skip
             times = f"{_mode(column)} {_span(w_times.min(), w_times.max(), fmt_us)}"
             if candidates == 1:
                 text = (
@@ -185,17 +229,19 @@ def _q1_fastest(out: Findings, rows: pd.DataFrame, shape: str, df: pd.DataFrame)
             else:
                 text = (
                     f"{_dtype_name(dtype)}, {cls} ({cond_text}) on {geometry}: fastest is "
-                    f"{winner} at {n_win} of {len(ms)} sizes ({times}) among {candidates} "
-                    "implementations that ran"
+                    f"{winner} at {n_win} of {len(ms)} sizes ({times}){tied_text}, among "
+                    f"{candidates} implementations that ran"
                 )
             numbers = {
                 "dtype": dtype, "size_class": cls, "basis": _mode(column), "winner": winner,
-                "wins": n_win, "sizes": len(ms), "candidates": candidates,
+                "wins": n_win, "sizes": len(ms), "candidates": candidates, "tied_with": partners,
+                "tied_sizes": len(ties.get(winner, [])),
                 "winner_min_us": float(w_times.min()), "winner_max_us": float(w_times.max()),
             }  # fmt: skip
-            if len(ranked) > 1:
-                second, n2 = ranked[1]
-                text += f"; {second} wins {n2}"
+            others = [(name, n) for name, n in ranked[1:] if name not in partners]
+            if others:
+                second, n2 = others[0]
+                text += f"; {second} is fastest at {n2}"
                 numbers.update(runner_up=second, runner_up_wins=n2)
             out.add(1, text + ".", **numbers)
 
@@ -466,3 +512,41 @@ def _q2_flat(out: Findings, rows: pd.DataFrame, geometry: str) -> None:
         f"value) up to: " + "; ".join(parts)
     )
     out.add(2, text + ".", flat_to_m={k: v["flat_to_m"] for k, v in flat.items()})
+
+
+def fastest_per_size(sweep: pd.DataFrame) -> dict[str, Any] | None:
+    """Per (dtype, shape) of single GEMMs and M: the fastest implementations under
+    :data:`RANK_RULE` (ties named together), the basis, and the fastest's eager, graph and
+    cold times. ``{"ms": [...], "rows": [{"dtype", "shape", "basis", "contenders",
+    "cells": {M: {"who": [...], "backend", "op", "us", "eager_us", "graph_us", "cold_us"}}}]}``.
+    """
+    need = {"status", "eager_us", "dtype", "shape", "M", "backend", "impl"}
+    if sweep is None or sweep.empty or not need <= set(sweep.columns):
+        return None
+    good = _prep_sweep(sweep)
+    good = good[(good["status"] == "ok") & (good["eager_us"] > 0)]
+    if "G" in good.columns:
+        good = good[good["G"].isna()]  # grouped rows' M is tokens per expert: another axis
+    if good.empty:
+        return None
+
+    def who(row) -> str:
+        return f"{text_of(row['backend'])}/{text_of(row['impl'])}"
+
+    rows, ms = [], set()
+    for (dtype, shape), group in good.groupby(["dtype", "shape"], sort=True):
+        basis = _time_basis(group)
+        cells = {}
+        for m, at_m in group.groupby("M"):
+            won = fastest(at_m, basis, label=who)
+            if won is None:
+                continue
+            names, best = won
+            cells[int(m)] = {"who": names, "backend": text_of(best["backend"]),
+                             "op": text_of(best.get("op")), "us": float(best[basis]),
+                             **{c: num_of(best.get(c)) for c in RANK_COLUMNS}}  # fmt: skip
+            ms.add(int(m))
+        rows.append({"dtype": dtype, "shape": shape, "basis": _mode(basis),
+                     "contenders": group[["backend", "impl"]].drop_duplicates().shape[0],
+                     "cells": cells})  # fmt: skip
+    return {"ms": sorted(ms), "rows": rows, "rule": RANK_RULE}
