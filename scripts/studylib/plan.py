@@ -316,7 +316,7 @@ def expert_shares(path) -> list[float]:
     if not path:
         raise ValueError("moe.routings has recorded but moe.expert_histogram names no file")
     try:
-        table = pd.read_csv(path)
+        table = pd.read_csv(path, comment="#")
     except (OSError, ValueError) as exc:
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"moe.expert_histogram {path}: not a readable CSV ({why})") from None
