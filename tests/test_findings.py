@@ -807,3 +807,10 @@ def test_rankings_use_cold_time_where_every_row_has_it():
     ranked = fastest_per_size(pd.DataFrame(rows).drop(columns="cold_us"))
     assert ranked["rows"][0]["basis"] == "graph"
     assert ranked["rows"][0]["cells"][16]["who"] == ["hot/x"]
+
+
+def test_ranking_survives_tables_joined_with_repeated_row_labels():
+    from studylib.findings.sweep import fastest
+
+    rows = pd.concat([ranked_rows({"a": 10.0}), ranked_rows({"b": 12.0})])  # index 0 twice
+    assert fastest(rows, "cold_us")[0] == ["a·x mm"]

@@ -136,7 +136,7 @@ def fastest(rows: pd.DataFrame, column: str, label=None) -> tuple[list[str], pd.
     """The fastest of ``rows`` by ``column`` and every row tied with it (see
     :data:`TIE_SHARE`): (labels of the tied, fastest first; the fastest row)."""
     label = label or _impl_label
-    rows = rows[pd.to_numeric(rows[column], errors="coerce") > 0]
+    rows = rows[pd.to_numeric(rows[column], errors="coerce") > 0].reset_index(drop=True)
     if rows.empty:
         return None
     times = pd.to_numeric(rows[column])
