@@ -814,3 +814,20 @@ def test_ranking_survives_tables_joined_with_repeated_row_labels():
 
     rows = pd.concat([ranked_rows({"a": 10.0}), ranked_rows({"b": 12.0})])  # index 0 twice
     assert fastest(rows, "cold_us")[0] == ["a·x mm"]
+
+
+def test_q3_gives_cold_and_expert_loops_their_own_ranges():
+    rows = synthetic_power()
+    cold = window("cold", 16, 470.0, 67.0, tensor=4.0)
+    cold["dram_util"] = 56.0
+    fused = window("graph", 512, 695.0, 99.3, clock=1700.0, reasons="sw_power_cap", tensor=48.0)
+    fused.update(op="fused_moe", G=256, dram_util=66.0)
+    out = q3_power(pd.concat([rows, pd.DataFrame([cold, fused])], ignore_index=True))
+    loops = only(out, 3, "In the kernel loops")
+    assert "their cold loops" in loops.text and "DRAM 56 %" in loops.text
+    assert (
+        loops.numbers["decode_cold_w_max"] == 470.0 and loops.numbers["decode_cold_dram_max"] == 56
+    )
+    assert "loops over 256 experts" in loops.text and loops.numbers["experts_w_max"] == 695.0
+    # The 512-token MoE layer is not a prefill-sized GEMM, nor a decode-sized one.
+    assert loops.numbers["prefill_w_max"] == 690.0

@@ -27,7 +27,7 @@ from .windows import POWER_CAP_REASONS, classify_windows, limit_reasons
 # Question 3: power, clocks and tensor use of kernel loops
 # ---------------------------------------------------------------------------------------------
 
-POWER_NUMERIC = ("M", "avg_w", "pct_limit", "power_limit_w", "sm_clock_mhz", "sm_util",
+POWER_NUMERIC = ("M", "G", "avg_w", "pct_limit", "power_limit_w", "sm_clock_mhz", "sm_util",
                  "tensor_util", "dram_util", "energy_gap_pct")  # fmt: skip
 
 
@@ -75,9 +75,13 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
     what = "CPU package power from RAPL" if rapl else "GPU power from NVML"
     idle = measured[(measured["mode"] == "idle") | (measured["label"] == "idle")]
     loops = measured.drop(idle.index)
-    decode = loops[loops["M"] <= DECODE_MAX_M]
-    prefill = loops[loops["M"] >= PREFILL_MIN_M]
+    # Single GEMMs by size; grouped GEMMs and whole MoE layers (G experts: M is another axis
+    # there, and every call reads more weights than the L2 holds) apart.
+    single, experts = loops[loops["G"].isna()], loops[loops["G"].notna()]
+    decode = single[single["M"] <= DECODE_MAX_M]
+    prefill = single[single["M"] >= PREFILL_MIN_M]
     d_eager, d_graph = decode[decode["mode"] == "eager"], decode[decode["mode"] == "graph"]
+    d_cold = decode[decode["mode"] == "cold"]
     if not idle.empty:
         text, nums = _watts_span(idle)
         out.add(3, f"Idle, the {'CPU package' if rapl else 'GPU'} draws {text}.", source=source, **{
@@ -88,17 +92,27 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
     numbers: dict[str, Any] = {"source": source}
     for label, rows, key in (
         (f"decode-sized (M ≤ {DECODE_MAX_M}) eager loops", d_eager, "decode_eager"),
-        ("their graph-replayed loops", d_graph, "decode_graph"),
+        ("their graph-replayed loops (weights L2-resident where they fit)", d_graph,
+         "decode_graph"),
+        ("their cold loops (weights streamed from HBM on every call, as in decode)", d_cold,
+         "decode_cold"),
         (f"prefill-sized (M ≥ {PREFILL_MIN_M}) loops", prefill, "prefill"),
-    ):
+        (f"loops over {'/'.join(f'{g:.0f}' for g in sorted(experts['G'].unique()))} experts "
+         "(grouped GEMMs and whole MoE layers)", experts, "experts"),
+    ):  # fmt: skip
         if rows.empty:
             continue
         text, nums = _watts_span(rows)
         bit = f"{label} draw {text}"
-        if rows["tensor_util"].notna().any():
-            t = rows["tensor_util"]
-            bit += f" with tensor pipes {_span(t.min(), t.max(), _plain, ' %')} busy"
-            nums.update(tensor_min=float(t.min()), tensor_max=float(t.max()))
+        busy = []
+        for column, pipe in (("tensor_util", "tensor pipes"), ("dram_util", "DRAM")):
+            if rows[column].notna().any():
+                u = rows[column]
+                busy.append(f"{pipe} {_span(u.min(), u.max(), _plain, ' %')}")
+                key_name = column.split("_")[0]
+                nums.update({f"{key_name}_min": float(u.min()), f"{key_name}_max": float(u.max())})
+        if busy:
+            bit += f" with {' and '.join(busy)} busy"
         parts.append(bit)
         numbers.update({f"{key}_{k}": v for k, v in nums.items()})
     if parts:
