@@ -264,6 +264,7 @@ def test_a_port_in_use_is_refused_naming_its_holder(tmp_path):
             [sys.executable, STANDIN, "--host", "127.0.0.1", "--port", str(port)],
             tmp_path / "server.log",
             ready=lambda: True,
+            ready_timeout_s=20.0,
         )
         with pytest.raises(ServerFailed) as failure, server:
             pass

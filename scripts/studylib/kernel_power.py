@@ -22,7 +22,7 @@ from . import tables
 from .gpu_slots import machine_gpus
 from .io import write_frame
 from .power import Sampler, open_readers, visible_nvml_indices
-from .sweep import WorkerClient, WorkerGone
+from .worker_client import WorkerClient, WorkerGone
 
 log = logging.getLogger("study.kernel_power")
 

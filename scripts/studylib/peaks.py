@@ -98,9 +98,10 @@ def _fp4_peak(size: int) -> dict:
     try:
         import torch
 
-        from .backends.flashinfer_backend import _mm_fp4
+        from .backends import adapter
 
-        prepared = _mm_fp4({"M": size, "N": size, "K": size, "impl": "auto"})
+        point = {"op": "mm_fp4", "dtype": "nvfp4", "impl": "auto", "M": size, "N": size, "K": size}
+        prepared = adapter("flashinfer").prepare(point, "cuda")
         for _ in range(3):
             prepared.run()
         torch.cuda.synchronize()

@@ -128,8 +128,8 @@ def check_moe(config: dict) -> list[str]:
     if not fused:
         return []
     problems = []
-    spec = config.get("moe", {})
-    top_k = spec.get("top_k", 8)
+    spec = config["moe"]
+    top_k = spec["top_k"]
     for backend, case in fused:
         for groups in case.get("groups") or []:
             if top_k > groups:
@@ -137,7 +137,7 @@ def check_moe(config: dict) -> list[str]:
                     f"moe.top_k ({top_k}) exceeds backends.{backend} {case['op']}'s "
                     f"{groups} experts"
                 )
-    if "recorded" in spec.get("routings", []):
+    if "recorded" in spec["routings"]:
         try:
             shares = expert_shares(spec.get("expert_histogram"))
         except ValueError as exc:
@@ -300,8 +300,8 @@ def is_fused(backend: str, op: str) -> bool:
 def moe_plan(config: dict) -> dict:
     """What a fused-MoE point depends on: top-k, routings, and the recorded expert shares
     (the file's content, not its name, so a new recording reruns the fused points)."""
-    spec = config.get("moe", {})
-    plan = {"top_k": spec.get("top_k", 8), "routings": list(spec.get("routings", ["balanced"]))}
+    spec = config["moe"]  # the schema fills its defaults
+    plan = {"top_k": spec["top_k"], "routings": list(spec["routings"])}
     if "recorded" in plan["routings"]:
         plan["expert_shares"] = expert_shares(spec.get("expert_histogram"))
     return plan
@@ -407,7 +407,7 @@ def kernel_power_plan(config: dict, backend: str) -> dict:
                          "dtype": entry["dtype"], "shape": entry["shape"], "M": m,
                          "N": shape["N"], "K": shape["K"], "G": entry.get("G")}  # fmt: skip
                 if fused:
-                    point.update(top_k=config.get("moe", {}).get("top_k", 8), routing=routing)
+                    point.update(top_k=config["moe"]["top_k"], routing=routing)
                 if entry.get("modes"):
                     point["modes"] = list(entry["modes"])
                 points.append(point)

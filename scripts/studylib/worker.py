@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import signal
 import sys
 import time
@@ -24,6 +23,7 @@ import traceback
 
 from .backends import adapter
 from .backends.base import Unsupported
+from .device import device_name, resolve_device
 from .nvml import open_clock_watch_factory
 from .timing import (
     StopRule,
@@ -37,37 +37,6 @@ from .timing import (
 
 # Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit" | "cuda_trap"}.
 FAULTS_ENV = "STUDY_INJECT_FAULTS"
-
-
-def resolve_device(preference: str) -> tuple[str, str | None]:
-    """(device, reason it is unusable or None)."""
-    import torch
-
-    if preference == "cpu":
-        return "cpu", None
-    if torch.cuda.is_available():
-        return "cuda", None
-    if preference == "cuda":
-        return "cuda", "no CUDA device (device: cuda was requested)"
-    return "cpu", None
-
-
-def device_name(device: str) -> str:
-    if device == "cuda":
-        import torch
-
-        try:
-            return torch.cuda.get_device_name()
-        except Exception:  # noqa: BLE001 - the name is informative only
-            return "cuda (unavailable)"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 def describe(exc: BaseException) -> str:

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..device import resolve_device
 from ..plan import resolve_for_device
 from .decode import run_decode
 from .model import build_moe_model, write_served_model
 
 
 def job_device(preference: str) -> str:
-    import torch
-
-    if preference == "cpu":
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    """The device of a decode job (``resolve_device``'s rule); ``device: cuda`` on a machine
+    without CUDA stops the job with that reason instead of serving on the CPU."""
+    device, unusable = resolve_device(preference)
+    if unusable:
+        raise RuntimeError(unusable)
+    return device
 
 
 def build_model_for_machine(geometry: dict, preference: str, out_dir) -> dict:
