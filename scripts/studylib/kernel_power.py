@@ -22,6 +22,7 @@ from . import tables
 from .gpu_slots import machine_gpus
 from .io import write_frame
 from .power import Sampler, open_readers, visible_nvml_indices
+from .progress import Progress
 from .worker_client import WorkerClient, WorkerGone
 
 log = logging.getLogger("study.kernel_power")
@@ -79,10 +80,12 @@ class KernelPowerRun:
                 time.sleep(plan["idle_s"][device])
                 self.record(None, "idle", [{"status": "ok", "error": "", "t_start": t0,
                                             "t_end": time.monotonic()}])  # fmt: skip
-                for point in plan["points"]:
-                    for mode in point.get("modes") or plan["modes"]:
-                        if self.loop(hellos, point, mode, seconds):
-                            time.sleep(plan["cooldown_s"][device])
+                loops = [(point, mode) for point in plan["points"]
+                         for mode in point.get("modes") or plan["modes"]]  # fmt: skip
+                self.progress = Progress(len(loops))
+                for point, mode in loops:
+                    if self.loop(hellos, point, mode, seconds):
+                        time.sleep(plan["cooldown_s"][device])
         finally:
             for client in self.clients:
                 client.stop()
@@ -145,8 +148,10 @@ class KernelPowerRun:
                     results[i] = self._gone(client, exc)
             if results[i].pop("fatal", False):
                 client.stop()
+        step = self.progress.step()
         for result in results:
-            log.info("%s: %s %s", window_id(point, mode), result["status"], result.get("error", ""))
+            log.info("%s %s: %s %s", step, window_id(point, mode), result["status"],
+                     result.get("error", ""))  # fmt: skip
         self.record(point, mode, results)
         return any(r["status"] == "ok" for r in results)
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .io import write_frame
 from .plan import expand_points, stable_hash
+from .progress import Progress
 from .tables import columns
 from .worker_client import WorkerClient, WorkerGone
 
@@ -79,11 +80,13 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
         # timeout (a hang, or a first call building kernels for longer than the timeout)
         # would repeat on each of them, costing the whole timeout every time.
         timed_out: dict[tuple, tuple[int, str]] = {}
+        counter = Progress(len(points))
         with open(progress, "a", encoding="utf-8") as progress_file:
-            for i, point in enumerate(points):
+            for point in points:
                 key = point_key(point)
                 if key in done:
                     rows.append(done[key])
+                    counter.skip()
                     continue
                 family = (point["impl"], point["op"], point["dtype"])
                 if hello.get("unsupported"):
@@ -108,8 +111,8 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
                         client.stop()
                 row = derive({**point, **base, **result})
                 log.info(
-                    "[%d/%d] %s %s %s M=%s N=%s K=%s: %s %s",
-                    i + 1, len(points), point["impl"], point["op"], point["dtype"],
+                    "%s %s %s %s M=%s N=%s K=%s: %s %s",
+                    counter.step(), point["impl"], point["op"], point["dtype"],
                     point["M"], point["N"], point["K"], row["status"],
                     f"{row['eager_us']:.2f} us" if row.get("eager_us") else row.get("error", ""),
                 )  # fmt: skip

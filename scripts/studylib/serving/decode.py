@@ -25,6 +25,7 @@ import pandas as pd
 
 from ..io import write_frame, write_json
 from ..power import Sampler, open_readers, visible_nvml_indices
+from ..progress import Progress
 from .engines import engine as get_engine
 from .engines.base import run_served_name
 from .engines.sglang_engine import expert_recorder
@@ -219,11 +220,15 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
         idle_w = [w["avg_w"] for w in idle if w.get("avg_w") is not None]
         idle_w_total = sum(idle_w) if idle and len(idle_w) == len(idle) else None
         started = time.monotonic()
+        passes = 2 if plan.get("expert_distribution") and plan["engine"] == "sglang" else 1
+        progress = Progress(passes * len(plan["concurrency"]))
         with main.server:
             facts["ready_s"] = main.server.wait_ready()
+            progress.last = time.monotonic()  # the server's start is not a step
             for c in plan["concurrency"]:
                 rows.append(_one_concurrency(main, c, sampler, source, windows, requests,
                                              idle_w_total, model_facts))  # fmt: skip
+                log.info("%s main pass, C=%d done", progress.step(), c)
         facts["teardown"] = main.server.stop_result
         facts["main_pass_s"] = time.monotonic() - started
         if plan.get("expert_distribution") and plan["engine"] == "sglang":
@@ -234,9 +239,11 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
             try:
                 with rec.server:
                     facts["recorder_ready_s"] = rec.server.wait_ready()
+                    progress.last = time.monotonic()
                     for c, main_row in zip(plan["concurrency"], rows, strict=True):
                         counts, row = _recorder_concurrency(rec, c, sampler, main_row)
                         recorder_rows.append(row)
+                        log.info("%s recorder pass, C=%d done", progress.step(), c)
                         if counts is not None:
                             frame = expert_m(counts, c, int(plan.get("top_k", 8)))
                             frame.insert(0, "concurrency", c)
