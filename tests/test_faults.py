@@ -249,6 +249,9 @@ DAMAGED = [
     # (id, file, damage, message)
     ("csv-cut-mid-line", "tables/sweep.csv", lambda p: cut(p, 0.6),
      "the last line is cut short (no newline at the end): the file is truncated"),
+    ("csv-cut-at-a-line-end", "tables/sweep.csv",
+     lambda p: p.write_text("".join(p.read_text().splitlines(keepends=True)[:3])),
+     "and 2 rows where its writer wrote"),
     ("csv-short-row", "tables/sweep.csv",
      lambda p: p.write_text(p.read_text().splitlines()[0] + "\ntorch,aten,mm_bf1\n"),
      "line 2 has 3 fields, the header 47"),

@@ -44,13 +44,24 @@ def read_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def written_record(path: str | os.PathLike) -> Path:
+    """Where a CSV's writer records what it wrote (hidden, beside it)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.written")
+
+
 def write_frame(df, path: str | os.PathLike) -> None:
-    """Write a pandas frame as parquet or CSV, chosen by the file's suffix."""
+    """Write a pandas frame as parquet or CSV, chosen by the file's suffix. A CSV gets a record
+    of its size and rows beside it: a CSV cut exactly at a line end still parses, and only
+    this record tells it from a complete one (parquet files carry their own footer)."""
     suffix = Path(path).suffix
     with atomic_path(path) as tmp:
         if suffix == ".parquet":
             df.to_parquet(tmp, index=False)
         elif suffix == ".csv":
             df.to_csv(tmp, index=False)
+            size = tmp.stat().st_size
         else:
             raise ValueError(f"unsupported table format: {path}")
+    if suffix == ".csv":
+        write_json(written_record(path), {"bytes": size, "rows": len(df)})

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .io import written_record
+
 STATUSES = ("ok", "unsupported", "error", "mismatch")
 DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "nvfp4")  # config/schema.yaml's dtype enum
 DEVICES = ("cuda", "cpu")
@@ -175,8 +177,26 @@ def read_table(name: str, path: str | os.PathLike) -> pd.DataFrame:
     if key not in _CHECKED:
         frame = _read_parquet(path) if path.suffix == ".parquet" else _read_csv(path)
         check_frame(name, frame, path)
+        _check_as_written(path, stat.st_size, len(frame))
         _CHECKED[key] = frame
     return _CHECKED[key].copy()
+
+
+def _check_as_written(path: Path, size: int, rows: int) -> None:
+    """A CSV against its writer's record (io.write_frame), where there is one: a file cut at
+    a line end parses as a shorter table and is caught only here."""
+    record = written_record(path)
+    if path.suffix != ".csv" or not record.is_file():
+        return
+    try:
+        written = json.loads(record.read_text(encoding="utf-8"))
+        want_size, want_rows = int(written["bytes"]), int(written["rows"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # an unreadable record says nothing about the table
+    if size != want_size:
+        _fail(path, f"{size} bytes and {rows} rows where its writer wrote {want_size} bytes and "
+                    f"{want_rows} rows: cut at a line end, or changed after it was written; "
+                    "rerun the rule that writes it")  # fmt: skip
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
