@@ -51,7 +51,7 @@ STACK_PINS := envs/requirements-study.txt envs/requirements-serving.txt envs/req
 INSTALL := $(BIN)/python -m pip install -q -r envs/requirements-study.txt -r envs/requirements-serving.txt -r envs/requirements-torch.txt
 endif
 
-.PHONY: study test report sweep lint clean-results print-stack
+.PHONY: study test report sweep compare lint clean-results print-stack
 
 print-stack:
 	@echo $(STACK)
@@ -69,6 +69,13 @@ report: $(VENV)/.study-$(STACK)
 sweep: $(VENV)/.study-$(STACK)
 	@test -n "$(BACKEND)" || (echo "usage: make sweep BACKEND=torch|flashinfer|sgl_kernel" >&2; exit 2)
 	$(BIN)/snakemake --cores $(CORES) --forcerun results/sweeps/$(BACKEND).parquet $(SNAKEMAKE_ARGS)
+
+# Before and after: this run's sweep against a baseline (a results folder or a committed
+# example), e.g. make compare BASELINE=examples/h200x2-2026-11-29
+CURRENT ?= results
+compare: $(VENV)/.study-$(STACK)
+	@test -n "$(BASELINE)" || (echo "usage: make compare BASELINE=folder-or-sweep.csv [CURRENT=results]" >&2; exit 2)
+	$(BIN)/python tools/compare_sweeps.py $(BASELINE) $(CURRENT) --out results/tables/compare.csv
 
 test: $(VENV)/.dev-$(STACK)
 	$(BIN)/python -m pytest -q

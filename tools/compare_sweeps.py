@@ -1,48 +1,44 @@
-"""How well two sweeps of the same plan agree, per timing mode, at M >= a threshold.
+"""Before and after: compare two sweeps point by point (scripts/studylib/compare.py).
 
-    python3 tools/compare_sweeps.py run1/sweep.csv run2/sweep.csv --min-m 1024
+    python3 tools/compare_sweeps.py BASELINE CURRENT [--min-m 1] [--out compare.csv]
 
-Prints, per mode, the median and worst relative difference |b - a| / a over the points
-that are ok in both, and the worst point.
+BASELINE and CURRENT are a sweep file (tables/sweep.csv, a backend's parquet or CSV) or a
+results folder (results/, or a committed example such as examples/h200x2-2026-11-29). Prints
+one line per timing mode and writes the signed per-point table (speed-up = baseline / current;
+'same' within the larger IQR or 3 %). Exit 1 when no point is ok in both.
 """
 
 import argparse
 import sys
+from pathlib import Path
 
-import pandas as pd
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
 
-KEYS = ["backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G"]
-
-
-def load(path: str) -> pd.DataFrame:
-    frame = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
-    frame["G"] = pd.to_numeric(frame["G"], errors="coerce").fillna(0).astype(int)
-    return frame[frame["status"] == "ok"]
+from studylib.compare import compare, load_sweep, summary  # noqa: E402
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("a")
-    parser.add_argument("b")
-    parser.add_argument("--min-m", type=int, default=1024)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("baseline")
+    parser.add_argument("current")
+    parser.add_argument("--min-m", type=int, default=1, help="only points with M at least this")
+    parser.add_argument("--out", default="compare.csv", help="the per-point table (CSV)")
     args = parser.parse_args()
-    both = load(args.a).merge(load(args.b), on=KEYS, suffixes=("_a", "_b"))
-    both = both[both["M"] >= args.min_m]
-    if both.empty:
-        print("no point is ok in both sweeps at that M")
+    try:
+        table = compare(load_sweep(args.baseline), load_sweep(args.current), args.min_m)
+    except FileNotFoundError as exc:
+        print(f"compare_sweeps: {exc}", file=sys.stderr)
+        return 2
+    if table.empty:
+        print(f"no point is ok in both sweeps at M >= {args.min_m}")
         return 1
-    for mode in ("eager_us", "graph_us", "cold_us"):
-        a, b = both[f"{mode}_a"], both[f"{mode}_b"]
-        spread = ((b - a).abs() / a).dropna()
-        if spread.empty:
-            continue
-        worst = both.loc[spread.idxmax()]
-        print(
-            f"{mode}: {len(spread)} points, median spread {spread.median():.2%}, "
-            f"worst {spread.max():.2%} ({worst['backend']} {worst['impl']} {worst['op']} "
-            f"{worst['shape']} G={worst['G']} M={worst['M']}: "
-            f"{worst[f'{mode}_a']:.2f} vs {worst[f'{mode}_b']:.2f} us)"
-        )
+    for line in summary(table):
+        print(line)
+    table.to_csv(args.out, index=False)
+    print(f"per-point table: {args.out}")
     return 0
 
 
