@@ -216,7 +216,15 @@ def test_q2_flat_eager_range():
     assert flat["torch·a matmul (BF16)"] == 64
     # flashinfer mm_fp4 eager: 35 (16), 35 (64), 30 (256), 120 (4096) -> flat to 256.
     assert flat["flashinfer·cutlass mm_fp4 (FP4)"] == 256
-    assert "torch·a matmul (BF16) flat to M = 64 (30.0 µs → 200 µs at M = 4096)" in f.text
+    assert "torch·a matmul (BF16) flat to M = 64 (30.0 µs; 200 µs at M = 4096)" in f.text
+
+
+def test_q2_says_not_flat_when_the_second_size_is_already_out():
+    sweep = synthetic_sweep()
+    a = (sweep["impl"] == "a") & (sweep["M"] > 1)
+    sweep.loc[a, "eager_us"] = sweep.loc[a, "eager_us"] * 10
+    f = only(q2_bounds(sweep, PEAKS), 2, "stays flat")
+    assert "torch·a matmul (BF16) not flat (30.0 µs at M = 1, 300 µs at M = 16)" in f.text
 
 
 def test_q2_eager_only_machine():
@@ -831,3 +839,17 @@ def test_q3_gives_cold_and_expert_loops_their_own_ranges():
     assert "loops over 256 experts" in loops.text and loops.numbers["experts_w_max"] == 695.0
     # The 512-token MoE layer is not a prefill-sized GEMM, nor a decode-sized one.
     assert loops.numbers["prefill_w_max"] == 690.0
+
+
+def test_many_implementations_sharing_a_reason_are_counted_per_backend():
+    from studylib.findings.sweep import q1_backends
+
+    rows = []
+    for backend, impls in (("flashinfer", ["a", "b", "c", "d"]), ("sgl_kernel", ["e", "f"])):
+        for impl in impls:
+            rows.append({"backend": backend, "impl": impl, "op": "mm", "dtype": "bf16",
+                         "shape": "down", "M": 1, "N": 6144, "K": 2048, "G": None,
+                         "status": "unsupported", "error": "no CUDA device"})  # fmt: skip
+    out = q1_backends(pd.DataFrame(rows))
+    f = only(out, 1, "unsupported at 6 points")
+    assert "of 6 implementations: flashinfer (4), sgl_kernel (2) — “no CUDA device”" in f.text

@@ -286,8 +286,8 @@ def _q1_failures(out: Findings, df: pd.DataFrame) -> None:
                        "count": c["count"], "points": c["points"],
                        "ok_points": c["ok"]}  # fmt: skip
         else:
-            names = ", ".join(f"{c['who']} ({_dtype_name(c['dtype'])})" for c in combos)
-            text = f"{status} at {count} points of {len(combos)} implementations: {names}"
+            text = (f"{status} at {count} points of {len(combos)} implementations: "
+                    f"{_combo_names(combos)}")  # fmt: skip
             numbers = {"status": status, "count": count, "combos": len(combos),
                        "who": [c["who"] for c in combos]}  # fmt: skip
         if message:
@@ -296,6 +296,21 @@ def _q1_failures(out: Findings, df: pd.DataFrame) -> None:
         if extra > 0:
             text += f" (+{extra} other message{'s' if extra > 1 else ''})"
         out.add(1, text + ".", message=message, **numbers)
+
+
+#: Beyond this many implementations sharing one reason, a finding counts them per backend.
+MAX_NAMED = 4
+
+
+def _combo_names(combos: list[dict]) -> str:
+    """The implementations that share a reason: named while few, else counted per backend."""
+    if len(combos) <= MAX_NAMED:
+        return ", ".join(f"{c['who']} ({_dtype_name(c['dtype'])})" for c in combos)
+    per_backend: dict[str, int] = {}
+    for c in combos:
+        backend = c["who"].split("·")[0].split(" ")[0]
+        per_backend[backend] = per_backend.get(backend, 0) + 1
+    return ", ".join(f"{backend} ({n})" for backend, n in sorted(per_backend.items()))
 
 
 def _q1_fp4(out: Findings, df: pd.DataFrame, peaks: dict | None) -> None:
@@ -503,9 +518,14 @@ def _q2_flat(out: Findings, rows: pd.DataFrame, geometry: str) -> None:
         if f["first_out"] is None:
             parts.append(f"{who} flat over the whole range to M = {f['max_m']:.0f} "
                          f"({fmt_us(f['base_us'])} at M = {f['base_m']:.0f})")  # fmt: skip
+        elif f["flat_to_m"] == f["base_m"]:
+            # Out of the band at its second size already: not flat anywhere.
+            m_out, t_out = f["first_out"]
+            parts.append(f"{who} not flat ({fmt_us(f['base_us'])} at M = {f['base_m']:.0f}, "
+                         f"{fmt_us(t_out)} at M = {m_out:.0f})")  # fmt: skip
         else:
             m_out, t_out = f["first_out"]
-            parts.append(f"{who} flat to M = {f['flat_to_m']:.0f} ({fmt_us(f['base_us'])} → "
+            parts.append(f"{who} flat to M = {f['flat_to_m']:.0f} ({fmt_us(f['base_us'])}; "
                          f"{fmt_us(t_out)} at M = {m_out:.0f})")  # fmt: skip
     text = (
         f"Eager time on {geometry} stays flat (within {FLAT_FACTOR:g}× of its smallest-M "
