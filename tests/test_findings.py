@@ -853,3 +853,28 @@ def test_many_implementations_sharing_a_reason_are_counted_per_backend():
     out = q1_backends(pd.DataFrame(rows))
     f = only(out, 1, "unsupported at 6 points")
     assert "of 6 implementations: flashinfer (4), sgl_kernel (2) — “no CUDA device”" in f.text
+
+
+def test_moe_layers_get_their_own_ranking_and_the_routing_effect():
+    from studylib.findings.sweep import q1_backends
+
+    rows = []
+    for backend, impl, m, cold, cold_rec in (
+        ("torch", "grouped_mm", 16, 3000.0, 2700.0),
+        ("torch", "grouped_mm", 512, 6200.0, 6300.0),
+        ("sgl_kernel", "triton", 16, 2200.0, 1900.0),
+        ("sgl_kernel", "triton", 512, 7400.0, 7400.0),
+    ):
+        for routing, t in (("balanced", cold), ("recorded", cold_rec)):
+            rows.append({"backend": backend, "impl": impl, "op": "fused_moe", "dtype": "bf16",
+                         "shape": "down", "M": m, "N": 6144, "K": 2048, "G": 256, "top_k": 8,
+                         "routing": routing, "status": "ok", "eager_us": t * 1.1,
+                         "graph_us": t, "cold_us": t})  # fmt: skip
+    f = only(q1_backends(pd.DataFrame(rows)), 1, "Whole MoE layers")
+    assert "(256 experts, top-8, N = 6144, K = 2048), BF16" in f.text
+    assert (
+        "fastest sgl_kernel·triton fused_moe at M = 16; torch·grouped_mm fused_moe at M = 512"
+        in f.text
+    )
+    assert f.numbers["recorded_change_min_pct"] == pytest.approx(-100 * 300 / 2200)
+    assert f.numbers["recorded_change_max_pct"] == pytest.approx(100 * 100 / 6200)

@@ -181,9 +181,53 @@ def q1_backends(sweep: pd.DataFrame | None, peaks: dict | None = None) -> Findin
         out.miss(1, "no sweep point ran (status ok) at the expert shape: no timing to rank")
     else:
         _q1_fastest(out, rows, shape, df)
+    _q1_moe_layers(out, df)
     _q1_failures(out, df)
     _q1_fp4(out, df, peaks)
     return out
+
+
+def _q1_moe_layers(out: Findings, df: pd.DataFrame) -> None:
+    """Whole MoE layers (rows with a routing): per dtype, the fastest implementation per token
+    count under the ranking rule, and what recorded routing changes against balanced."""
+    if "routing" not in df.columns:
+        return
+    layers = df[(df["status"] == "ok") & df["routing"].map(text_of).ne("")].copy()
+    if layers.empty:
+        return
+    layers["routing"] = layers["routing"].map(text_of)
+    layers["who"] = layers.apply(_impl_label, axis=1)
+    first = layers.iloc[0]
+    geometry = (f"{first['G']:.0f} experts, top-{num_of(first.get('top_k')):.0f}, "
+                f"N = {first['N']:.0f}, K = {first['K']:.0f}")  # fmt: skip
+    for dtype in sorted(layers["dtype"].unique()):
+        sub = layers[(layers["dtype"] == dtype) & (layers["routing"] == "balanced")]
+        if sub.empty:
+            continue
+        column = _time_basis(sub)
+        wins: dict[str, list[float]] = {}
+        for m, at_m in sub.groupby("M"):
+            won = fastest(at_m, column)
+            for name in won[0] if won is not None else []:
+                wins.setdefault(name, []).append(float(m))
+        ranked = sorted(wins.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        ms = sorted(sub["M"].unique())
+        parts = [f"{name} at {_m_list(sorted(at))}" for name, at in ranked]
+        text = (f"Whole MoE layers ({geometry}), {_dtype_name(dtype)}, balanced routing, "
+                f"ranked by {_mode(column)} time over {len(ms)} token counts: fastest "
+                + "; ".join(parts))  # fmt: skip
+        numbers = {"dtype": dtype, "basis": _mode(column), "token_counts": len(ms),
+                   "wins": {name: len(at) for name, at in ranked}}  # fmt: skip
+        recorded = layers[(layers["dtype"] == dtype) & (layers["routing"] == "recorded")]
+        pairs = sub.merge(recorded, on=["backend", "impl", "op", "M"], suffixes=("", "_rec"))
+        pairs = pairs[pairs[column].notna() & pairs[f"{column}_rec"].notna()]
+        if not pairs.empty:
+            change = 100 * (pairs[f"{column}_rec"] / pairs[column] - 1)
+            text += (f"; recorded routing changes their times by {change.min():+.0f} to "
+                     f"{change.max():+.0f} % (median {change.median():+.1f} %)")  # fmt: skip
+            numbers.update(recorded_change_min_pct=float(change.min()),
+                           recorded_change_max_pct=float(change.max()))  # fmt: skip
+        out.add(1, text + ".", **numbers)
 
 
 def _q1_fastest(out: Findings, rows: pd.DataFrame, shape: str, df: pd.DataFrame) -> None:
