@@ -302,13 +302,7 @@ def _fused_moe(point: dict) -> Prepared:
         return moe.reference(layer.x, fc1[:, geo.inter :], fc1[:, : geo.inter],
                              moe.dequantize_experts(q2, s2), ids, weights)  # fmt: skip
 
-    def variants(count: int):
-        sets = [make(seed)[1] for seed in range(1, count + 1)]
-        return [lambda s=s: call(*s) for s in sets]
-
-    flops, moved = moe.work(point, ids, 8 if fp8 else 16)
-    return Prepared(run=lambda: call(*args), reference=reference, flops=flops, bytes=moved,
-                    variants=variants)  # fmt: skip
+    return moe.prepared(point, ids, fp8, make, call, args, reference)
 
 
 def _activation_amax(layer, ids):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Unsupported, require_cuda
+from .base import Prepared, Unsupported, require_cuda
 
 ROUTINGS = ("balanced", "recorded")
 FP8_MAX = 448.0
@@ -163,3 +163,16 @@ def require_moe_cuda(point: dict, device: str) -> Geometry:
     if geo.top_k > geo.experts:
         raise Unsupported(f"top_k {geo.top_k} exceeds the {geo.experts} experts")
     return geo
+
+
+def prepared(point: dict, ids, fp8: bool, make, call, args, reference, extra=None) -> Prepared:
+    """A fused-MoE point's :class:`Prepared`: ``call(*args)`` runs the layer once,
+    ``make(seed)`` builds another input set (``(layer, args)``) for cold mode."""
+
+    def variants(count: int):
+        sets = [make(seed)[1] for seed in range(1, count + 1)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    flops, moved = work(point, ids, 8 if fp8 else 16)
+    return Prepared(run=lambda: call(*args), reference=reference, flops=flops, bytes=moved,
+                    variants=variants, extra=extra or {})  # fmt: skip
