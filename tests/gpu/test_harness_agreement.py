@@ -1,7 +1,8 @@
 """On a GPU: the harness's graph-mode times agree with two independent timers.
 
 1. triton's ``do_bench_cudagraph`` (its own graph, its own events, its own median);
-2. CUPTI through ``torch.profiler``: the kernels of one replay of the harness's graph, from the
+2. CUPTI through ``torch.profiler``: the kernels of 5 back-to-back replays of the harness's
+   graph (after 20 more, so the GPU runs as steadily as when the harness samples), from the
    first kernel's start to the last one's end, per call (``cupti_span_us``). The sum of the
    kernels' own durations (``cupti_busy_us``) is reported beside it: span minus busy is the
    gap between back-to-back kernels, which the graph time includes and a kernel's duration
@@ -66,26 +67,23 @@ def report():
             print(f"\nworst {key}: {worst[key]:.3f} at {worst}")
 
 
-def cupti_times(graph, calls: int, replays: int = 7) -> tuple[float, float]:
-    """(span, busy) µs per call of ``graph``'s replays, from CUPTI's kernel records: the
-    median over ``replays`` replays, each profiled on its own (one replay is one sample)."""
-    import statistics
-
+def cupti_times(graph, calls: int, replays: int = 5, warm: int = 20) -> tuple[float, float]:
+    """(span, busy) µs per call from CUPTI's kernel records of ``replays`` back-to-back replays
+    of ``graph``, after ``warm`` more: the GPU in the steady state the harness samples in,
+    not starting from idle clocks after a synchronise."""
     from torch.profiler import ProfilerActivity, profile
 
-    spans, busies = [], []
-    for _ in range(replays):
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    for _ in range(warm):
+        graph.replay()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
             graph.replay()
-            torch.cuda.synchronize()
-        kernels = [e for e in prof.events() if e.device_type.name == "CUDA" and e.device_time > 0]
-        assert kernels, "CUPTI recorded no kernel of the replay"
-        spans.append(
-            max(e.time_range.end for e in kernels) - min(e.time_range.start for e in kernels)
-        )
-        busies.append(sum(e.device_time for e in kernels))
-    return statistics.median(spans) / calls, statistics.median(busies) / calls
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA" and e.device_time > 0]
+    assert kernels, "CUPTI recorded no kernel of the replays"
+    span = max(e.time_range.end for e in kernels) - min(e.time_range.start for e in kernels)
+    busy = sum(e.device_time for e in kernels)
+    return span / (replays * calls), busy / (replays * calls)
 
 
 @pytest.mark.parametrize("backend, impl, op, dtype, m, n, k, g, routing", POINTS)
