@@ -24,7 +24,7 @@ import pandas as pd
 from .charts import has_data, log_ticks, no_data_chart, save_chart, strict_frame
 from .findings.common import text_of
 from .findings.decode import graphs_flag, invalid_note, power_sources, valid_flag
-from .tables import read_optional
+from .tables import read_optional, tips
 
 TITLE = "Decode: throughput, power and energy per output token vs concurrency"
 #: Palette of the variants, assigned in sorted order of their names (same in every panel).
@@ -68,38 +68,14 @@ LATENCY_PANELS: tuple[tuple[str, str], ...] = (
     ("tpot_ms", "time per output token, TPOT (ms)"),
     ("itl_p50_ms", "inter-token latency p50 (ms)"),
 )
-#: Tooltip rows: column -> (title, format); "" for text.
-TOOLTIP: tuple[tuple[str, str, str], ...] = (
-    ("engine", "engine", ""),
-    ("variant", "variant", ""),
-    ("weights", "weights", ""),
-    ("graphs", "CUDA graphs", ""),
-    ("concurrency", "concurrency", "d"),
-    ("gpus", "GPUs", "d"),
-    ("validity", "validity", ""),
-    ("steady_s", "steady window (s)", ".1f"),
-    ("requests", "requests", "d"),
-    ("output_tok_s", "output tok/s", ",.1f"),
-    ("tpot_ms", "TPOT (ms)", ".2f"),
-    ("itl_p50_ms", "ITL p50 (ms)", ".2f"),
-    ("itl_p99_ms", "ITL p99 (ms)", ".2f"),
-    ("ttft_p50_ms", "TTFT p50 (ms)", ".1f"),
-    ("hbm_floor_ms", "HBM floor of a step (ms)", ".2f"),
-    ("tpot_over_floor", "TPOT ÷ HBM floor", ".2f"),
-    ("power_source", "power source", ""),
-    ("avg_w_per_gpu", "avg W per GPU", ".1f"),
-    ("avg_w_total", "avg W total", ".1f"),
-    ("pct_limit", "% of power limit", ".1f"),
-    ("j_per_token", "J per output token", ".4g"),
-    ("j_per_token_net", "J per token net of idle", ".4g"),
-    ("idle_w_per_gpu", "idle W per GPU", ".1f"),
-    ("energy_gap_pct", "counter vs samples gap (%)", "+.1f"),
-    ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
-    ("throttle_reasons", "clocks-event reasons", ""),
-    ("sm_util", "SM util (%)", ".0f"),
-    ("tensor_util", "tensor util (%)", ".0f"),
-    ("dram_util", "DRAM util (%)", ".0f"),
-)
+#: Tooltip rows, in order (titles and formats: tables.SHOWN["decode_table"]).
+TOOLTIP: tuple[str, ...] = (
+    "engine", "variant", "weights", "graphs", "concurrency", "gpus", "validity", "steady_s",
+    "requests", "output_tok_s", "tpot_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
+    "hbm_floor_ms", "tpot_over_floor", "power_source", "avg_w_per_gpu", "avg_w_total",
+    "pct_limit", "j_per_token", "j_per_token_net", "idle_w_per_gpu", "energy_gap_pct",
+    "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util", "dram_util",
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,7 +290,7 @@ def _chart_frame(
     """The strict (JSON-safe) frame of the prepared table, its tooltip and colour scale."""
     tooltip_cols = [
         (c, t, f)
-        for c, t, f in TOOLTIP
+        for c, t, f in tips("decode_table", TOOLTIP)
         if c in data.columns
         and (f == "" or has_data(data, c) or c == "concurrency")
         and (c not in OPTIONAL_TEXT or (data[c].fillna("") != "").any())
