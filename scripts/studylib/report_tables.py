@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from .decode_figures import TEXT_COLUMNS as DECODE_TEXT
 from .decode_figures import graphs_label
 from .findings import dummy_weights_note, graphs_pairs, tp_pairs
 from .findings.decode import invalid_note
@@ -255,10 +256,7 @@ def decode_section(
     columns = [c for c in shown("decode_table")
                if c[0] not in DECODE_OPTIONAL or c[0] in table.columns]  # fmt: skip
     if not table.empty:
-        table = clean_text_columns(
-            table.copy(),
-            ("engine", "variant", "power_source", "throttle_reasons", "weights", "first_error"),
-        )
+        table = clean_text_columns(table.copy(), DECODE_TEXT)
         if "concurrency" in table.columns:
             table["_c"] = pd.to_numeric(table["concurrency"], errors="coerce")
             sort = [c for c in ("engine", "variant", "_c") if c in table.columns]
