@@ -22,9 +22,10 @@ import altair as alt
 import pandas as pd
 
 from .charts import has_data, log_ticks, no_data_chart, save_chart, strict_frame
+from .expert_figures import experts_chart
 from .findings.common import text_of
 from .findings.decode import graphs_flag, invalid_note, power_sources, valid_flag
-from .tables import read_optional
+from .tables import read_optional, tips
 
 TITLE = "Decode: throughput, power and energy per output token vs concurrency"
 #: Palette of the variants, assigned in sorted order of their names (same in every panel).
@@ -68,38 +69,14 @@ LATENCY_PANELS: tuple[tuple[str, str], ...] = (
     ("tpot_ms", "time per output token, TPOT (ms)"),
     ("itl_p50_ms", "inter-token latency p50 (ms)"),
 )
-#: Tooltip rows: column -> (title, format); "" for text.
-TOOLTIP: tuple[tuple[str, str, str], ...] = (
-    ("engine", "engine", ""),
-    ("variant", "variant", ""),
-    ("weights", "weights", ""),
-    ("graphs", "CUDA graphs", ""),
-    ("concurrency", "concurrency", "d"),
-    ("gpus", "GPUs", "d"),
-    ("validity", "validity", ""),
-    ("steady_s", "steady window (s)", ".1f"),
-    ("requests", "requests", "d"),
-    ("output_tok_s", "output tok/s", ",.1f"),
-    ("tpot_ms", "TPOT (ms)", ".2f"),
-    ("itl_p50_ms", "ITL p50 (ms)", ".2f"),
-    ("itl_p99_ms", "ITL p99 (ms)", ".2f"),
-    ("ttft_p50_ms", "TTFT p50 (ms)", ".1f"),
-    ("hbm_floor_ms", "HBM floor of a step (ms)", ".2f"),
-    ("tpot_over_floor", "TPOT ÷ HBM floor", ".2f"),
-    ("power_source", "power source", ""),
-    ("avg_w_per_gpu", "avg W per GPU", ".1f"),
-    ("avg_w_total", "avg W total", ".1f"),
-    ("pct_limit", "% of power limit", ".1f"),
-    ("j_per_token", "J per output token", ".4g"),
-    ("j_per_token_net", "J per token net of idle", ".4g"),
-    ("idle_w_per_gpu", "idle W per GPU", ".1f"),
-    ("energy_gap_pct", "counter vs samples gap (%)", "+.1f"),
-    ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
-    ("throttle_reasons", "clocks-event reasons", ""),
-    ("sm_util", "SM util (%)", ".0f"),
-    ("tensor_util", "tensor util (%)", ".0f"),
-    ("dram_util", "DRAM util (%)", ".0f"),
-)
+#: Tooltip rows, in order (titles and formats: tables.SHOWN["decode_table"]).
+TOOLTIP: tuple[str, ...] = (
+    "engine", "variant", "weights", "graphs", "concurrency", "gpus", "validity", "steady_s",
+    "requests", "output_tok_s", "tpot_ms", "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms",
+    "hbm_floor_ms", "tpot_over_floor", "power_source", "avg_w_per_gpu", "avg_w_total",
+    "pct_limit", "j_per_token", "j_per_token_net", "idle_w_per_gpu", "energy_gap_pct",
+    "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util", "dram_util",
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,7 +291,7 @@ def _chart_frame(
     """The strict (JSON-safe) frame of the prepared table, its tooltip and colour scale."""
     tooltip_cols = [
         (c, t, f)
-        for c, t, f in TOOLTIP
+        for c, t, f in tips("decode_table", TOOLTIP)
         if c in data.columns
         and (f == "" or has_data(data, c) or c == "concurrency")
         and (c not in OPTIONAL_TEXT or (data[c].fillna("") != "").any())
@@ -495,123 +472,6 @@ def decode_frontier_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
     charts = [_frontier_panel(strict, c, t, scale, tooltip) for c, t in panels]
     return alt.hconcat(*charts).properties(
         title=alt.TitleParams(FRONTIER_TITLE, subtitle=subtitle, anchor="start")
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Per-expert M against balanced routing (question 4)
-# ---------------------------------------------------------------------------------------------
-
-EXPERTS_TITLE = "Decode: per-expert M (tokens per expert per step) against balanced routing"
-HIST_BINS = 24
-
-
-def expert_frames(em: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(histogram, ratio): per variant and C, the count of (layer, expert) pairs in each M
-    bin with the balanced M; per variant, C and layer, the busiest expert's M over it."""
-    df = em.copy()
-    for c in ("concurrency", "layer", "m", "balanced_m"):
-        df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else math.nan
-    df["variant"] = df["variant"].map(text_of) if "variant" in df.columns else ""
-    df = df[df["m"].notna() & df["concurrency"].notna()]
-    hist, ratio = [], []
-    for (variant, c), g in df.groupby(["variant", "concurrency"], sort=True):
-        balanced = g["balanced_m"].dropna()
-        balanced = float(balanced.iloc[0]) if len(balanced) else math.nan
-        ends = [float(g["m"].min()), float(g["m"].max())]
-        if balanced == balanced:
-            ends.append(balanced)
-        lo, hi = min(ends), max(ends)
-        if hi <= lo:
-            lo, hi = lo - 0.5, hi + 0.5
-        step = (hi - lo) / HIST_BINS
-        edges = [lo + step * i for i in range(HIST_BINS + 1)]
-        counts = pd.cut(g["m"], bins=edges, include_lowest=True).value_counts(sort=False)
-        for (lo, hi), n in zip(zip(edges[:-1], edges[1:], strict=True), counts, strict=True):
-            hist.append({"variant": variant, "concurrency": int(c), "panel": f"C = {int(c)}",
-                         "bin_lo": lo, "bin_hi": hi, "experts": int(n),
-                         "balanced_m": balanced})  # fmt: skip
-        for layer, lg in g.groupby("layer", dropna=False):
-            ratio.append({"variant": variant, "concurrency": int(c),
-                          "layer": f"layer {int(layer)}" if layer == layer else "all",
-                          "max_m": float(lg["m"].max()), "balanced_m": balanced,
-                          "max_over_balanced": float(lg["m"].max()) / balanced
-                          if balanced and balanced > 0 else math.nan})  # fmt: skip
-    return pd.DataFrame(hist), pd.DataFrame(ratio)
-
-
-def experts_chart(em: pd.DataFrame | None) -> alt.TopLevelMixin:
-    """Histogram of per-expert M at each concurrency (all layers; red rule: the balanced
-    C × top_k / experts), and the busiest expert's M over the balanced M per layer and C."""
-    if em is None or em.empty or "m" not in em.columns:
-        return no_data_chart(EXPERTS_TITLE, "no expert-distribution record (SGLang's recorder "
-                                             "did not run here)")  # fmt: skip
-    hist, ratio = expert_frames(em)
-    if hist.empty:
-        return no_data_chart(EXPERTS_TITLE, "no expert-distribution record")
-    variants = sorted(set(hist["variant"]))
-    cs = sorted(set(hist["concurrency"]))
-    panels = [f"C = {c}" for c in cs]
-    hist = strict_frame(hist, list(hist.columns))
-    ratio = strict_frame(ratio, list(ratio.columns))
-    base = alt.Chart(hist)
-    bars = base.mark_bar(color="#4c78a8", opacity=0.85).encode(
-        x=alt.X("bin_lo:Q", title="per-expert M (tokens per step)", bin="binned",
-                scale=alt.Scale(zero=False)),  # fmt: skip
-        x2="bin_hi:Q",
-        y=alt.Y("experts:Q", title="experts × layers"),
-        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("concurrency:Q", format="d"),
-                 alt.Tooltip("bin_lo:Q", title="M from", format=".3g"),
-                 alt.Tooltip("bin_hi:Q", title="M to", format=".3g"),
-                 alt.Tooltip("experts:Q", title="experts × layers"),
-                 alt.Tooltip("balanced_m:Q", title="balanced M", format=".3g")],
-    )  # fmt: skip
-    rule = base.mark_rule(color="#b22222", strokeDash=[5, 3], strokeWidth=2).encode(
-        x="max(balanced_m):Q"
-    )
-    if len(variants) > 1:  # a row per variant, a column per C
-        facet = {"column": alt.Column("panel:N", sort=panels, title=None),
-                 "row": alt.Row("variant:N", title=None)}  # fmt: skip
-        width = max(100, min(200, 1000 // max(len(cs), 1) - 40))
-    else:  # one variant: the C panels wrap, three a row
-        facet = {"facet": alt.Facet("panel:N", sort=panels, title=None), "columns": 3}
-        width = 260
-    histograms = (
-        alt.layer(bars, rule, data=hist)
-        .properties(width=width, height=140)
-        .facet(**facet)
-        .resolve_scale(x="independent", y="independent")
-    )
-    x = alt.X("concurrency:Q", title="concurrency C",
-              scale=alt.Scale(type="log", base=2, nice=False, padding=12),
-              axis=alt.Axis(values=cs, format="d"))  # fmt: skip
-    enc = {"strokeDash": alt.StrokeDash("variant:N", title="variant")} if len(variants) > 1 else {}
-    lines = alt.Chart(ratio).encode(
-        x=x,
-        y=alt.Y("max_over_balanced:Q", title="busiest expert's M ÷ balanced M",
-                scale=alt.Scale(type="log", nice=False, padding=8)),
-        color=alt.Color("layer:N", title="layer", legend=alt.Legend(orient="right")),
-        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("concurrency:Q", format="d"),
-                 alt.Tooltip("layer:N"), alt.Tooltip("max_m:Q", title="busiest M", format=".3g"),
-                 alt.Tooltip("balanced_m:Q", title="balanced M", format=".3g"),
-                 alt.Tooltip("max_over_balanced:Q", title="ratio", format=".2f")],
-    )  # fmt: skip
-    one = alt.Chart(pd.DataFrame({"one": [1.0]})).mark_rule(color="#b22222", strokeDash=[5, 3])
-    ratio_chart = alt.layer(
-        lines.mark_line(strokeWidth=1.6).encode(detail="variant:N", **enc),
-        lines.mark_point(filled=True, size=45),
-        one.encode(y="one:Q"),
-    ).properties(width=420, height=220, title="busiest expert over balanced, per layer and C")
-    subtitle = [
-        f"{len(variants)} variant{'s' if len(variants) != 1 else ''} "
-        f"({', '.join(variants)}), C = {', '.join(map(str, cs))}; M = C × top_k × the "
-        "expert's share of its layer's routed tokens",
-        "red dashed: balanced routing, C × top_k / experts; SGLang variants serve dummy "
-        "(random) weights, so the routing is synthetic (uniform or the random router: Q4 "
-        "says which)",
-    ]
-    return alt.vconcat(histograms, ratio_chart).properties(
-        title=alt.TitleParams(EXPERTS_TITLE, subtitle=subtitle, anchor="start")
     )
 
 

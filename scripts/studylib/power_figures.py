@@ -20,7 +20,7 @@ from .charts import backend_color, backend_scale, has_data, no_data_chart, save_
 from .charts import strict_frame as _strict
 from .findings.common import text_of
 from .findings.windows import classify_windows
-from .tables import read_optional
+from .tables import read_optional, tips
 
 CLASS_COLORS: dict[str, str] = {
     "idle": "#bab0ac",
@@ -90,24 +90,10 @@ def _prepare_windows(windows: pd.DataFrame) -> pd.DataFrame:
 # Power timeline
 # ---------------------------------------------------------------------------------------------
 
-WINDOW_TOOLTIP: list[tuple[str, str, str]] = [
-    ("window", "window", ""),
-    ("mode", "mode", ""),
-    ("seconds", "seconds", ".1f"),
-    ("avg_w", "avg W", ".1f"),
-    ("pct_limit", "% of limit", ".1f"),
-    ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
-    ("throttle_reasons", "reasons", ""),
-    ("tensor_util", "tensor util (%)", ".0f"),
-    ("class", "class", ""),
-]
-SAMPLE_TOOLTIP: list[tuple[str, str, str]] = [
-    ("t_rel", "t (s)", ".2f"),
-    ("power_w", "power (W)", ".1f"),
-    ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
-    ("temp_c", "temperature (°C)", ".0f"),
-    ("reasons_names", "reasons", ""),
-]
+WINDOW_TOOLTIP = tips("kernel_power_table", ("window", "mode", "seconds", "avg_w", "pct_limit",
+                                              "sm_clock_mhz", "throttle_reasons", "tensor_util",
+                                              "class"))  # fmt: skip
+SAMPLE_TOOLTIP = tips("timeline", ("t_rel", "power_w", "sm_clock_mhz", "temp_c", "reasons_names"))
 
 
 def _gpu_layers(
@@ -339,20 +325,9 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
     )
     if limits:
         subtitle.append("dashed: power limit")
-    tooltip_cols: list[tuple[str, str, str]] = [
-        ("window", "window", ""),
-        ("backend", "backend", ""),
-        ("gpu", "GPU", "d"),
-        ("M", "M", "d"),
-        ("mode", "mode", ""),
-        ("avg_w", "avg W", ".1f"),
-        ("tensor_util", "tensor util (%)", ".0f"),
-        ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
-        ("dram_util", "DRAM util (%)", ".0f"),
-        ("pct_limit", "% of limit", ".1f"),
-        ("class", "class", ""),
-        ("why", "why", ""),
-    ]
+    tooltip_cols = tips("kernel_power_table", ("window", "backend", "gpu", "M", "mode", "avg_w",
+                                                "tensor_util", "sm_clock_mhz", "dram_util",
+                                                "pct_limit", "class", "why"))  # fmt: skip
     tooltip_cols = [
         t
         for t in tooltip_cols

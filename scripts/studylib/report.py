@@ -27,274 +27,27 @@ from .charts import (
     json_for_script,
     vega_bundle,
 )
-from .decode_figures import graphs_label
-from .findings import QUESTIONS, dummy_weights_note, graphs_pairs, tp_pairs
-from .findings.decode import invalid_note
-from .findings.decode import power_sources as decode_power_sources
+from .findings import QUESTIONS
 from .findings.sweep import fastest_per_size
-from .findings.windows import CLASSES, CLASSIFICATION_RULE, classify_windows
 from .io import read_json, write_text
-from .power_figures import CLASS_COLORS
-from .tables import read_optional
+from .report_tables import (
+    DASH,
+    DECODE_FIGURES,
+    POWER_FIGURES,
+    clean_text_columns,
+    dash,
+    decode_section,
+    fmt_cell,
+    is_missing,
+    kernel_power_section,
+    long_text,
+    relative_link,
+    sweep_table,
+)
+from .tables import fmt_us, read_optional
 
 TEMPLATE = "index.html.j2"
-DASH = "—"
-LONG_TEXT = 120
-
-#: Sweep table columns, in order; optional ones are shown only when they hold data.
-SWEEP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("backend", "backend"),
-    ("impl", "impl"),
-    ("op", "op"),
-    ("dtype", "dtype"),
-    ("shape", "shape"),
-    ("M", "M"),
-    ("N", "N"),
-    ("K", "K"),
-    ("G", "G"),
-    ("status", "status"),
-    ("eager_us", "eager µs"),
-    ("eager_iqr_us", "IQR µs"),
-    ("eager_samples", "samples"),
-    ("graph_us", "graph µs"),
-    ("cold_us", "cold µs"),
-    ("floor_us", "floor µs"),
-    ("launch_overhead_us", "launch µs"),
-    ("efficiency", "efficiency"),
-    ("tflops", "TFLOP/s"),
-    ("gbps", "GB/s"),
-    ("rel_err", "rel. err"),
-    ("cos_sim", "cos sim"),
-    ("sm_clock_mhz", "SM MHz"),
-    ("throttle", "throttle"),
-    ("error", "error"),
-)
-ALWAYS_SHOWN = {"backend", "impl", "op", "dtype", "shape", "M", "N", "K", "status", "eager_us"}
-TEXT_COLUMNS = {"backend", "impl", "op", "dtype", "shape", "status", "error", "throttle"}
-INT_COLUMNS = {"M", "N", "K", "G", "eager_samples"}
 GOOD = ("ok", "mismatch")
-
-#: Figure specs shown in the kernel-power section (when it is rendered), in this order.
-POWER_FIGURES: tuple[str, ...] = ("power_timeline", "power_vs_util")
-#: Clocks, clocks-event reasons and GPM utilisation: the same columns in every power table.
-CLOCK_AND_UTIL_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
-    ("sm_clock_mhz", "SM MHz", "{:.0f}"),
-    ("throttle_reasons", "reasons", None),
-    ("sm_util", "SM util %", "{:.0f}"),
-    ("tensor_util", "tensor util %", "{:.0f}"),
-    ("dram_util", "DRAM util %", "{:.0f}"),
-)
-
-#: Kernel-power window table: column -> (label, format); ``None`` for text.
-KERNEL_POWER_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
-    ("backend", "backend", None),
-    ("impl", "impl", None),
-    ("op", "op", None),
-    ("dtype", "dtype", None),
-    ("shape", "shape", None),
-    ("M", "M", "{:.0f}"),
-    ("gpu", "GPU", "{:.0f}"),
-    ("mode", "mode", None),
-    ("class", "class", None),  # early: visible without scrolling the wide table sideways
-    ("seconds", "seconds", "{:.1f}"),
-    ("avg_w", "avg W", "{:.1f}"),
-    ("avg_w_samples", "avg W (samples)", "{:.1f}"),
-    ("energy_gap_pct", "counter vs samples gap %", "{:+.1f}"),
-    ("pct_limit", "% of limit", "{:.1f}"),
-    *CLOCK_AND_UTIL_COLUMNS,
-    ("why", "why", None),
-    ("status", "status", None),
-    ("error", "error", None),
-)
-
-#: Figure specs shown in the decode-power section (when it is rendered), in this order; the
-#: expert figure (question 4) sits in its own subsection.
-DECODE_FIGURES: tuple[str, ...] = ("decode", "decode_latency", "decode_frontier", "experts")
-EXPERT_FIGURES: tuple[str, ...] = ("experts",)
-#: Decode table: column -> (label, format); ``None`` for text. Columns in DECODE_OPTIONAL are
-#: shown only when the table has them (older tables lack them).
-DECODE_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
-    ("engine", "engine", None),
-    ("variant", "variant", None),
-    ("concurrency", "concurrency", "{:.0f}"),
-    ("weights", "weights", None),
-    ("cuda_graphs", "CUDA graphs", None),
-    ("gpus", "GPUs", "{:.0f}"),
-    ("ep", "EP", "{:.0f}"),
-    ("steady_s", "steady s", "{:.1f}"),
-    ("valid", "valid", None),
-    ("output_tok_s", "tok/s", "{:,.1f}"),
-    ("tpot_ms", "TPOT ms", "{:.2f}"),
-    ("hbm_floor_ms", "HBM floor ms", "{:.2f}"),
-    ("tpot_over_floor", "TPOT ÷ floor", "{:.2f}"),
-    ("itl_p50_ms", "ITL p50 ms", "{:.2f}"),
-    ("itl_p99_ms", "ITL p99 ms", "{:.2f}"),
-    ("ttft_p50_ms", "TTFT p50 ms", "{:.1f}"),
-    ("avg_w_per_gpu", "W/GPU", "{:.1f}"),
-    ("w_gpu_min", "W/GPU min", "{:.1f}"),
-    ("w_gpu_median", "W/GPU median", "{:.1f}"),
-    ("w_gpu_max", "W/GPU max", "{:.1f}"),
-    ("idle_w_per_gpu", "idle W/GPU", "{:.1f}"),
-    ("avg_w_total", "W total", "{:.1f}"),
-    ("pct_limit", "% of limit", "{:.1f}"),
-    ("j_per_token", "J/token", "{:.4g}"),
-    ("j_per_token_net", "J/token net of idle", "{:.4g}"),
-    ("energy_gap_pct", "counter vs samples gap %", "{:+.1f}"),
-    *CLOCK_AND_UTIL_COLUMNS,
-    ("step_gb", "step GB", "{:.2f}"),
-    ("tok_s_over_c_tpot", "tok/s ÷ (C/TPOT)", "{:.2f}"),
-    ("decoding_share", "share of window decoding", "{:.2f}"),
-    ("load_cpu_pct", "load CPU %", "{:.0f}"),
-    ("first_error", "first error", None),
-)
-DECODE_OPTIONAL = frozenset(
-    {"weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "idle_w_per_gpu",
-     "j_per_token_net", "step_gb", "tok_s_over_c_tpot", "decoding_share", "load_cpu_pct",
-     "first_error", "w_gpu_min", "w_gpu_median", "w_gpu_max", "ep"}
-)  # fmt: skip
-#: CUDA graphs on against off (findings.graphs_pairs): column -> (label, format).
-PAIR_TABLE: tuple[tuple[str, str, str | None], ...] = (
-    ("engine", "engine", None),
-    ("weights", "weights", None),
-    ("gpus", "GPUs", "{:.0f}"),
-    ("concurrency", "C", "{:.0f}"),
-    ("tpot_on_ms", "TPOT on ms", "{:.2f}"),
-    ("tpot_off_ms", "TPOT off ms", "{:.2f}"),
-    ("tpot_ratio", "TPOT on÷off", "{:.2f}×"),
-    ("w_on", "W/GPU on", "{:.0f}"),
-    ("w_off", "W/GPU off", "{:.0f}"),
-    ("w_ratio", "W on÷off", "{:.2f}×"),
-    ("j_on", "J/token on", "{:.3g}"),
-    ("j_off", "J/token off", "{:.3g}"),
-    ("j_ratio", "J/token on÷off", "{:.2f}×"),
-    ("j_net_ratio", "net J/token on÷off", "{:.2f}×"),
-    ("tok_ratio", "tok/s on÷off", "{:.2f}×"),
-)
-#: One GPU against tensor parallelism (findings.tp_pairs): column -> (label, format).
-TP_TABLE: tuple[tuple[str, str, str | None], ...] = (
-    ("weights", "weights", None),
-    ("cuda_graphs", "CUDA graphs", None),
-    ("concurrency", "C", "{:.0f}"),
-    ("gpus_n", "GPUs", "{:.0f}"),
-    ("tok_s_1", "tok/s 1 GPU", "{:,.0f}"),
-    ("tok_s_n", "tok/s N GPUs", "{:,.0f}"),
-    ("tok_ratio", "tok/s N÷1", "{:.2f}×"),
-    ("tpot_1_ms", "TPOT 1 GPU ms", "{:.2f}"),
-    ("tpot_n_ms", "TPOT N GPUs ms", "{:.2f}"),
-    ("w_1", "W/GPU 1 GPU", "{:.0f}"),
-    ("w_n", "W/GPU N GPUs", "{:.0f}"),
-    ("w_n_min", "min W of N", "{:.0f}"),
-    ("w_n_max", "max W of N", "{:.0f}"),
-    ("pct_limit_n", "% of limit N", "{:.0f}"),
-    ("j_1", "J/token 1 GPU", "{:.3g}"),
-    ("j_n", "J/token N GPUs", "{:.3g}"),
-    ("j_ratio", "J/token N÷1", "{:.2f}×"),
-    ("clock_n_mhz", "SM MHz N", "{:.0f}"),
-    ("reasons_1", "limits 1 GPU", None),
-    ("reasons_n", "limits N GPUs", None),
-)
-#: The recorder pass against the main pass (tables/decode_recorder.csv).
-RECORDER_TABLE: tuple[tuple[str, str, str | None], ...] = (
-    ("variant", "variant", None),
-    ("concurrency", "C", "{:.0f}"),
-    ("steady_s", "steady s", "{:.1f}"),
-    ("tpot_ms", "TPOT with recorder ms", "{:.2f}"),
-    ("tpot_ms_off", "TPOT without ms", "{:.2f}"),
-    ("tpot_ratio", "TPOT with÷without", "{:.2f}×"),
-    ("output_tok_s", "tok/s with", "{:,.1f}"),
-    ("output_tok_s_off", "tok/s without", "{:,.1f}"),
-    ("avg_w_per_gpu", "W/GPU with", "{:.1f}"),
-    ("avg_w_per_gpu_off", "W/GPU without", "{:.1f}"),
-    ("errors", "errors", "{:.0f}"),
-)
-
-
-# ---------------------------------------------------------------------------------------------
-# Small formatting helpers
-# ---------------------------------------------------------------------------------------------
-
-
-def is_missing(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    if isinstance(value, str) and value.strip() == "":
-        return True
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def dash(value: Any) -> Any:
-    """The value, or an em dash when it is missing."""
-    return DASH if is_missing(value) else value
-
-
-def fmt_us(value: float) -> str:
-    if value < 10:
-        return f"{value:.2f}"
-    if value < 100:
-        return f"{value:.1f}"
-    return f"{value:,.0f}"
-
-
-def _parse_cell(column: str, value: Any) -> float | str | None:
-    """None when missing; text for text columns and non-numbers; else the number."""
-    if is_missing(value):
-        return None
-    if column in TEXT_COLUMNS:
-        return str(value)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def fmt_cell(column: str, value: Any) -> str:
-    """Readable text for a sweep-table cell ('' when missing)."""
-    v = _parse_cell(column, value)
-    if v is None:
-        return ""
-    if isinstance(v, str):
-        return v
-    if column in INT_COLUMNS:
-        return f"{int(v)}"
-    if column.endswith("_us"):
-        return fmt_us(v)
-    if column == "rel_err":
-        return f"{v:.2e}"
-    if column == "cos_sim":
-        return f"{v:.6f}"
-    if column == "efficiency":
-        return f"{v:.1%}" if v <= 2 else f"{v:.2f}"
-    if column in ("tflops", "gbps"):
-        return f"{v:,.1f}"
-    return f"{v:.4g}"
-
-
-def sort_key(column: str, value: Any) -> str:
-    """Value used by the table's client-side sort (numbers as plain decimals)."""
-    v = _parse_cell(column, value)
-    if v is None:
-        return ""
-    return v if isinstance(v, str) else repr(v)
-
-
-def long_text(text: Any, limit: int = LONG_TEXT) -> dict[str, Any]:
-    """A message split for display: short head, and the full text when it is long."""
-    full = "" if is_missing(text) else str(text)
-    one_line = " ".join(full.split())
-    if len(one_line) <= limit and "\n" not in full.strip():
-        return {"short": one_line, "full": None}
-    return {"short": one_line[: limit - 1] + "…", "full": full}
-
-
-def relative_link(target: str | os.PathLike, out_html: str | os.PathLike) -> str:
-    """Path of ``target`` relative to the report's folder, with forward slashes."""
-    base = Path(out_html).resolve().parent
-    return Path(os.path.relpath(Path(target).resolve(), base)).as_posix()
 
 
 def _slug(text: str) -> str:
@@ -304,13 +57,6 @@ def _slug(text: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------------------------
-
-
-def _clean_text_columns(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
-    for column in columns:
-        if column in df.columns:
-            df[column] = df[column].fillna("").astype(str)
-    return df
 
 
 def load_hardware(path: str | os.PathLike | None) -> dict[str, Any]:
@@ -426,7 +172,7 @@ def backend_summaries(sweep: pd.DataFrame) -> list[dict[str, Any]]:
 def support_rows(support: pd.DataFrame) -> list[dict[str, Any]]:
     if support.empty:
         return []
-    df = _clean_text_columns(support.copy(), ("backend", "impl", "op", "dtype", "status", "reason"))
+    df = clean_text_columns(support.copy(), ("backend", "impl", "op", "dtype", "status", "reason"))
     keys = [c for c in ("backend", "impl", "op", "dtype") if c in df.columns]
     df = df.sort_values(keys) if keys else df
     rows = []
@@ -463,213 +209,14 @@ def fastest_table(sweep: pd.DataFrame) -> dict[str, Any] | None:
             if cell is None:
                 cells.append(None)
                 continue
-            beside = [f"{mode} {fmt_us(cell[f'{mode}_us'])}" for mode in ("graph", "eager")
+            beside = [f"{mode} {fmt_us(cell[f'{mode}_us'], False)}" for mode in ("graph", "eager")
                       if mode != row["basis"] and not math.isnan(cell[f"{mode}_us"])]  # fmt: skip
             cells.append({"who": " = ".join(cell["who"]), "op": cell["op"],
-                          "us": fmt_us(cell["us"]), "beside": ", ".join(beside),
+                          "us": fmt_us(cell["us"], False), "beside": ", ".join(beside),
                           "color": backend_color(cell["backend"])})  # fmt: skip
         rows.append({"dtype": row["dtype"], "shape": row["shape"], "basis": row["basis"],
                      "contenders": row["contenders"], "cells": cells})  # fmt: skip
     return {"ms": ms, "rows": rows, "rule": ranked["rule"]}
-
-
-def sweep_table(sweep: pd.DataFrame) -> dict[str, Any]:
-    if sweep.empty:
-        return {"columns": [], "rows": []}
-    columns = [
-        (c, label)
-        for c, label in SWEEP_COLUMNS
-        if c in sweep.columns and (c in ALWAYS_SHOWN or sweep[c].replace("", pd.NA).notna().any())
-    ]
-    rows = []
-    for rec in sweep.to_dict("records"):
-        cells = []
-        for column, _ in columns:
-            value = rec.get(column)
-            cell = {"key": sort_key(column, value), "num": column not in TEXT_COLUMNS}
-            if column == "error":
-                cell["long"] = long_text(value, 80)
-            else:
-                cell["text"] = fmt_cell(column, value)
-            cells.append(cell)
-        rows.append({"status": str(rec.get("status", "")), "cells": cells})
-    return {"columns": columns, "rows": rows}
-
-
-def _kp_cell(value: Any, fmt: str | None) -> dict[str, Any]:
-    if is_missing(value):
-        return {"text": "", "key": "", "num": fmt is not None}
-    if fmt is None:
-        return {"text": str(value), "key": str(value), "num": False}
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return {"text": str(value), "key": str(value), "num": False}
-    return {"text": fmt.format(v), "key": repr(v), "num": True}
-
-
-def kernel_power_section(
-    path: str | os.PathLike | None, charts: list[dict[str, Any]], out_html
-) -> dict[str, Any] | None:
-    """The kernel-power section's context, or None when no table was given."""
-    if path is None:
-        return None
-    windows = read_optional(path)
-    columns = list(KERNEL_POWER_COLUMNS)
-    if not windows.empty and "gpu" in windows.columns:
-        if pd.to_numeric(windows["gpu"], errors="coerce").nunique() <= 1:
-            columns = [c for c in columns if c[0] != "gpu"]
-    rows = []
-    no_power: list[str] = []
-    sources: list[str] = []
-    if not windows.empty:
-        windows = _clean_text_columns(
-            classify_windows(windows),
-            ("backend", "impl", "op", "dtype", "shape", "mode", "throttle_reasons", "status")
-            + ("error", "power_source", "why", "class"),
-        )
-        for rec in windows.to_dict("records"):
-            cells = []
-            for column, _, fmt in columns:
-                value = rec.get(column)
-                if column == "error":
-                    cells.append({"long": long_text(value, 80), "key": str(value or "")})
-                else:
-                    cells.append(_kp_cell(value, fmt))
-            rows.append(
-                {"cells": cells, "class": rec["class"], "status": str(rec.get("status", ""))}
-            )
-        sources = sorted({s or "none" for s in windows["power_source"]})
-        if "backend" in windows.columns:
-            by_backend = windows.groupby("backend")["power_source"].agg(
-                lambda s: {v or "none" for v in s}
-            )
-            no_power = sorted(b for b, v in by_backend.items() if v == {"none"})
-    counts = {}
-    for row in rows:
-        counts[row["class"]] = counts.get(row["class"], 0) + 1
-    return {
-        "rule": list(CLASSIFICATION_RULE),
-        "columns": [(c, label) for c, label, _ in columns],
-        "rows": rows,
-        "class_counts": [
-            (c, counts[c], CLASS_COLORS.get(c, "#ccc"))
-            for c in sorted(counts, key=lambda c: CLASSES.index(c) if c in CLASSES else 99)
-        ],
-        "class_colors": CLASS_COLORS,
-        "sources": sources,
-        "no_nvml": bool(rows) and sources == ["none"],
-        "no_power_backends": no_power if sources != ["none"] else [],
-        "charts": sorted(
-            (c for c in charts if c["kind"] == "power"),
-            key=lambda c: POWER_FIGURES.index(c["name"]),
-        ),
-        "link": relative_link(path, out_html),
-    }
-
-
-def _table(frame: pd.DataFrame, spec) -> dict[str, Any]:
-    """A small table's context: its columns (those present) and formatted cells per row."""
-    columns = [(c, label, fmt) for c, label, fmt in spec if c in frame.columns]
-    rows = [
-        [_kp_cell(rec.get(c), fmt) for c, _, fmt in columns] for rec in frame.to_dict("records")
-    ]
-    return {"columns": [label for _, label, _ in columns], "rows": rows}
-
-
-def decode_section(
-    path: str | os.PathLike | None,
-    charts: list[dict[str, Any]],
-    out_html,
-    expert_m_csv: str | os.PathLike | None = None,
-    recorder_csv: str | os.PathLike | None = None,
-) -> dict[str, Any] | None:
-    """The decode-power section's context, or None when no decode table was given.
-
-    ``expert_m_csv`` (per-expert M) and ``recorder_csv`` (what SGLang's expert recorder cost)
-    add their links and the recorder-cost table."""
-    if path is None:
-        return None
-    table = read_optional(path)
-    rows = []
-    sources: list[str] = []
-    no_power_variants: list[str] = []
-    dummy: list[str] = []
-    dummy_note = ""
-    columns = [c for c in DECODE_COLUMNS if c[0] not in DECODE_OPTIONAL or c[0] in table.columns]
-    if not table.empty:
-        table = _clean_text_columns(
-            table.copy(),
-            ("engine", "variant", "power_source", "throttle_reasons", "weights", "first_error"),
-        )
-        if "concurrency" in table.columns:
-            table["_c"] = pd.to_numeric(table["concurrency"], errors="coerce")
-            sort = [c for c in ("engine", "variant", "_c") if c in table.columns]
-            table = table.sort_values(sort, kind="stable")
-        for rec in table.to_dict("records"):
-            note = invalid_note(rec)
-            cells = []
-            for column, _, fmt in columns:
-                if column == "valid":
-                    text = "yes" if not note else note.replace("invalid: ", "no: ", 1)
-                    cells.append({"text": text, "key": "1" if not note else "0", "num": False})
-                elif column == "cuda_graphs":
-                    text = graphs_label(rec.get(column)).removeprefix("CUDA graphs ")
-                    cells.append({"text": text, "key": text, "num": False})
-                elif column == "first_error":
-                    cells.append({"long": long_text(rec.get(column), 80),
-                                  "key": str(rec.get(column) or "")})  # fmt: skip
-                else:
-                    cells.append(_kp_cell(rec.get(column), fmt))
-            rows.append({"cells": cells, "valid": not note, "note": note})
-        sources = decode_power_sources(table)
-        if "variant" in table.columns and "power_source" in table.columns:
-            by_variant = table.groupby("variant")["power_source"].agg(
-                lambda s: {v or "none" for v in s}
-            )
-            no_power_variants = sorted(v for v, src in by_variant.items() if src == {"none"})
-        dummy, dummy_note = dummy_weights_note(table)
-    pairs = graphs_pairs(table) if not table.empty else pd.DataFrame()
-    tp = tp_pairs(table) if not table.empty else pd.DataFrame()
-    if len(tp):
-        tp["cuda_graphs"] = tp["cuda_graphs"].map(graphs_label).str.removeprefix("CUDA graphs ")
-    recorder = read_optional(recorder_csv) if recorder_csv is not None else pd.DataFrame()
-    if not recorder.empty and "variant" in recorder.columns:
-        recorder = _clean_text_columns(recorder, ("variant",))
-        recorder["_c"] = pd.to_numeric(recorder.get("concurrency"), errors="coerce")
-        recorder = recorder.sort_values(["variant", "_c"], kind="stable")
-    ratios = pd.to_numeric(recorder.get("tpot_ratio"), errors="coerce") if len(recorder) else None
-    links = [(label, relative_link(p, out_html)) for label, p in (
-        ("decode.csv", path), ("expert_m.csv", expert_m_csv),
-        ("decode_recorder.csv", recorder_csv)) if p is not None]  # fmt: skip
-    return {
-        "columns": [(c, label) for c, label, _ in columns],
-        "rows": rows,
-        "n_invalid": sum(1 for r in rows if not r["valid"]),
-        "sources": sources,
-        "no_power": bool(rows) and sources == ["none"],
-        "no_power_variants": no_power_variants if sources != ["none"] else [],
-        "dummy_variants": dummy,
-        "dummy_note": dummy_note,
-        "pairs": _table(pairs, PAIR_TABLE) if len(pairs) else None,
-        "tp": _table(tp, TP_TABLE) if len(tp) else None,
-        "recorder": _table(recorder, RECORDER_TABLE) if len(recorder) else None,
-        "recorder_span": (
-            (f"{ratios.min():.2f}×", f"{ratios.max():.2f}×")
-            if ratios is not None and ratios.notna().any()
-            else None
-        ),
-        "recorder_given": recorder_csv is not None,
-        "charts": sorted(
-            (c for c in charts if c["kind"] == "decode" and c["name"] not in EXPERT_FIGURES),
-            key=lambda c: DECODE_FIGURES.index(c["name"]),
-        ),
-        "expert_charts": [
-            c for c in charts if c["kind"] == "decode" and c["name"] in EXPERT_FIGURES
-        ],
-        "link": relative_link(path, out_html),
-        "links": links,
-    }
 
 
 def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html) -> list[dict[str, Any]]:
@@ -759,7 +306,7 @@ def build_context(
     if git:
         # The commit the report is rendered from, not the one hardware.json was collected at.
         hw = {**hw, **git}
-    sweep = _clean_text_columns(
+    sweep = clean_text_columns(
         read_optional(sweep_csv),
         ("backend", "impl", "op", "dtype", "shape", "status", "error", "device_name"),
     )

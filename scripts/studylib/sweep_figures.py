@@ -26,7 +26,7 @@ from .charts import (
     status_scale,
     strict_frame,
 )
-from .tables import read_optional
+from .tables import read_optional, tips
 
 #: Timing modes of a sweep row: column -> (label, stroke dash).
 TIMING_MODES: dict[str, tuple[str, list[int]]] = {
@@ -36,22 +36,11 @@ TIMING_MODES: dict[str, tuple[str, list[int]]] = {
     "floor_us": ("roofline floor", [1, 4]),
 }
 
-#: Optional sweep columns shown in tooltips when present.
-TOOLTIP_EXTRA: tuple[tuple[str, str, str], ...] = (
-    ("eager_iqr_us", "eager IQR (µs)", ".3g"),
-    ("eager_samples", "samples", "d"),
-    ("graph_us", "graph (µs)", ".4g"),
-    ("cold_us", "cold (µs)", ".4g"),
-    ("floor_us", "floor (µs)", ".4g"),
-    ("launch_overhead_us", "launch overhead (µs)", ".3g"),
-    ("tflops", "TFLOP/s", ".4g"),
-    ("gbps", "GB/s", ".4g"),
-    ("efficiency", "efficiency", ".1%"),
-    ("rel_err", "rel. error", ".2e"),
-    ("cos_sim", "cos sim", ".6f"),
-    ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
-    ("throttle", "throttle", ""),
-)
+#: Optional sweep columns shown in tooltips when present: (column, title, format).
+TOOLTIP_EXTRA: list[tuple[str, str, str]] = tips("sweep_table", (
+    "eager_iqr_us", "eager_samples", "graph_us", "cold_us", "floor_us", "launch_overhead_us",
+    "tflops", "gbps", "efficiency", "rel_err", "cos_sim", "sm_clock_mhz", "throttle",
+))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

@@ -439,3 +439,209 @@ def read_optional(path: str | os.PathLike | None) -> pd.DataFrame:
         return pd.read_csv(path, keep_default_na=True)
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
+
+
+# ---------------------------------------------------------------------------------------------
+# How columns are shown: the report's tables, the figures' tooltips, the findings' numbers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    """How a column is shown. ``label``: its header in the report's tables (``None``: shown
+    only in tooltips); ``fmt``: its cells' format, a spec that Python's ``format`` and Vega's
+    d3-format read alike (``None``: text; ``"us"``: :func:`fmt_us` without its unit);
+    ``unit``: written after each formatted number; ``tip`` and ``tip_fmt``: the figures'
+    tooltip title and format, where they differ from ``label`` and ``fmt``."""
+
+    label: str | None
+    fmt: str | None = None
+    unit: str = ""
+    tip: str | None = None
+    tip_fmt: str | None = None
+
+    @property
+    def title(self) -> str:
+        """The tooltip's title."""
+        return self.tip or self.label or ""
+
+    @property
+    def tip_format(self) -> str:
+        """The tooltip's d3 format ("" for text)."""
+        return self.tip_fmt if self.tip_fmt is not None else self.fmt or ""
+
+    def text(self, value: float) -> str:
+        """A number as this column's cells show it."""
+        return fmt_number(value, self.fmt or ".4g") + self.unit
+
+
+def fmt_us(us: float, unit: bool = True) -> str:
+    """Microseconds with sensible precision: with ``unit`` as the findings write them (in ms
+    from 1 ms on), else as a table cell under a "µs" header."""
+    if not unit:
+        return f"{us:.2f}" if us < 10 else f"{us:.1f}" if us < 100 else f"{us:,.0f}"
+    if us >= 10000:
+        return f"{us / 1000:.1f} ms"
+    if us >= 1000:
+        return f"{us / 1000:.2f} ms"
+    if us >= 100:
+        return f"{us:.0f} µs"
+    if us >= 1:
+        return f"{us:.1f} µs"
+    return f"{us:.2f} µs"
+
+
+def fmt_number(value: float, fmt: str) -> str:
+    """``value`` in format ``fmt`` (a :class:`Column`'s): "d" whole, "us" microseconds."""
+    if fmt == "d":
+        return f"{int(value)}"
+    if fmt == "us":
+        return fmt_us(value, unit=False)
+    return format(value, fmt)
+
+
+def _text(*names: str) -> dict[str, Column]:
+    return {name: Column(name) for name in names}
+
+
+_KEY = _text("backend", "impl", "op", "dtype", "shape")
+#: Clocks, clocks-event reasons and GPM utilisation: the same in every power table.
+_CLOCKS = {
+    "sm_clock_mhz": Column("SM MHz", ".0f", tip="SM clock (MHz)"),
+    "throttle_reasons": Column("reasons"),
+    "sm_util": Column("SM util %", ".0f", tip="SM util (%)"),
+    "tensor_util": Column("tensor util %", ".0f", tip="tensor util (%)"),
+    "dram_util": Column("DRAM util %", ".0f", tip="DRAM util (%)"),
+}
+_ENERGY_GAP = Column("counter vs samples gap %", "+.1f", tip="counter vs samples gap (%)")
+
+#: {table: {column: Column}}, each table's columns in the order its report table shows them
+#: (those with no label: tooltips only). Tables beyond :func:`table`'s: the findings' pair
+#: tables (``graphs_pairs``, ``tp_pairs``).
+SHOWN: dict[str, dict[str, Column]] = {
+    "sweep_table": {
+        **_KEY, **{c: Column(c, "d") for c in ("M", "N", "K", "G")}, **_text("status"),
+        "eager_us": Column("eager µs", "us"),
+        "eager_iqr_us": Column("IQR µs", "us", tip="eager IQR (µs)", tip_fmt=".3g"),
+        "eager_samples": Column("samples", "d"),
+        "graph_us": Column("graph µs", "us", tip="graph (µs)", tip_fmt=".4g"),
+        "cold_us": Column("cold µs", "us", tip="cold (µs)", tip_fmt=".4g"),
+        "floor_us": Column("floor µs", "us", tip="floor (µs)", tip_fmt=".4g"),
+        "launch_overhead_us": Column("launch µs", "us", tip="launch overhead (µs)",
+                                     tip_fmt=".3g"),
+        "efficiency": Column("efficiency", ".1%"),
+        "tflops": Column("TFLOP/s", ",.1f", tip_fmt=".4g"),
+        "gbps": Column("GB/s", ",.1f", tip_fmt=".4g"),
+        "rel_err": Column("rel. err", ".2e", tip="rel. error"),
+        "cos_sim": Column("cos sim", ".6f"),
+        "sm_clock_mhz": Column("SM MHz", ".4g", tip="SM clock (MHz)", tip_fmt=".0f"),
+        **_text("throttle", "error"),
+    },
+    "kernel_power_table": {
+        **_KEY, "M": Column("M", ".0f", tip_fmt="d"), "gpu": Column("GPU", ".0f", tip_fmt="d"),
+        # class early: visible without scrolling the wide table sideways
+        **_text("mode", "class"),
+        "seconds": Column("seconds", ".1f"),
+        "avg_w": Column("avg W", ".1f"),
+        "avg_w_samples": Column("avg W (samples)", ".1f"),
+        "energy_gap_pct": _ENERGY_GAP,
+        "pct_limit": Column("% of limit", ".1f"),
+        **_CLOCKS, **_text("why", "status", "error"),
+        "window": Column(None, tip="window"),
+    },
+    "timeline": {
+        "t_rel": Column(None, ".2f", tip="t (s)"),
+        "power_w": Column(None, ".1f", tip="power (W)"),
+        "sm_clock_mhz": _CLOCKS["sm_clock_mhz"],
+        "temp_c": Column(None, ".0f", tip="temperature (°C)"),
+        "reasons_names": Column(None, tip="reasons"),
+    },
+    "decode_table": {
+        **_text("engine", "variant"),
+        "concurrency": Column("concurrency", ".0f", tip_fmt="d"),
+        "weights": Column("weights"),
+        "cuda_graphs": Column("CUDA graphs"),
+        "gpus": Column("GPUs", ".0f", tip_fmt="d"),
+        "ep": Column("EP", ".0f"),
+        "steady_s": Column("steady s", ".1f", tip="steady window (s)"),
+        "valid": Column("valid"),
+        "output_tok_s": Column("tok/s", ",.1f", tip="output tok/s"),
+        "tpot_ms": Column("TPOT ms", ".2f", tip="TPOT (ms)"),
+        "hbm_floor_ms": Column("HBM floor ms", ".2f", tip="HBM floor of a step (ms)"),
+        "tpot_over_floor": Column("TPOT ÷ floor", ".2f", tip="TPOT ÷ HBM floor"),
+        "itl_p50_ms": Column("ITL p50 ms", ".2f", tip="ITL p50 (ms)"),
+        "itl_p99_ms": Column("ITL p99 ms", ".2f", tip="ITL p99 (ms)"),
+        "ttft_p50_ms": Column("TTFT p50 ms", ".1f", tip="TTFT p50 (ms)"),
+        "avg_w_per_gpu": Column("W/GPU", ".1f", tip="avg W per GPU"),
+        **{f"w_gpu_{s}": Column(f"W/GPU {s}", ".1f") for s in ("min", "median", "max")},
+        "idle_w_per_gpu": Column("idle W/GPU", ".1f", tip="idle W per GPU"),
+        "avg_w_total": Column("W total", ".1f", tip="avg W total"),
+        "pct_limit": Column("% of limit", ".1f", tip="% of power limit"),
+        "j_per_token": Column("J/token", ".4g", tip="J per output token"),
+        "j_per_token_net": Column("J/token net of idle", ".4g", tip="J per token net of idle"),
+        "energy_gap_pct": _ENERGY_GAP,
+        **_CLOCKS,
+        "throttle_reasons": Column("reasons", tip="clocks-event reasons"),
+        "step_gb": Column("step GB", ".2f"),
+        "tok_s_over_c_tpot": Column("tok/s ÷ (C/TPOT)", ".2f"),
+        "decoding_share": Column("share of window decoding", ".2f"),
+        "load_cpu_pct": Column("load CPU %", ".0f"),
+        "first_error": Column("first error"),
+        "graphs": Column(None, tip="CUDA graphs"),
+        "validity": Column(None, tip="validity"),
+        "requests": Column(None, "d", tip="requests"),
+        "power_source": Column(None, tip="power source"),
+    },
+    # CUDA graphs on against off (findings.graphs_pairs).
+    "graphs_pairs": {
+        **_text("engine", "weights"), "gpus": Column("GPUs", ".0f"),
+        "concurrency": Column("C", ".0f"),
+        "tpot_on_ms": Column("TPOT on ms", ".2f"), "tpot_off_ms": Column("TPOT off ms", ".2f"),
+        "tpot_ratio": Column("TPOT on÷off", ".2f", "×"),
+        "w_on": Column("W/GPU on", ".0f"), "w_off": Column("W/GPU off", ".0f"),
+        "w_ratio": Column("W on÷off", ".2f", "×"),
+        "j_on": Column("J/token on", ".3g"), "j_off": Column("J/token off", ".3g"),
+        "j_ratio": Column("J/token on÷off", ".2f", "×"),
+        "j_net_ratio": Column("net J/token on÷off", ".2f", "×"),
+        "tok_ratio": Column("tok/s on÷off", ".2f", "×"),
+    },
+    # One GPU against tensor parallelism (findings.tp_pairs).
+    "tp_pairs": {
+        **_text("weights"), "cuda_graphs": Column("CUDA graphs"),
+        "concurrency": Column("C", ".0f"), "gpus_n": Column("GPUs", ".0f"),
+        "tok_s_1": Column("tok/s 1 GPU", ",.0f"), "tok_s_n": Column("tok/s N GPUs", ",.0f"),
+        "tok_ratio": Column("tok/s N÷1", ".2f", "×"),
+        "tpot_1_ms": Column("TPOT 1 GPU ms", ".2f"),
+        "tpot_n_ms": Column("TPOT N GPUs ms", ".2f"),
+        "w_1": Column("W/GPU 1 GPU", ".0f"), "w_n": Column("W/GPU N GPUs", ".0f"),
+        "w_n_min": Column("min W of N", ".0f"), "w_n_max": Column("max W of N", ".0f"),
+        "pct_limit_n": Column("% of limit N", ".0f"),
+        "j_1": Column("J/token 1 GPU", ".3g"), "j_n": Column("J/token N GPUs", ".3g"),
+        "j_ratio": Column("J/token N÷1", ".2f", "×"),
+        "clock_n_mhz": Column("SM MHz N", ".0f"),
+        "reasons_1": Column("limits 1 GPU"), "reasons_n": Column("limits N GPUs"),
+    },
+    # The recorder pass against the main pass.
+    "recorder_table": {
+        **_text("variant"), "concurrency": Column("C", ".0f"),
+        "steady_s": Column("steady s", ".1f"),
+        "tpot_ms": Column("TPOT with recorder ms", ".2f"),
+        "tpot_ms_off": Column("TPOT without ms", ".2f"),
+        "tpot_ratio": Column("TPOT with÷without", ".2f", "×"),
+        "output_tok_s": Column("tok/s with", ",.1f"),
+        "output_tok_s_off": Column("tok/s without", ",.1f"),
+        "avg_w_per_gpu": Column("W/GPU with", ".1f"),
+        "avg_w_per_gpu_off": Column("W/GPU without", ".1f"),
+        "errors": Column("errors", ".0f"),
+    },
+}  # fmt: skip
+
+
+def shown(name: str) -> list[tuple[str, Column]]:
+    """Table ``name``'s report columns, in order: (column, :class:`Column`)."""
+    return [(c, col) for c, col in SHOWN[name].items() if col.label is not None]
+
+
+def tips(name: str, columns) -> list[tuple[str, str, str]]:
+    """Tooltip rows of ``columns`` of table ``name``: (column, title, d3 format; "" for text)."""
+    return [(c, SHOWN[name][c].title, SHOWN[name][c].tip_format) for c in columns]

@@ -11,6 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..tables import fmt_us as fmt_us  # the one fmt_us; findings modules import it from here
+
 Question = int | str
 
 
@@ -105,19 +107,6 @@ def text_of(value: Any) -> str:
     if value is pd.NA or value is pd.NaT:
         return ""
     return str(value).strip()
-
-
-def fmt_us(us: float) -> str:
-    """Microseconds with sensible precision (in ms from 1 ms on)."""
-    if us >= 10000:
-        return f"{us / 1000:.1f} ms"
-    if us >= 1000:
-        return f"{us / 1000:.2f} ms"
-    if us >= 100:
-        return f"{us:.0f} µs"
-    if us >= 1:
-        return f"{us:.1f} µs"
-    return f"{us:.2f} µs"
 
 
 def fmt_ratio(r: float) -> str:
