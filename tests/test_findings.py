@@ -785,14 +785,14 @@ def ranked_rows(times: dict, column="cold_us", iqr=0.0) -> pd.DataFrame:
 
 
 def test_times_within_three_percent_are_one_winner():
-    from studylib.findings.sweep import fastest
+    from studylib.findings.ranking import fastest
 
     names, best = fastest(ranked_rows({"a": 10.0, "b": 10.29, "c": 10.31}), "cold_us")
     assert names == ["a·x mm", "b·x mm"] and best["backend"] == "a"
 
 
 def test_a_wide_iqr_widens_the_tie():
-    from studylib.findings.sweep import fastest
+    from studylib.findings.ranking import fastest
 
     rows = ranked_rows({"a": 10.0, "b": 10.5}, iqr=0.6)
     assert fastest(rows, "cold_us")[0] == ["a·x mm", "b·x mm"]
@@ -800,7 +800,7 @@ def test_a_wide_iqr_widens_the_tie():
 
 
 def test_rankings_use_cold_time_where_every_row_has_it():
-    from studylib.findings.sweep import fastest_per_size
+    from studylib.findings.ranking import fastest_per_size
 
     rows = []
     for backend, eager, graph, cold in (("hot", 30.0, 4.0, 9.0), ("cold", 40.0, 5.0, 6.0)):
@@ -818,7 +818,7 @@ def test_rankings_use_cold_time_where_every_row_has_it():
 
 
 def test_ranking_survives_tables_joined_with_repeated_row_labels():
-    from studylib.findings.sweep import fastest
+    from studylib.findings.ranking import fastest
 
     rows = pd.concat([ranked_rows({"a": 10.0}), ranked_rows({"b": 12.0})])  # index 0 twice
     assert fastest(rows, "cold_us")[0] == ["a·x mm"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .findings.sweep import TIE_SHARE
+from .findings.ranking import TIE_SHARE
 
 KEYS = ["backend", "impl", "op", "dtype", "N", "K", "G", "M", "top_k", "routing"]
 MODES = ("cold", "graph", "eager")

@@ -28,7 +28,7 @@ from .charts import (
     vega_bundle,
 )
 from .findings import QUESTIONS
-from .findings.sweep import fastest_per_size
+from .findings.ranking import fastest_per_size
 from .io import read_json, write_text
 from .report_tables import (
     DASH,
