@@ -10,6 +10,7 @@ from snakemake.utils import validate
 # The study's library lives under scripts/ beside the entry scripts.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
+from studylib.figure_list import figures, spec_path  # noqa: E402
 from studylib.hardware import job_versions, nvml_driver  # noqa: E402
 from studylib.plan import (  # noqa: E402
     ConfigFileError,
@@ -71,19 +72,9 @@ POWER_BACKENDS = [b for b in BACKENDS if config["kernel_power"]["backends"].get(
 CONFIG_HASH = stable_hash(config)
 CONFIG_TEXT = yaml.safe_dump(config, sort_keys=False)
 # Every figure's Vega-Lite spec: what the report embeds and `all` builds (each with its HTML
-# and PNG); the plot rules of each stage's .smk write them.
-FIGURE_SPECS = [
-    "results/figures/support.vl.json",
-    "results/figures/efficiency.vl.json",
-    "results/figures/launch_overhead.vl.json",
-    "results/figures/power_timeline.vl.json",
-    "results/figures/power_vs_util.vl.json",
-    "results/figures/decode.vl.json",
-    "results/figures/decode_latency.vl.json",
-    "results/figures/decode_frontier.vl.json",
-    "results/figures/experts.vl.json",
-    *(f"results/figures/latency_{backend}.vl.json" for backend in BACKENDS),
-]
+# and PNG); the plot rules of each stage's .smk write them. The list is studylib/figure_list.py.
+FIGURES = figures(BACKENDS)
+FIGURE_SPECS = [spec_path(name) for name in FIGURES]
 REPORT_TEMPLATES = sorted(
     str(path) for path in (Path(workflow.basedir) / "report" / "templates").glob("*")
 )

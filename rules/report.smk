@@ -42,5 +42,6 @@ rule report:
     params:
         config_hash=CONFIG_HASH,
         config_text=CONFIG_TEXT,
+        figures=FIGURES,
     script:
         "../scripts/render_report.py"

@@ -36,4 +36,6 @@ render_report(
     # Optional: per-expert M and the expert recorder's cost, in the decode section.
     expert_m_csv=snakemake.input.get("expert_m"),  # noqa: F821
     decode_recorder_csv=snakemake.input.get("decode_recorder"),  # noqa: F821
+    # The study's figure list (figure_list.py), as the rules built the specs from it.
+    figures=snakemake.params.figures,  # noqa: F821
 )

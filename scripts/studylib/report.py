@@ -18,6 +18,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from . import figure_list
 from .charts import (
     BACKEND_COLORS,
     EMBED_OPTIONS,
@@ -32,8 +33,6 @@ from .findings.ranking import fastest_per_size
 from .io import read_json, write_text
 from .report_tables import (
     DASH,
-    DECODE_FIGURES,
-    POWER_FIGURES,
     clean_text_columns,
     dash,
     decode_section,
@@ -219,21 +218,14 @@ def fastest_table(sweep: pd.DataFrame) -> dict[str, Any] | None:
     return {"ms": ms, "rows": rows, "rule": ranked["rule"]}
 
 
-def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html) -> list[dict[str, Any]]:
-    """One entry per spec file; its kind from the name (``latency_<backend>``, ``support``, …)."""
+def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html,
+                  figures: dict[str, tuple[str, str | None]]) -> list[dict[str, Any]]:  # fmt: skip
+    """One entry per spec file, placed by the study's figure list (``figures``: name ->
+    (section, backend), figure_list.py); a spec the list lacks goes to "other"."""
     entries = []
     for path in sorted(map(Path, spec_paths or []), key=lambda p: p.name):
         name = path.name.removesuffix(".json").removesuffix(".vl")
-        if name == "support":
-            kind, backend = "support", None
-        elif name.startswith("latency_"):
-            kind, backend = "latency", name.removeprefix("latency_")
-        elif name in POWER_FIGURES:
-            kind, backend = "power", None
-        elif name in DECODE_FIGURES:
-            kind, backend = "decode", None
-        else:
-            kind, backend = "other", None
+        kind, backend = figures.get(name, ("other", None))
         stem = path.with_name(name)
         links = [
             (label, relative_link(stem.with_suffix(suffix), out_html))
@@ -301,7 +293,10 @@ def build_context(
     findings=None,
     expert_m_csv=None,
     decode_recorder_csv=None,
+    figures: dict | None = None,
 ) -> dict[str, Any]:
+    """``figures``: the study's figure list (figure_list.figures, as the report rule passes
+    it); without it, the list for the backends the sweep table holds."""
     hw = load_hardware(hardware_json)
     if git:
         # The commit the report is rendered from, not the one hardware.json was collected at.
@@ -311,7 +306,11 @@ def build_context(
         ("backend", "impl", "op", "dtype", "shape", "status", "error", "device_name"),
     )
     support = read_optional(support_csv)
-    charts = chart_entries(spec_paths, out_html)
+    if figures is None:
+        figures = figure_list.figures(
+            sorted(sweep["backend"].dropna().unique()) if "backend" in sweep.columns else []
+        )
+    charts = chart_entries(spec_paths, out_html, figures)
     summaries = backend_summaries(sweep)
     latency = {c["backend"]: c for c in charts if c["kind"] == "latency"}
     backends = sorted(set(latency) | {s["backend"] for s in summaries})
@@ -348,7 +347,7 @@ def build_context(
             for c in charts
             if c["kind"] == "other"
             or (c["kind"] == "power" and kernel_power is None)
-            or (c["kind"] == "decode" and decode is None)
+            or (c["kind"] in ("decode", "experts") and decode is None)
         ],
         "kernel_power": kernel_power,
         "decode": decode,
@@ -364,45 +363,15 @@ def build_context(
     }
 
 
-def render_report(
-    hardware_json: str | os.PathLike,
-    sweep_csv: str | os.PathLike,
-    support_csv: str | os.PathLike,
-    spec_paths: list,
-    out_html: str | os.PathLike,
-    config_hash: str | None,
-    template_dir: str | os.PathLike,
-    config_yaml_text: str | None = None,
-    git: dict | None = None,
-    kernel_power_csv: str | os.PathLike | None = None,
-    decode_csv: str | os.PathLike | None = None,
-    findings=None,
-    expert_m_csv: str | os.PathLike | None = None,
-    decode_recorder_csv: str | os.PathLike | None = None,
-) -> str:
-    """Render the report to ``out_html`` (atomically) and return the HTML text.
-
-    ``kernel_power_csv`` (the kernel-power windows table) adds the "Kernel power" section;
-    without it the report is rendered as before. ``decode_csv`` (the decode table, one row
-    per server variant and concurrency) likewise adds the "Decode power" section;
-    ``expert_m_csv`` and ``decode_recorder_csv`` add the per-expert M table's link and the
-    expert recorder's cost to it.
-    """
-    context = build_context(
-        hardware_json,
-        sweep_csv,
-        support_csv,
-        spec_paths,
-        out_html,
-        config_hash,
-        config_yaml_text,
-        git,
-        kernel_power_csv,
-        decode_csv,
-        findings,
-        expert_m_csv,
-        decode_recorder_csv,
+def render_report(out_html: str | os.PathLike, template_dir: str | os.PathLike,
+                  **inputs) -> str:  # fmt: skip
+    """Render the report to ``out_html`` (atomically) and return the HTML text. ``inputs``
+    are :func:`build_context`'s: the tables, figure specs and provenance; the kernel-power
+    table adds the "Kernel power" section, the decode table the "Decode power" section."""
+    html = (
+        environment(template_dir)
+        .get_template(TEMPLATE)
+        .render(**build_context(out_html=out_html, **inputs))
     )
-    html = environment(template_dir).get_template(TEMPLATE).render(**context)
     write_text(out_html, html)
     return html

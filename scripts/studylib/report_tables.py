@@ -14,6 +14,7 @@ import pandas as pd
 
 from .decode_figures import TEXT_COLUMNS as DECODE_TEXT
 from .decode_figures import graphs_label
+from .figure_list import in_section
 from .findings import dummy_weights_note, graphs_pairs, tp_pairs
 from .findings.decode import invalid_note
 from .findings.decode import power_sources as decode_power_sources
@@ -27,12 +28,10 @@ LONG_TEXT = 120
 #: Sweep table columns always shown; the others only when they hold data.
 ALWAYS_SHOWN = {"backend", "impl", "op", "dtype", "shape", "M", "N", "K", "status", "eager_us"}
 
-#: Figure specs shown in the kernel-power section (when it is rendered), in this order.
-POWER_FIGURES: tuple[str, ...] = ("power_timeline", "power_vs_util")
-#: Figure specs shown in the decode-power section (when it is rendered), in this order; the
-#: expert figure (question 4) sits in its own subsection.
-DECODE_FIGURES: tuple[str, ...] = ("decode", "decode_latency", "decode_frontier", "experts")
-EXPERT_FIGURES: tuple[str, ...] = ("experts",)
+#: Figures of the kernel-power and decode sections, in order (figure_list.py); the expert
+#: figure (question 4, section "experts") sits in the decode section's own subsection.
+POWER_FIGURES = in_section("power")
+DECODE_FIGURES = in_section("decode")
 #: Decode table columns shown only when the table has them (older tables lack them).
 DECODE_OPTIONAL = frozenset(
     {"weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "idle_w_per_gpu",
@@ -316,12 +315,10 @@ def decode_section(
         ),
         "recorder_given": recorder_csv is not None,
         "charts": sorted(
-            (c for c in charts if c["kind"] == "decode" and c["name"] not in EXPERT_FIGURES),
+            (c for c in charts if c["kind"] == "decode"),
             key=lambda c: DECODE_FIGURES.index(c["name"]),
         ),
-        "expert_charts": [
-            c for c in charts if c["kind"] == "decode" and c["name"] in EXPERT_FIGURES
-        ],
+        "expert_charts": [c for c in charts if c["kind"] == "experts"],
         "link": relative_link(path, out_html),
         "links": links,
     }
