@@ -6,7 +6,7 @@ rule decode_model:
     benchmark:
         "results/benchmarks/decode/model.tsv"
     conda:
-        "../envs/sweep.yaml"
+        "../envs/gpu.yaml"
     resources:
         gpu=1,
     params:
@@ -47,7 +47,7 @@ rule decode:
     benchmark:
         "results/benchmarks/decode/{variant}.tsv"
     conda:
-        "../envs/sweep.yaml"
+        "../envs/gpu.yaml"
     resources:
         gpu=lambda wildcards: config["decode"]["variants"][wildcards.variant].get(
             "gpus", 1

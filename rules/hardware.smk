@@ -4,7 +4,7 @@ rule hardware:
     log:
         "results/logs/hardware.log",
     conda:
-        "../envs/sweep.yaml"
+        "../envs/gpu.yaml"
     params:
         repo=workflow.basedir,
         versions=versions("all"),  # an upgrade collects the record again

@@ -7,7 +7,7 @@ rule kernel_power:
     benchmark:
         "results/benchmarks/kernel_power/{backend}.tsv"
     conda:
-        "../envs/sweep.yaml"
+        "../envs/gpu.yaml"
     resources:
         gpu=config["kernel_power"]["gpus"],
     params:

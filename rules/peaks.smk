@@ -6,7 +6,7 @@ rule peaks:
     benchmark:
         "results/benchmarks/peaks.tsv"
     conda:
-        "../envs/sweep.yaml"
+        "../envs/gpu.yaml"
     resources:
         gpu=1,
     params:

@@ -6,7 +6,7 @@ rule sweep:
     benchmark:
         "results/benchmarks/sweep/{backend}.tsv"
     conda:
-        "../envs/sweep.yaml"
+        "../envs/gpu.yaml"
     resources:
         gpu=1,
     params:

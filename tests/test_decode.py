@@ -114,6 +114,7 @@ def test_a_failed_recorder_pass_keeps_the_main_pass(tmp_path, monkeypatch):
         "concurrency": [2], "input_len": 4, "output_len": 6, "min_steady_s": 0.3,
         "expert_distribution_s": 0.2, "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20,
         "vocab_size": 1000, "expert_distribution": True, "weights": "bf16", "routing": "uniform",
+        "top_k": 8,
     }  # fmt: skip
     facts = {"experts": 3, "top_k": 2, "shared_experts": 1, "layers": 1, "hidden_size": 64,
              "moe_intermediate_size": 32, "heads": 4, "kv_heads": 2,

@@ -245,7 +245,7 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
                         recorder_rows.append(row)
                         log.info("%s recorder pass, C=%d done", progress.step(), c)
                         if counts is not None:
-                            frame = expert_m(counts, c, int(plan.get("top_k", 8)))
+                            frame = expert_m(counts, c, int(plan["top_k"]))
                             frame.insert(0, "concurrency", c)
                             expert_frames.append(frame)
             except Exception as exc:  # noqa: BLE001 - the main pass's results stand without it
