@@ -878,3 +878,15 @@ def test_moe_layers_get_their_own_ranking_and_the_routing_effect():
     )
     assert f.numbers["recorded_change_min_pct"] == pytest.approx(-100 * 300 / 2200)
     assert f.numbers["recorded_change_max_pct"] == pytest.approx(100 * 100 / 6200)
+
+
+def test_gaps_of_a_machine_without_a_gpu_are_expected_and_a_missed_recorder_is_not():
+    from studylib.findings.experts import q4_experts
+
+    no_power = synthetic_power().assign(power_source="none", avg_w=None)
+    (gap,) = q3_power(no_power, {"device": "cpu"}).missing
+    assert gap.expected
+    decode_cpu = pd.DataFrame([{"engine": "transformers", "concurrency": 1}])
+    assert q4_experts(None, decode_cpu).missing[0].expected
+    decode_gpu = pd.DataFrame([{"engine": "sglang", "concurrency": 1}])
+    assert not q4_experts(None, decode_gpu).missing[0].expected

@@ -221,3 +221,17 @@ def report_section(html: str, section_id: str) -> str:
     match = re.search(rf'<section id="{section_id}">(.*?)</section>', html, re.S)
     assert match, f"no section {section_id}"
     return match.group(1)
+
+
+def test_an_expected_gap_is_a_quiet_note_and_a_failure_a_warning(study, tmp_path):
+    from studylib.findings.common import Findings
+
+    findings = Findings()
+    findings.miss(3, "no power was measured in the kernel loops (no GPU)", expected=True)
+    findings.miss(4, "the recorder pass failed")
+    html, _ = render(study, tmp_path=tmp_path, findings=findings)
+    quiet = re.findall(r'<p class="callout quiet">([^<]*)</p>', html)
+    loud = re.findall(r'<p class="callout">([^<]*)</p>', html)
+    assert quiet == ["Not measured on this machine: no power was measured in the kernel loops "
+                     "(no GPU)"]  # fmt: skip
+    assert "Not available: the recorder pass failed" in loud

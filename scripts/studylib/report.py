@@ -274,7 +274,7 @@ def findings_context(findings) -> list[dict] | None:
             "question": question,
             "title": title,
             "texts": [f.text for f in found],
-            "missing": [m.text for m in missing],
+            "missing": [{"text": m.text, "expected": m.expected} for m in missing],
         })  # fmt: skip
     return out
 

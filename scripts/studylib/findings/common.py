@@ -50,10 +50,13 @@ class Finding:
 
 @dataclass(frozen=True)
 class Missing:
-    """What could not be computed for ``question``, and why."""
+    """What could not be computed for ``question``, and why. ``expected``: this machine or
+    engine cannot give it (no GPU, no NVML, no expert recorder), so its absence is not a
+    failure; the report shows it as a quiet note instead of a warning."""
 
     question: Question
     text: str
+    expected: bool = False
 
 
 @dataclass
@@ -66,8 +69,8 @@ class Findings:
         self.findings.append(finding)
         return finding
 
-    def miss(self, question: Question, text: str) -> None:
-        self.missing.append(Missing(question, text))
+    def miss(self, question: Question, text: str, expected: bool = False) -> None:
+        self.missing.append(Missing(question, text, expected))
 
     def extend(self, other: Findings) -> Findings:
         self.findings.extend(other.findings)

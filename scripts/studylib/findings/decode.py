@@ -211,7 +211,8 @@ def q5_decode(decode: pd.DataFrame | None, hardware: dict | None = None) -> Find
     if not (df["power_source"].isin(["nvml", "rapl"]) & df["avg_w_per_gpu"].notna()).any():
         why = "no GPU" if _is_cpu(hardware) else "no NVML or RAPL reading"
         out.miss(5, f"no decode power ({why}: power_source none): J/token and watts not "
-                    "reported, throughput only")  # fmt: skip
+                    "reported, throughput only",
+                 expected=True)  # fmt: skip
     dummy, note = dummy_weights_note(df)
     if dummy:
         out.add(5, note, variants=dummy, weights="random")

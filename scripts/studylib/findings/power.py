@@ -60,7 +60,8 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
     if not _has(kernel_power, "mode"):
         why = ("this machine has no GPU" if _is_cpu(hardware) else
                "the kernel-power stage has not run")  # fmt: skip
-        out.miss(3, f"no kernel-power table (results/tables/kernel_power.csv): {why}")
+        out.miss(3, f"no kernel-power table (results/tables/kernel_power.csv): {why}",
+                 expected=_is_cpu(hardware))  # fmt: skip
         return out
     df = _prep_power(kernel_power)
     sources = sorted(set(df["power_source"]) - {"", "none"})
@@ -68,7 +69,8 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
     if not sources or measured.empty:
         why = "no GPU" if _is_cpu(hardware) else "no NVML or RAPL reading"
         out.miss(3, f"no power was measured in the kernel loops ({why}: power_source none); "
-                    "watts, clocks and throttling are not reported")  # fmt: skip
+                    "watts, clocks and throttling are not reported",
+                 expected=True)  # fmt: skip
         return out
     source = ", ".join(sources)
     rapl = sources == ["rapl"]
