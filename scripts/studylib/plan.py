@@ -8,6 +8,7 @@ backend's sweep when, and only when, something that backend uses changes.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -308,6 +309,14 @@ def moe_plan(config: dict) -> dict:
 
 
 def expert_shares(path) -> list[float]:
+    """See :func:`_expert_shares`; read once per file version (the Snakefile plans every
+    backend and checks the config on each run)."""
+    stat = Path(path).stat() if path and Path(path).is_file() else None
+    return list(_expert_shares(path, stat.st_mtime_ns if stat else None))
+
+
+@functools.lru_cache(maxsize=8)
+def _expert_shares(path, mtime_ns) -> tuple[float, ...]:
     """Each expert's share of the routed tokens in a recorded expert histogram (the decode
     recorder's per-expert table: ``expert`` and ``tokens`` columns), summed over its layers,
     concurrencies and variants. ValueError naming the file when it cannot be used."""
@@ -329,7 +338,7 @@ def expert_shares(path) -> list[float]:
     tokens = table.groupby("expert")["tokens"].sum().sort_index()
     if tokens.empty or tokens.sum() <= 0 or list(tokens.index) != list(range(len(tokens))):
         raise ValueError(f"moe.expert_histogram {path}: no routed tokens for experts 0..E-1")
-    return [round(float(v), 8) for v in tokens / tokens.sum()]
+    return tuple(round(float(v), 8) for v in tokens / tokens.sum())
 
 
 def expand_points(plan: dict, device: str) -> list[dict]:

@@ -207,14 +207,15 @@ class Measurer:
         started = time.monotonic()
         try:
             inject_fault(point)
+            if mode in ("graph", "cold") and self.device != "cuda":
+                # Said before preparing: a CPU point's first calls can take seconds.
+                raise Unsupported(f"{mode} mode needs CUDA")
             prepared = self.module.prepare(self.resolved(point), self.device)
             prepared.run()  # JIT builds and autotuning before the window
             for _ in range(self.timing["warmup_iters"]):
                 prepared.run()
             self.sync()
             if mode in ("graph", "cold"):
-                if self.device != "cuda":
-                    raise Unsupported(f"{mode} mode needs CUDA")
                 graph, calls_per_step, extra = (
                     self._graph_of(prepared.run) if mode == "graph" else self._cold_graph(prepared)
                 )
