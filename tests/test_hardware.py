@@ -27,3 +27,12 @@ def test_collect_on_this_machine():
     if facts["device"] == "cpu":
         assert facts["gpus"] == []
     assert set(package_versions(["definitely-not-installed-pkg"]).values()) == {None}
+
+
+def test_cpu_peaks_stop_at_the_first_slow_gemm(monkeypatch):
+    from studylib import peaks
+
+    monkeypatch.setattr(peaks, "SLOW_CPU_CALL_S", 0.0)  # every first call counts as slow
+    out = peaks.measure_cpu(copy_bytes=1 << 20)
+    assert out["gemm_size"] == 256  # the first size only: larger ones were not tried
+    assert out["fp32_tflops"] > 0 and out["bf16_tflops"] > 0

@@ -61,6 +61,17 @@ def test_a_worker_crashing_costs_only_its_own_row(tmp_path):
     assert all(client.proc is None for client in run.clients)  # no worker left behind
 
 
+def test_a_point_runs_only_on_its_devices(tmp_path):
+    plan = cpu_plan(seconds=0.1)
+    gpu_only = {**plan["points"][0], "M": 8, "devices": ["cuda"]}
+    cpu_only = {**plan["points"][0], "M": 4, "devices": ["cpu"]}
+    plan = {**plan, "gpus": 1, "points": [gpu_only, cpu_only]}
+    windows, _ = KernelPowerRun(plan, tmp_path / "work").run()
+    loops = windows[windows["label"] == "steady"]
+    assert loops["M"].tolist() == [4]
+    assert loops["status"].tolist() == ["ok"]
+
+
 class StandInSampler:
     """Two GPUs; records the windows asked for."""
 

@@ -1,8 +1,15 @@
 import copy
 
 import pytest
-from helpers import default_config
-from studylib.plan import check_config, enabled_backends, expand_points, stable_hash, sweep_plan
+from helpers import ROOT, default_config
+from studylib.plan import (
+    check_config,
+    enabled_backends,
+    expand_points,
+    schema_problem,
+    stable_hash,
+    sweep_plan,
+)
 
 
 def test_default_config_is_clean():
@@ -60,6 +67,8 @@ def test_expand_points_follows_device_and_overrides():
     assert {p["dtype"] for p in matmul_cpu} == {"bf16", "fp32"}
     assert {p["dtype"] for p in matmul_cuda} == {"bf16"}
     assert {p["M"] for p in matmul_cpu} == set(config["m_grid"]["cpu"])
+    # bf16 names its CPU sizes only (slow without bf16 instructions); the GPU keeps m_grid
+    assert {p["M"] for p in matmul_cpu if p["dtype"] == "bf16"} == {1, 16}
     assert len(matmul_cuda) == 3 * len(config["m_grid"]["cuda"])
     # grouped cases: their own m grid, one point per G
     grouped = [p for p in cuda if p["op"] == "grouped_mm"]
@@ -69,6 +78,17 @@ def test_expand_points_follows_device_and_overrides():
     fi = expand_points(sweep_plan(config, "flashinfer"), "cuda")
     assert {p["impl"] for p in fi if p["op"] == "mm_fp4"} == {"cutlass", "cudnn", "trtllm", "auto"}
     assert all(p["G"] is None for p in fi if p["op"] not in ("grouped_mm_bf16", "fused_moe"))
+
+
+def test_a_case_m_naming_one_device_keeps_the_grid_for_the_other():
+    config = default_config()
+    config["backends"]["torch"]["cases"][0]["m"] = {"cuda": [3, 5]}
+    assert check_config(config) == []
+    case = sweep_plan(config, "torch")["cases"][0]
+    assert case["m"] == {"cuda": [3, 5], "cpu": config["m_grid"]["cpu"]}
+    config["backends"]["torch"]["cases"][0]["m"] = {}
+    problem = schema_problem(config, str(ROOT / "config" / "schema.yaml"))
+    assert "backends.torch.cases[0].m" in problem
 
 
 def test_fused_moe_points_carry_their_layer_and_routing():
@@ -124,7 +144,6 @@ def test_expert_histogram_with_another_expert_count_is_refused(tmp_path):
 
 
 def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
-    from helpers import ROOT
     from snakemake.utils import validate
     from studylib.plan import decode_plan, resolve_for_device
 

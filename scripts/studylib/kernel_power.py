@@ -81,6 +81,7 @@ class KernelPowerRun:
                 self.record(None, "idle", [{"status": "ok", "error": "", "t_start": t0,
                                             "t_end": time.monotonic()}])  # fmt: skip
                 loops = [(point, mode) for point in plan["points"]
+                         if device in point.get("devices", ["cuda", "cpu"])
                          for mode in point.get("modes") or plan["modes"]]  # fmt: skip
                 self.progress = Progress(len(loops))
                 for point, mode in loops:

@@ -279,7 +279,8 @@ def sweep_plan(config: dict, backend: str) -> dict:
             {"name": name, "N": config["shapes"][name]["N"], "K": config["shapes"][name]["K"]}
             for name in case["shapes"]
         ]
-        case.setdefault("m", config["m_grid"])
+        # A case's m may name one device; the other keeps the top-level grid.
+        case["m"] = {**config["m_grid"], **case.get("m", {})}
         cases.append(case)
     plan = {
         "backend": backend,
@@ -419,6 +420,8 @@ def kernel_power_plan(config: dict, backend: str) -> dict:
                     point.update(top_k=config["moe"]["top_k"], routing=routing)
                 if entry.get("modes"):
                     point["modes"] = list(entry["modes"])
+                if entry.get("devices"):
+                    point["devices"] = list(entry["devices"])
                 points.append(point)
     extra = {"moe": moe_plan(config)} if fused_any else {}
     return {

@@ -8,6 +8,10 @@
    gap between back-to-back kernels, which the graph time includes and a kernel's duration
    does not.
 
+The harness's own time is taken before and after the other two (their mean is compared), and
+the row also keeps a replay timed from an idle GPU (``graph_isolated_us``: launch latency
+included, as the harness timed before 2026-12-01) and triton at ``rep=20``.
+
 Run on a CUDA machine (skipped elsewhere):
     python3 -m pytest tests/gpu -q -s
 Writes the per-point ratios to $OUT/harness_vs_independent.csv (or /tmp) and prints the
@@ -16,6 +20,7 @@ worst. Target: every ratio within 5 %.
 
 import csv
 import os
+import statistics
 from pathlib import Path
 
 import pytest
@@ -106,17 +111,26 @@ def test_graph_time_matches_independent_timers(backend, impl, op, dtype, m, n, k
         if measurer.failure(exc)["status"] == "unsupported":
             pytest.skip(str(exc)[:200])
         raise
-    ours = measurer._graph(prepared.run, "graph")
+    before = measurer._graph(prepared.run, "graph")
     graph, calls, _ = measurer._graph_of(prepared.run)
     span, busy = cupti_times(graph, calls)
+    # Diagnosis only: one replay from an idle GPU, launch latency included (the old timing).
+    isolated = statistics.median(measurer.timer.replay_isolated(graph, calls) for _ in range(20))
     del graph
-    # do_bench_cudagraph: the same call replayed from triton's own graph, its own median.
+    # do_bench_cudagraph: the same call replayed from triton's own graph, its own median;
+    # rep=20 beside it shows whether triton's answer depends on its graph's length.
     theirs = triton_testing.do_bench_cudagraph(prepared.run, rep=200, return_mode="median") * 1e3
-    row = {**point, "graph_calls": ours["graph_calls"], "graph_us": ours["graph_us"],
-           "graph_fixed_us": measurer.graph_fixed_us(), "triton_us": theirs,
+    short = triton_testing.do_bench_cudagraph(prepared.run, rep=20, return_mode="median") * 1e3
+    # Ours again after the others: the two bracket them, their mean is compared.
+    after = measurer._graph(prepared.run, "graph")
+    graph_us = (before["graph_us"] + after["graph_us"]) / 2
+    row = {**point, "graph_calls": before["graph_calls"], "graph_us": graph_us,
+           "graph_us_before": before["graph_us"], "graph_us_after": after["graph_us"],
+           "graph_isolated_us": isolated, "graph_fixed_us": measurer.graph_fixed_us(),
+           "triton_us": theirs, "triton_rep20_us": short,
            "cupti_span_us": span, "cupti_busy_us": busy,
-           "triton_ratio": ours["graph_us"] / theirs,
-           "cupti_span_ratio": ours["graph_us"] / span}  # fmt: skip
+           "triton_ratio": graph_us / theirs,
+           "cupti_span_ratio": graph_us / span}  # fmt: skip
     RESULTS.append(row)
     assert abs(row["triton_ratio"] - 1) <= TOLERANCE, row
     assert abs(row["cupti_span_ratio"] - 1) <= TOLERANCE, row
