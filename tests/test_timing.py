@@ -64,3 +64,35 @@ def test_stop_rule_from_config_picks_device_limit(device):
     }  # fmt: skip
     rule = StopRule.from_config(timing, device)
     assert rule.max_time_s == timing["max_time_s"][device]
+
+
+def test_replay_sampler_gives_one_replay_per_sample_timed_in_batches():
+    from studylib.timing import CudaTimer
+
+    timer = CudaTimer.__new__(CudaTimer)  # no CUDA here: the batches come from a stand-in
+    batches = []
+
+    def replays(graph, calls, count):
+        batches.append(count)
+        return [100.0 * len(batches) + i for i in range(count)]
+
+    timer.replays = replays
+    take = timer.replay_sampler(object(), calls=4, batch=3)
+    assert [take() for _ in range(5)] == [100.0, 101.0, 102.0, 200.0, 201.0]
+    assert batches == [3, 3]
+
+
+def test_a_call_that_streams_several_l2s_is_cold_in_graph_mode():
+    from studylib.backends.base import Prepared
+    from studylib.worker import Measurer
+
+    measurer = Measurer.__new__(Measurer)
+    measurer.l2_bytes, measurer.timing = 60 << 20, {"cold_l2_multiple": 4}
+    big = Prepared(run=None, reference=None, flops=1.0, bytes=4 * (60 << 20))
+    small = Prepared(run=None, reference=None, flops=1.0, bytes=4 * (60 << 20) - 1)
+    assert measurer.streams_from_hbm(big) and not measurer.streams_from_hbm(small)
+    row = {"graph_us": 5.0, "graph_iqr_us": 0.1, "graph_samples": 16, "graph_calls": 200}
+    cold = Measurer.cold_as_graph(row)
+    assert cold == {"cold_us": 5.0, "cold_iqr_us": 0.1, "cold_samples": 16, "cold_sets": 1,
+                    "cold_calls": 200}  # fmt: skip
+    assert Measurer.cold_as_graph({}) == {}  # no graph time: no cold time either

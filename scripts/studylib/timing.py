@@ -83,8 +83,9 @@ def sample_until(take: Callable[[], float], rule: StopRule) -> list[float]:
 REPLAY_TARGET_US = 1000.0
 #: Calls captured to estimate a kernel's time before sizing the real graph.
 PROBE_CALLS = 4
-#: Back-to-back replays per graph-mode sample (after an untimed lead replay).
+#: Back-to-back replays behind one lead replay: per probe, and per batch of samples.
 TIMED_REPLAYS = 2
+REPLAY_BATCH = 8
 #: At most this many calls per replay (a 1 µs kernel reaches the target well before it).
 MAX_GRAPH_CALLS = 2000
 
@@ -171,20 +172,39 @@ class CudaTimer:
         torch.cuda.synchronize()
         return graph
 
-    def replay(self, graph, calls: int, replays: int = TIMED_REPLAYS) -> float:
-        """µs per call over ``replays`` back-to-back replays of ``graph``, timed from the end
-        of a lead replay: the CPU queues the timed replays while the lead runs, so the span
-        holds no launch latency (a graph's launch, which grows with its node count, cost
-        about 0.3 µs per call of a 5 µs kernel when each replay started from an idle GPU)
-        and the GPU runs back to back, as in a server's step and the power loops."""
-        self.torch.cuda.synchronize()
+    def replays(self, graph, calls: int, count: int) -> list[float]:
+        """µs per call of each of ``count`` back-to-back replays of ``graph``, one event
+        between two replays, after an untimed lead replay: the CPU queues the timed replays
+        while the lead runs, so no sample holds launch latency (a graph's launch, which
+        grows with its node count, cost about 0.3 µs per call of a 5 µs kernel when each
+        replay started from an idle GPU) and the GPU runs back to back, as in a server's
+        step and the power loops."""
+        torch = self.torch
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
+        torch.cuda.synchronize()
         graph.replay()
-        self.start.record()
-        for _ in range(replays):
+        events[0].record()
+        for event in events[1:]:
             graph.replay()
-        self.end.record()
-        self.end.synchronize()
-        return self.start.elapsed_time(self.end) * 1e3 / (calls * replays)
+            event.record()
+        events[-1].synchronize()
+        return [a.elapsed_time(b) * 1e3 / calls for a, b in zip(events, events[1:], strict=False)]
+
+    def replay(self, graph, calls: int, replays: int = TIMED_REPLAYS) -> float:
+        """µs per call over ``replays`` back-to-back replays (see :meth:`replays`)."""
+        return statistics.fmean(self.replays(graph, calls, replays))
+
+    def replay_sampler(self, graph, calls: int, batch: int = REPLAY_BATCH):
+        """A ``take`` for :func:`sample_until`: one replay per sample, timed back to back
+        in batches of ``batch`` (one lead replay and one synchronise per batch)."""
+        queued: list[float] = []
+
+        def take() -> float:
+            if not queued:
+                queued.extend(reversed(self.replays(graph, calls, batch)))
+            return queued.pop()
+
+        return take
 
     def replay_isolated(self, graph, calls: int) -> float:
         """µs per call of one replay started on an idle GPU (launch latency included): the
@@ -210,7 +230,6 @@ class CudaTimer:
     def fixed_cost(self, replays: int = 50) -> float:
         """µs per replay of an empty graph replayed back to back (timed as :meth:`replay`
         times): the fixed cost every replay pays."""
-        import statistics
         import warnings
 
         torch = self.torch
@@ -225,7 +244,7 @@ class CudaTimer:
             scratch = torch.empty(1, device="cuda")
             graph = self.capture(scratch.zero_, 1)
         try:
-            return statistics.median(self.replay(graph, 1, replays) for _ in range(9))
+            return statistics.median(self.replays(graph, 1, replays))
         finally:
             del graph
 
