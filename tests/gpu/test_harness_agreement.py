@@ -9,10 +9,11 @@
    7 % above the durations at kernels of ~5 µs, and above the harness's time of the same
    graph: a gap between kernels that appears only under the tracer.
 
-The three run in ``ROUNDS`` interleaved rounds and their medians are compared: clocks and
-power drift between minutes by more than the tolerance at the power-capped sizes. Each
-round also keeps one replay timed from an idle GPU (``graph_isolated_us``: launch latency
-included, as the harness timed before 2026-12-01).
+The harness and each timer run in ``ROUNDS`` alternating rounds and their medians are
+compared (clocks and power drift between minutes by more than the tolerance at the
+power-capped sizes); the triton phase runs before any profiling (see below). The CUPTI rows
+also keep one replay timed from an idle GPU (``graph_isolated_us``: launch latency included,
+as the harness timed before 2026-12-01).
 
 Run on a CUDA machine (skipped elsewhere):
     python3 -m pytest tests/gpu -q -s
@@ -57,9 +58,8 @@ PLAN = {
 }  # fmt: skip
 RESULTS: list[dict] = []
 TOLERANCE = 0.05
-# Rounds of the three timers, interleaved; the medians are compared (clocks and power drift
-# between rounds by more than the tolerance at the power-capped sizes).
-ROUNDS = 2
+# Alternating rounds of the harness and one timer; the medians are compared.
+ROUNDS = 3
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -72,9 +72,11 @@ def report():
             writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()
             writer.writerows(RESULTS)
-        for key in ("triton_ratio", "cupti_busy_ratio"):
-            worst = max(RESULTS, key=lambda r: abs(r[key] - 1))
-            print(f"\nworst {key}: {worst[key]:.3f} at {worst}")
+        for timer in ("triton", "cupti_busy"):
+            rows = [r for r in RESULTS if r["timer"] == timer]
+            if rows:
+                worst = max(rows, key=lambda r: abs(r["ratio"] - 1))
+                print(f"\nworst against {timer}: {worst['ratio']:.3f} at {worst}")
 
 
 def cupti_times(graph, calls: int, replays: int = 5, warm: int = 20) -> tuple[float, float]:
@@ -96,23 +98,8 @@ def cupti_times(graph, calls: int, replays: int = 5, warm: int = 20) -> tuple[fl
     return span / (replays * calls), busy / (replays * calls)
 
 
-def one_round(measurer: Measurer, prepared) -> dict:
-    """The harness, CUPTI and triton on one point, one after the other."""
-    ours = measurer._graph(prepared.run, "graph")
-    graph, calls, _ = measurer._graph_of(prepared.run)
-    span, busy = cupti_times(graph, calls)
-    # Diagnosis only: one replay from an idle GPU, launch latency included (the old timing).
-    isolated = statistics.median(measurer.timer.replay_isolated(graph, calls) for _ in range(9))
-    del graph
-    # triton's own graph of the same call at its default length (rep=20 ms); its median.
-    theirs = triton_testing.do_bench_cudagraph(prepared.run, rep=20, return_mode="median") * 1e3
-    return {"graph_us": ours["graph_us"], "graph_calls": ours["graph_calls"],
-            "graph_fixed_us": measurer.graph_fixed_us(), "graph_isolated_us": isolated,
-            "cupti_busy_us": busy, "cupti_span_us": span, "triton_us": theirs}  # fmt: skip
-
-
-@pytest.mark.parametrize("backend, impl, op, dtype, m, n, k, g, routing", POINTS)
-def test_graph_time_matches_independent_timers(backend, impl, op, dtype, m, n, k, g, routing):
+def prepare(backend, impl, op, dtype, m, n, k, g, routing):
+    """(point, measurer, prepared) warmed up; skips what the library does not support."""
     module = adapter(backend)
     env = module.environment("cuda")
     if env.get("unsupported"):
@@ -131,14 +118,54 @@ def test_graph_time_matches_independent_timers(backend, impl, op, dtype, m, n, k
         if measurer.failure(exc)["status"] == "unsupported":
             pytest.skip(str(exc)[:200])
         raise
-    rounds = [one_round(measurer, prepared) for _ in range(ROUNDS)]
-    graph_us = statistics.median(r["graph_us"] for r in rounds)
-    busy = statistics.median(r["cupti_busy_us"] for r in rounds)
-    theirs = statistics.median(r["triton_us"] for r in rounds)
-    row = {**point, "rounds": ROUNDS, "graph_calls": rounds[0]["graph_calls"],
-           "graph_us": graph_us, "triton_us": theirs, "cupti_busy_us": busy,
-           "triton_ratio": graph_us / theirs, "cupti_busy_ratio": graph_us / busy,
+    return point, measurer, prepared
+
+
+def record(point: dict, timer: str, rounds: list[dict]) -> dict:
+    """The medians over rounds of the harness and of ``timer``, and their ratio."""
+    ours = statistics.median(r["graph_us"] for r in rounds)
+    theirs = statistics.median(r[f"{timer}_us"] for r in rounds)
+    row = {**point, "timer": timer, "rounds": len(rounds), "graph_calls": rounds[0]["graph_calls"],
+           "graph_us": ours, f"{timer}_us": theirs, "ratio": ours / theirs,
            **{f"{key}_r{i}": r[key] for i, r in enumerate(rounds) for key in r}}  # fmt: skip
     RESULTS.append(row)
-    assert abs(row["triton_ratio"] - 1) <= TOLERANCE, row
-    assert abs(row["cupti_busy_ratio"] - 1) <= TOLERANCE, row
+    return row
+
+
+# Two phases, in this order (pytest runs a module's tests in file order): every triton
+# comparison, then every CUPTI one. triton times one replay per sample, its launch included.
+# On the H200 (2026-12-01) triton read 3-11 % above the harness at ~5 µs kernels when it ran
+# after torch.profiler in the same process, and within 1.5 % in a process never profiled
+# (examples/h200-2026-12-01-kernels/timers/): CUPTI, once attached, seems to slow the launch
+# that back-to-back replays hide. Not yet confirmed by a run of this order.
+@pytest.mark.parametrize("backend, impl, op, dtype, m, n, k, g, routing", POINTS)
+def test_graph_time_matches_triton(backend, impl, op, dtype, m, n, k, g, routing):
+    point, measurer, prepared = prepare(backend, impl, op, dtype, m, n, k, g, routing)
+    rounds = []
+    for _ in range(ROUNDS):
+        ours = measurer._graph(prepared.run, "graph")
+        # triton's own graph of the same call at its default length (rep=20 ms); its median.
+        theirs = triton_testing.do_bench_cudagraph(prepared.run, rep=20, return_mode="median")
+        rounds.append({"graph_us": ours["graph_us"], "graph_calls": ours["graph_calls"],
+                       "graph_fixed_us": measurer.graph_fixed_us(),
+                       "triton_us": theirs * 1e3})  # fmt: skip
+    row = record(point, "triton", rounds)
+    assert abs(row["ratio"] - 1) <= TOLERANCE, row
+
+
+@pytest.mark.parametrize("backend, impl, op, dtype, m, n, k, g, routing", POINTS)
+def test_graph_time_matches_cupti_kernel_durations(backend, impl, op, dtype, m, n, k, g, routing):
+    point, measurer, prepared = prepare(backend, impl, op, dtype, m, n, k, g, routing)
+    rounds = []
+    for _ in range(ROUNDS):
+        ours = measurer._graph(prepared.run, "graph")
+        graph, calls, _ = measurer._graph_of(prepared.run)
+        span, busy = cupti_times(graph, calls)
+        # Diagnosis only: one replay from an idle GPU, launch included (the old timing).
+        isolated = statistics.median(measurer.timer.replay_isolated(graph, calls) for _ in range(9))
+        del graph
+        rounds.append({"graph_us": ours["graph_us"], "graph_calls": ours["graph_calls"],
+                       "cupti_busy_us": busy, "cupti_span_us": span,
+                       "graph_isolated_us": isolated})  # fmt: skip
+    row = record(point, "cupti_busy", rounds)
+    assert abs(row["ratio"] - 1) <= TOLERANCE, row
