@@ -35,9 +35,10 @@ SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
 # --config values nested in a mapping arrive as strings: type them as a config file would.
 apply_cli_values(config, workflow.config_settings.config or {})
 # An override's `{}` removes nothing from the merged config: say so rather than ignore it.
+_CONFIG_KEYS = yaml.safe_load(Path(SCHEMA).read_text(encoding="utf-8"))["properties"]
 try:
     _overrides = [
-        (str(path), read_config_file(path))
+        (str(path), read_config_file(path, _CONFIG_KEYS))
         for path in workflow.config_settings.configfiles or []
     ]
 except ConfigFileError as exc:

@@ -9,11 +9,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import yaml  # noqa: E402
 from studylib.plan import ConfigFileError, read_config_file  # noqa: E402
 
+schema = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
+known = yaml.safe_load(schema.read_text(encoding="utf-8"))["properties"]
 try:
     for path in sys.argv[1:]:
-        read_config_file(path)
+        read_config_file(path, known)
 except ConfigFileError as exc:
     print(exc, file=sys.stderr)
     sys.exit(2)

@@ -162,6 +162,21 @@ def test_a_bad_config_file_is_one_line_naming_it(tmp_path, case, text, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_an_output_read_as_a_config_file_says_targets_go_first(tmp_path):
+    """`snakemake --configfile c.yaml results/hardware.json` reads the target as a config."""
+    known = {"device": {}, "shapes": {}, "timing": {}}
+    hardware = tmp_path / "hardware.json"
+    hardware.write_text('{"device": "cpu", "host": "x", "gpus": [], "packages": {}}')
+    with pytest.raises(ConfigFileError) as error:
+        read_config_file(hardware, known)
+    assert "a target written after --configfile?" in str(error.value)
+    assert "write targets first" in str(error.value) and "\n" not in str(error.value)
+    # An override with a typo or two stays the schema's to name.
+    override = tmp_path / "o.yaml"
+    override.write_text("device: cpu\ntimng: {}\n")
+    assert read_config_file(override, known) == {"device": "cpu", "timng": {}}
+
+
 def test_check_config_entry_names_the_file(tmp_path):
     """`make study CONFIG=...` checks the file before Snakemake reads it (Snakemake's own
     messages for these lack the file or are a traceback)."""

@@ -22,9 +22,11 @@ class ConfigFileError(ValueError):
     """A config file that cannot be read as a mapping of keys: one line naming the file."""
 
 
-def read_config_file(path: str | Path) -> dict:
+def read_config_file(path: str | Path, known_keys=None) -> dict:
     """The mapping in a config file, or ConfigFileError naming the file (and the line of a
-    YAML syntax error)."""
+    YAML syntax error). With ``known_keys`` (the config's top-level keys), a mapping whose
+    keys are mostly others (3 or more) is refused too: a target written after --configfile
+    that exists (e.g. results/hardware.json) is read as a config file."""
     import yaml
 
     path = Path(path)
@@ -51,6 +53,14 @@ def read_config_file(path: str | Path) -> dict:
         raise ConfigFileError(
             f"config file {path}: holds a {type(data).__name__}, not a "
             "mapping of keys (key: value at the top level)"
+        )
+    unknown = sorted(map(str, set(data) - set(known_keys or data)))
+    if len(unknown) >= 3 and len(unknown) > len(data) / 2:
+        raise ConfigFileError(
+            f"config file {path}: most of its keys ({', '.join(unknown[:4])}, ...) are not "
+            "config keys: a target "
+            "written after --configfile? Snakemake reads every word after it as a config "
+            "file: write targets first (snakemake TARGET --configfile FILE)"
         )
     return data
 
