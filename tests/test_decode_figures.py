@@ -252,9 +252,9 @@ def test_report_decode_section(tree):
         assert f"<th>{label}</th>" in section
     assert "counter vs samples gap %" in section and "DRAM util %" in section
     assert ">33.8<" in section  # % of the limit of C=1: 203 W of 600 W
-    assert 'href="../tables/decode.csv"' in section and 'href="../tables/decode.csv"' in _section(
-        html, "sweep"
-    )
+    # the table as a download inside the page (a data: URI), never a link to a file beside it
+    assert re.search(r'href="data:text/csv;[^"]*" download="decode.csv"', section)
+    assert "../tables/" not in html
     assert "1 of 6 runs are invalid" in section
     assert "No power was measured" not in section
     # hostile text escaped in the table, and harmless in the embedded spec
@@ -457,7 +457,7 @@ def test_report_decode_section_with_sglang_pairs_recorder_and_experts(tree, tmp_
     # the recorder's cost
     assert "TPOT was 1.10× the TPOT" in " ".join(section.split())
     assert "<th>TPOT with÷without</th>" in section
-    assert re.search(r'href="[^"]*expert_m\.csv"', section)
+    assert re.search(r'href="data:text/csv;[^"]*" download="expert_m\.csv"', section)
     # hostile text from the data escaped (first_error, variant)
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in section
 

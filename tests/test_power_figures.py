@@ -406,7 +406,9 @@ def test_report_kernel_power_section(report_tree):
     # hostile error text escaped, never markup
     assert "<script>alert" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; CUDA trap" in section
-    assert 'href="../tables/kernel_power.csv"' in section
+    # the table as a download inside the page (a data: URI), never a link to a file beside it
+    assert 'href="data:text/csv;' in section and 'download="kernel_power.csv"' in section
+    assert "../tables/" not in html
     assert "has no NVML" not in section
 
 

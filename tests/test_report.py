@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
@@ -9,7 +10,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from studylib import charts, sweep_figures
-from studylib.report import fmt_cell, render_report
+from studylib.report import (
+    backend_summaries,
+    expected_gap,
+    fmt_cell,
+    machine_has_gpu,
+    render_report,
+    spec_data_note,
+)
+from studylib.report_tables import embedded_download, fmt_sig, fmt_sig_us, sweep_table
 from test_figures import EVIL, all_unsupported, make_support, make_sweep
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "report" / "templates"
@@ -117,6 +126,20 @@ def assert_offline(html: str) -> None:
     assert "@import" not in html and "fonts.googleapis" not in html
 
 
+def assert_self_contained(html: str) -> None:
+    """Every link stays in the page: '#' anchors and data: URIs only."""
+    hrefs = re.findall(r"""<a\b[^>]*\bhref\s*=\s*["']([^"']*)""", html, re.I)
+    assert hrefs
+    assert [h for h in hrefs if not h.startswith(("#", "data:"))] == []
+
+
+def embedded_file(html: str, name: str) -> bytes:
+    """The bytes of the embedded download ``name`` (a base64 data: URI)."""
+    match = re.search(rf'href="data:[^;"]+;charset=utf-8;base64,([^"]+)" download="{name}"', html)
+    assert match, f"no embedded download {name}"
+    return base64.b64decode(match.group(1))
+
+
 def test_report_full(study):
     html, out = render(study, config_yaml_text="device: auto\nnote: <b>bold</b>\n")
     assert_offline(html)
@@ -136,11 +159,18 @@ def test_report_full(study):
     assert "flashinfer-python" in html and "not installed" in html  # sglang: None
     # a backend with no successful points says so, with its reason
     assert "sgl_kernel: no successful points" in html and "no CUDA device" in html
-    # relative links to the tables and figure files
-    assert 'href="../tables/sweep.csv"' in html and 'href="../tables/support.csv"' in html
-    assert 'href="../figures/latency_flashinfer.png"' in html
-    assert 'href="../figures/support.vl.json"' in html
-    # sweep table: every row, status coloured, times formatted
+    # on a GPU machine a backend that ran nothing is a red box, not a quiet note
+    assert re.search(r'<div class="callout no-success">\s*<b>sgl_kernel: no successful', html)
+    # mailable: no link leaves the page; the tables are embedded downloads
+    assert_self_contained(html)
+    assert "../figures/" not in html and "../tables/" not in html
+    root = study["root"]
+    for name, path in (("sweep.csv", root / "tables" / "sweep.csv"),
+                       ("support.csv", root / "tables" / "support.csv"),
+                       ("hardware.json", root / "hardware.json")):  # fmt: skip
+        assert embedded_file(html, name) == path.read_bytes()
+    assert "This page is self-contained" in html and "results/tables/*.csv" in html
+    # sweep table: every row in the page (JavaScript only hides), status coloured
     rows = len(pd.read_csv(study["root"] / "tables" / "sweep.csv"))
     assert html.count('<tr class="row-') == rows
     assert 'class="status status-mismatch"' in html
@@ -170,10 +200,16 @@ def test_report_without_specs(study):
 def test_report_cpu_machine(study, tmp_path):
     html, _ = render(study, tmp_path=tmp_path, hardware=CPU_HW, config_hash=None)
     assert_offline(html)
+    assert_self_contained(html)
     assert "No GPU on this machine" in html
     assert "Intel &lt;i7&gt; &amp; co" in html
     assert "NVML Shared Library Not Found" in html
     assert html.count(BUNDLE_MARK) == 1
+    # without a GPU, "no CUDA device" everywhere is this machine's expected gap: a quiet note
+    quiet = re.findall(r'<div class="callout quiet no-success expected">(.*?)</div>', html, re.S)
+    assert quiet and all("sgl_kernel: no successful points" in q for q in quiet)
+    assert "no CUDA device" in quiet[0]
+    assert '<div class="callout no-success">' not in html
 
 
 def test_report_with_missing_tables_and_hardware(tmp_path):
@@ -195,7 +231,14 @@ def test_report_with_missing_tables_and_hardware(tmp_path):
 
 def test_fmt_cell():
     assert fmt_cell("eager_us", 7.1234) == "7.12"
-    assert fmt_cell("eager_us", 12345.6) == "12,346"
+    assert fmt_cell("eager_us", 12345.6) == "12,350"
+    assert fmt_cell("eager_us", 1234.56) == "1,235"
+    assert fmt_cell("eager_us", 456.78) == "457"
+    assert fmt_cell("graph_us", 0.51234) == "0.512"
+    assert fmt_cell("tflops", 987.654) == "988"
+    assert fmt_cell("tflops", 0.00019278811954477618) == "0.000193"
+    assert fmt_cell("gbps", 4321.0) == "4,320"
+    assert fmt_cell("gbps", 12.345) == "12.3"
     assert fmt_cell("M", 16.0) == "16"
     assert fmt_cell("rel_err", 0.000123) == "1.23e-04"
     assert fmt_cell("eager_us", float("nan")) == ""
@@ -235,3 +278,111 @@ def test_an_expected_gap_is_a_quiet_note_and_a_failure_a_warning(study, tmp_path
     assert quiet == ["Not measured on this machine: no power was measured in the kernel loops "
                      "(no GPU)"]  # fmt: skip
     assert "Not available: the recorder pass failed" in loud
+
+
+def test_fmt_sig():
+    assert fmt_sig(0) == "0"
+    assert fmt_sig(9.996) == "10.0"
+    assert fmt_sig(999.7) == "1,000"
+    assert fmt_sig(-12.34) == "-12.3"
+    assert fmt_sig(123456) == "123,000"
+    assert fmt_sig_us(999.4) == "999"
+    assert fmt_sig_us(2166441.783) == "2,166,000"
+
+
+def tiny_spec(title: str, **extra) -> dict:
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.20.1.json",
+        "title": title,
+        "data": {"values": [{"x": 1, "y": 2}]},
+        "mark": "point",
+        "encoding": {"x": {"field": "x", "type": "quantitative"}},
+        **extra,
+    }
+
+
+EMPTY_META = {"study": {"has_data": False, "note": "no power measured <here> (power_source none)"}}
+
+
+def test_spec_data_note():
+    assert spec_data_note(tiny_spec("a")) == (True, "")
+    assert spec_data_note(tiny_spec("a", usermeta={"other": 1})) == (True, "")
+    assert spec_data_note(tiny_spec("a", usermeta={"study": {"has_data": True}})) == (True, "")
+    assert spec_data_note(tiny_spec("a", usermeta=EMPTY_META)) == (
+        False, "no power measured <here> (power_source none)")  # fmt: skip
+
+
+def test_a_chart_without_data_is_a_quiet_note(study, tmp_path):
+    """Two hand-made specs: the one whose usermeta says it has no data is not embedded but
+    named in a grey note with its reason; the other is embedded as before."""
+    drawn, empty = tmp_path / "drawn.vl.json", tmp_path / "power_vs_util.vl.json"
+    drawn.write_text(json.dumps(tiny_spec("Drawn chart")), encoding="utf-8")
+    empty.write_text(json.dumps(tiny_spec("Power vs util", usermeta=EMPTY_META)),
+                     encoding="utf-8")  # fmt: skip
+    html, _ = render(study, specs=[str(drawn), str(empty)])
+    assert 'id="chart-drawn"' in html and 'data-chart="chart-drawn"' in html
+    assert 'id="chart-power_vs_util"' not in html and 'data-chart="chart-power_vs_util"' not in html
+    notes = re.findall(r'<p class="callout quiet nodata" data-figure="([^"]+)">(.*?)</p>', html,
+                       re.S)  # fmt: skip
+    assert [name for name, _ in notes] == ["power_vs_util"]
+    text = " ".join(notes[0][1].split())
+    assert "<b>Power vs util</b> has no data: no power measured &lt;here&gt;" in text
+    assert html.count(BUNDLE_MARK) == 1
+    # only charts without data: no chart, no vega bundle
+    html, _ = render(study, specs=[str(empty)])
+    assert BUNDLE_MARK not in html and 'class="chart"' not in html
+    assert 'data-figure="power_vs_util"' in html
+
+
+def test_expected_gap_only_for_no_cuda_on_a_machine_without_gpu():
+    cpu_rows = all_unsupported("sgl_kernel")
+    assert expected_gap(cpu_rows, has_gpu=False)
+    assert not expected_gap(cpu_rows, has_gpu=True)  # a GPU machine: something is wrong
+    other = cpu_rows.copy()
+    other.loc[other.index[0], "error"] = "not compiled for sm_120"
+    assert not expected_gap(other, has_gpu=False)
+    failed = cpu_rows.copy()
+    failed.loc[failed.index[0], "status"] = "error"
+    assert not expected_gap(failed, has_gpu=False)
+    (summary,) = backend_summaries(cpu_rows, has_gpu=False)
+    assert summary["no_success"] and summary["expected"]
+    assert machine_has_gpu(GPU_HW, cpu_rows) and not machine_has_gpu(CPU_HW, cpu_rows)
+    assert not machine_has_gpu({}, cpu_rows)
+    assert machine_has_gpu({}, make_sweep("torch").assign(device="cuda:0"))
+
+
+def test_sweep_table_rows_carry_their_filters(study):
+    html, _ = render(study)
+    section = report_section(html, "sweep")
+    # the controls are hidden without JavaScript (every row stays listed)
+    assert re.search(r'<div class="table-filters" id="sweep-filters" data-table="sweep-table" '
+                     r"hidden>", section)  # fmt: skip
+    for column in ("backend", "op", "dtype", "status"):
+        assert f'<select data-filter="{column}">' in section
+    assert "data-filter-unsupported" in section and "data-filter-text" in section
+    sweep = pd.read_csv(study["root"] / "tables" / "sweep.csv")
+    rows = re.findall(r'<tr class="row-(\w+)" data-backend="([^"]*)" data-op="([^"]*)" '
+                      r'data-dtype="([^"]*)" data-status="([^"]*)">', section)  # fmt: skip
+    assert len(rows) == len(sweep)
+    assert all(status == row_status for row_status, *_, status in rows)
+    assert sum(1 for r in rows if r[4] == "unsupported") == (sweep["status"] == "unsupported").sum()
+    table = sweep_table(sweep.fillna(""))
+    assert table["n_unsupported"] == (sweep["status"] == "unsupported").sum()
+    assert dict((c, v) for c, _, v in table["filters"])["backend"] == sorted(
+        sweep["backend"].unique()
+    )
+
+
+def test_embedded_download(tmp_path):
+    table = tmp_path / "results" / "tables" / "sweep.csv"
+    table.parent.mkdir(parents=True)
+    table.write_text("a,b\n1,<x>\n", encoding="utf-8")
+    out = tmp_path / "results" / "report" / "index.html"
+    item = embedded_download(table, out)
+    assert item["name"] == "sweep.csv" and item["path"] == "results/tables/sweep.csv"
+    assert item["href"].startswith("data:text/csv;charset=utf-8;base64,")
+    assert base64.b64decode(item["href"].split(",", 1)[1]) == table.read_bytes()
+    # too large: no link, the path named instead
+    big = embedded_download(table, out, limit=4)
+    assert big["href"] is None and big["path"] == "results/tables/sweep.csv"
+    assert embedded_download(tmp_path / "absent.csv", out) is None

@@ -345,7 +345,8 @@ BROWSER_FLAGS = [
 
 def test_report_in_a_real_browser(study):
     """Debian's Chromium driven by Playwright: the report loads without console errors, every
-    chart renders (SVG or canvas), and no network request is made."""
+    chart renders (SVG or canvas), no network request is made, no link leaves the page, and
+    the sweep table hides unsupported rows until asked and filters by backend."""
     sync_api = pytest.importorskip("playwright.sync_api")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -366,8 +367,41 @@ def test_report_in_a_real_browser(study):
             page.wait_for_function(f"{every_chart}.every(d => d.querySelector('svg, canvas'))",
                                    timeout=30_000)  # fmt: skip
             charts = page.evaluate(f"{every_chart}.length")
+            no_data = page.locator("p.nodata").count()  # figures with nothing to draw here
+            hrefs = page.eval_on_selector_all("a[href]", "a => a.map(e => e.getAttribute('href'))")
+            sweep = sweep_table_state(page)
         finally:
             browser.close()
     assert errors == []
     assert [u for u in requests if not u.startswith(("file:", "data:", "blob:"))] == []
-    assert charts >= 9  # support, 3 latency, efficiency, launch overhead, 2 power, decode
+    # support, 3 latency, efficiency, launch overhead, 2 power, decode: drawn or noted
+    assert charts >= 1 and charts + no_data >= 9
+    assert hrefs and [h for h in hrefs if not h.startswith(("#", "data:", "blob:"))] == []
+    total, unsupported = sweep["total"], sweep["unsupported"]
+    assert total > unsupported > 0  # GPU-only backends are unsupported on a CPU, torch runs
+    assert sweep["default"] == total - unsupported
+    assert sweep["count_text"].startswith(f"showing {total - unsupported} of {total} rows")
+    assert sweep["with_unsupported"] == total
+    assert 0 < sweep["one_backend"] == sweep["backend_rows"] < total
+
+
+def sweep_table_state(page) -> dict:
+    """Visible rows of the report's sweep table by default, with "show unsupported" ticked,
+    and with the backend filter set to the first backend."""
+    rows = "#sweep-table tbody tr"
+    visible = f"[...document.querySelectorAll('{rows}')].filter(r => !r.hidden).length"
+    box = page.locator("#sweep-filters")
+    box.wait_for(state="visible")  # report.js shows the filters once they work
+    state = {
+        "total": page.locator(rows).count(),
+        "unsupported": page.locator(f"{rows}[data-status='unsupported']").count(),
+        "default": page.evaluate(visible),
+        "count_text": box.locator(".filter-count").inner_text(),
+    }
+    box.locator("input[data-filter-unsupported]").check()
+    state["with_unsupported"] = page.evaluate(visible)
+    backend = box.locator("select[data-filter='backend'] option").nth(1).get_attribute("value")
+    box.locator("select[data-filter='backend']").select_option(backend)
+    state["one_backend"] = page.evaluate(visible)
+    state["backend_rows"] = page.locator(f"{rows}[data-backend='{backend}']").count()
+    return state

@@ -48,3 +48,63 @@
     })(tables[t]);
   }
 })();
+
+// Filters of a table: the controls in div.table-filters[data-table="<table id>"], hidden in
+// the page and shown here, so that without JavaScript every row stays listed. Unsupported rows
+// are hidden until "show unsupported" is ticked; each select keeps the rows whose
+// data-<column> equals its value; the text box keeps rows whose text contains it.
+(function () {
+  var boxes = document.querySelectorAll("div.table-filters[data-table]");
+  for (var b = 0; b < boxes.length; b++) {
+    (function (box) {
+      var table = document.getElementById(box.getAttribute("data-table"));
+      if (!table || !table.tBodies.length) return;
+      var body = table.tBodies[0];
+      var unsupported = box.querySelector("input[data-filter-unsupported]");
+      var selects = box.querySelectorAll("select[data-filter]");
+      var text = box.querySelector("input[data-filter-text]");
+      var count = box.querySelector(".filter-count");
+      function apply() {
+        var rows = body.rows, shown = 0, hiddenUnsupported = 0;
+        var needle = text ? text.value.trim().toLowerCase() : "";
+        for (var r = 0; r < rows.length; r++) {
+          var row = rows[r], visible = true;
+          for (var s = 0; s < selects.length && visible; s++) {
+            var want = selects[s].value;
+            var column = selects[s].getAttribute("data-filter");
+            if (want !== "" && row.getAttribute("data-" + column) !== want) visible = false;
+          }
+          if (visible && needle && row.textContent.toLowerCase().indexOf(needle) < 0) {
+            visible = false;
+          }
+          if (visible && unsupported && !unsupported.checked &&
+              row.getAttribute("data-status") === "unsupported") {
+            visible = false;
+            hiddenUnsupported++;
+          }
+          row.hidden = !visible;
+          if (visible) shown++;
+        }
+        if (count) {
+          count.textContent = "showing " + shown + " of " + rows.length + " rows" +
+            (hiddenUnsupported ? " (" + hiddenUnsupported + " unsupported hidden)" : "");
+        }
+      }
+      for (var s = 0; s < selects.length; s++) {
+        selects[s].addEventListener("change", function (event) {
+          // Asking for the unsupported rows by status shows them.
+          var select = event.target;
+          if (unsupported && select.getAttribute("data-filter") === "status" &&
+              select.value === "unsupported") {
+            unsupported.checked = true;
+          }
+          apply();
+        });
+      }
+      if (unsupported) unsupported.addEventListener("change", apply);
+      if (text) text.addEventListener("input", apply);
+      box.hidden = false;
+      apply();
+    })(boxes[b]);
+  }
+})();

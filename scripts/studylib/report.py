@@ -1,8 +1,9 @@
 """The study's HTML report: one self-contained page rendered with Jinja2.
 
 Everything that came from the machine, a library or a log is escaped (autoescape on); charts
-are embedded from their Vega-Lite specs with the vega-embed JavaScript inlined once, so the
-page opens offline with no network request.
+are embedded from their Vega-Lite specs with the vega-embed JavaScript inlined once, and the
+small tables as data: URI downloads, so the page opens offline with no network request and
+has no link that leaves it: it can be mailed on its own.
 """
 
 from __future__ import annotations
@@ -36,17 +37,20 @@ from .report_tables import (
     clean_text_columns,
     dash,
     decode_section,
+    display_path,
+    embedded_downloads,
     fmt_cell,
     is_missing,
     kernel_power_section,
     long_text,
-    relative_link,
     sweep_table,
 )
 from .tables import fmt_us, read_optional
 
 TEMPLATE = "index.html.j2"
 GOOD = ("ok", "mismatch")
+#: The reason a GPU-only point gives on a machine without a GPU: an expected gap there.
+NO_CUDA = "no CUDA device"
 
 
 def _slug(text: str) -> str:
@@ -133,8 +137,36 @@ def provenance(hw: dict[str, Any], config_hash: str | None) -> dict[str, Any]:
     }
 
 
-def backend_summaries(sweep: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per backend: point counts by status, and why nothing ran when nothing did."""
+def machine_has_gpu(hw: dict[str, Any], sweep: pd.DataFrame) -> bool:
+    """Whether the study ran on a machine with a GPU: hardware.json's GPUs or device, else
+    (no hardware description) any sweep point timed on a CUDA device."""
+    if hw:
+        gpus = [g for g in (hw.get("gpus") or []) if isinstance(g, dict)]
+        return bool(gpus) or str(hw.get("device") or "").startswith("cuda")
+    devices = sweep["device"] if "device" in sweep.columns else pd.Series(dtype=str)
+    return any(str(d).startswith("cuda") for d in devices)
+
+
+def expected_gap(group: pd.DataFrame, has_gpu: bool) -> bool:
+    """True when every point of ``group`` that did not run is this machine's expected gap:
+    unsupported with "no CUDA device" on a machine without a GPU. Errors, mismatches and
+    other reasons, or any of them on a GPU machine, are not expected."""
+    if has_gpu or group.empty or "status" not in group.columns:
+        return False
+    status = group["status"].astype(str)
+    bad = group[status != "ok"]
+    if bad.empty:
+        return False
+    errors = bad["error"] if "error" in bad.columns else pd.Series("", index=bad.index)
+    return bool(
+        (bad["status"].astype(str) == "unsupported").all()
+        and errors.fillna("").astype(str).str.contains(NO_CUDA, regex=False).all()
+    )
+
+
+def backend_summaries(sweep: pd.DataFrame, has_gpu: bool = True) -> list[dict[str, Any]]:
+    """Per backend: point counts by status, and why nothing ran when nothing did
+    (``expected``: only because this machine has no GPU, see :func:`expected_gap`)."""
     if sweep.empty or "backend" not in sweep.columns:
         return []
     out = []
@@ -160,6 +192,7 @@ def backend_summaries(sweep: pd.DataFrame) -> list[dict[str, Any]]:
                 "counts": counts,
                 "good": good,
                 "no_success": good == 0,
+                "expected": expected_gap(group, has_gpu),
                 "reasons": [long_text(r, 300) for r in distinct_reasons(group, limit=8)],
                 "device_name": ", ".join(devices) or DASH,
                 "library_version": ", ".join(versions) or DASH,
@@ -218,29 +251,50 @@ def fastest_table(sweep: pd.DataFrame) -> dict[str, Any] | None:
     return {"ms": ms, "rows": rows, "rule": ranked["rule"]}
 
 
+def spec_data_note(spec: Any) -> tuple[bool, str]:
+    """(has_data, note) of a Vega-Lite spec: its top-level ``usermeta.study`` (charts.py's
+    no_data_chart sets ``has_data: false`` and a one-line ``note``); without it, has data."""
+    meta = spec.get("usermeta") if isinstance(spec, dict) else None
+    study = meta.get("study") if isinstance(meta, dict) else None
+    if not isinstance(study, dict) or study.get("has_data", True) is not False:
+        return True, ""
+    note = study.get("note")
+    return False, "" if is_missing(note) else " ".join(str(note).split())
+
+
+def spec_title(spec: Any) -> str:
+    """A spec's title text (its first line where it has several), or ""."""
+    title = spec.get("title") if isinstance(spec, dict) else None
+    if isinstance(title, dict):
+        title = title.get("text")
+    if isinstance(title, list):
+        title = " ".join(map(str, title))
+    return "" if is_missing(title) else str(title)
+
+
 def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html,
                   figures: dict[str, tuple[str, str | None]]) -> list[dict[str, Any]]:  # fmt: skip
     """One entry per spec file, placed by the study's figure list (``figures``: name ->
-    (section, backend), figure_list.py); a spec the list lacks goes to "other"."""
+    (section, backend), figure_list.py); a spec the list lacks goes to "other". A spec
+    without data (:func:`spec_data_note`) is not embedded: its entry carries the note only.
+    No entry links to the figure files (the page is mailed alone); ``png`` names the PNG."""
     entries = []
     for path in sorted(map(Path, spec_paths or []), key=lambda p: p.name):
         name = path.name.removesuffix(".json").removesuffix(".vl")
         kind, backend = figures.get(name, ("other", None))
-        stem = path.with_name(name)
-        links = [
-            (label, relative_link(stem.with_suffix(suffix), out_html))
-            for label, suffix in (("interactive HTML", ".html"), ("PNG", ".png"))
-            if stem.with_suffix(suffix).exists()
-        ]
-        links.append(("Vega-Lite spec", relative_link(path, out_html)))
+        spec = read_json(path)
+        has_data, note = spec_data_note(spec)
         entries.append(
             {
                 "name": name,
                 "kind": kind,
                 "backend": backend,
                 "div_id": "chart-" + _slug(name),
-                "spec_json": Markup(json_for_script(read_json(path))),
-                "links": links,
+                "has_data": has_data,
+                "note": note,
+                "title": spec_title(spec) or name,
+                "spec_json": Markup(json_for_script(spec)) if has_data else None,
+                "png": display_path(path.with_name(name + ".png"), out_html),
             }
         )
     return entries
@@ -311,25 +365,15 @@ def build_context(
             sorted(sweep["backend"].dropna().unique()) if "backend" in sweep.columns else []
         )
     charts = chart_entries(spec_paths, out_html, figures)
-    summaries = backend_summaries(sweep)
+    has_gpu = machine_has_gpu(hw, sweep)
+    summaries = backend_summaries(sweep, has_gpu)
     latency = {c["backend"]: c for c in charts if c["kind"] == "latency"}
     backends = sorted(set(latency) | {s["backend"] for s in summaries})
     by_backend = {s["backend"]: s for s in summaries}
     kernel_power = kernel_power_section(kernel_power_csv, charts, out_html)
     decode = decode_section(decode_csv, charts, out_html, expert_m_csv, decode_recorder_csv)
-    table_links = [
-        (label, relative_link(path, out_html))
-        for label, path in (
-            ("sweep.csv", sweep_csv),
-            ("support.csv", support_csv),
-            ("hardware.json", hardware_json),
-            ("kernel_power.csv", kernel_power_csv),
-            ("decode.csv", decode_csv),
-            ("expert_m.csv", expert_m_csv),
-            ("decode_recorder.csv", decode_recorder_csv),
-        )
-        if path is not None
-    ]
+    # The kernel-power and decode tables are offered in their own sections.
+    downloads = embedded_downloads([sweep_csv, support_csv, hardware_json], out_html)
     return {
         "title": "GEMM performance study",
         "prov": provenance(hw, config_hash),
@@ -355,8 +399,10 @@ def build_context(
         "charts": charts,
         "fastest": fastest_table(sweep),
         "sweep": sweep_table(sweep),
-        "table_links": table_links,
-        "vega_js": Markup(vega_bundle()) if charts else None,
+        "downloads": downloads,
+        "has_gpu": has_gpu,
+        "drawn_charts": [c for c in charts if c["has_data"]],
+        "vega_js": Markup(vega_bundle()) if any(c["has_data"] for c in charts) else None,
         "embed_options": Markup(json_for_script(EMBED_OPTIONS)),
         "status_colors": STATUS_COLORS,
         "backend_colors": BACKEND_COLORS,

@@ -4,6 +4,7 @@ messages) and the contexts of the sweep table and of the kernel-power and decode
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 from collections.abc import Iterable
@@ -24,6 +25,13 @@ from .tables import SHOWN, Column, read_optional, shown
 
 DASH = "—"
 LONG_TEXT = 120
+#: Tables up to this size are embedded in the page as downloads (data: URIs); larger ones are
+#: named as paths.
+EMBED_LIMIT = 2 * 1024 * 1024
+#: Sweep-table columns shown with 3 significant figures (times: :func:`fmt_sig_us`).
+SIG3_COLUMNS = frozenset({"tflops", "gbps"})
+#: The sweep table's filters: (column, label), as select boxes above it.
+SWEEP_FILTERS = (("backend", "backend"), ("op", "op"), ("dtype", "dtype"), ("status", "status"))
 
 #: Sweep table columns always shown; the others only when they hold data.
 ALWAYS_SHOWN = {"backend", "impl", "op", "dtype", "shape", "M", "N", "K", "status", "eager_us"}
@@ -79,6 +87,26 @@ def _parse_cell(column: str, value: Any) -> float | str | None:
         return str(value)
 
 
+def fmt_sig(value: float, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant figures, never in exponent notation, thousands
+    separated: 0.0123, 1.23, 123, 12,300."""
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    decimals = digits - 1 - math.floor(math.log10(abs(value)))
+    rounded = round(value, decimals)
+    # Rounding may carry into one more digit (9.996 -> 10.0): drop one decimal then.
+    if math.floor(math.log10(abs(rounded))) > math.floor(math.log10(abs(value))):
+        decimals -= 1
+    return f"{rounded:,.{max(decimals, 0)}f}"
+
+
+def fmt_sig_us(value: float) -> str:
+    """Microseconds: 3 significant figures, 4 from 1,000 µs on (0.512, 12.3, 456, 1,235)."""
+    return fmt_sig(value, 4 if abs(value) >= 999.5 else 3)
+
+
 def fmt_cell(column: str, value: Any) -> str:
     """Readable text for a sweep-table cell ('' when missing)."""
     v = _parse_cell(column, value)
@@ -88,6 +116,10 @@ def fmt_cell(column: str, value: Any) -> str:
         return v
     if column == "efficiency" and v > 2:  # not a fraction: shown plainly
         return f"{v:.2f}"
+    if column in SIG3_COLUMNS:
+        return fmt_sig(v, 3)
+    if _sweep_column(column).fmt == "us":
+        return fmt_sig_us(v)
     return _sweep_column(column).text(v)
 
 
@@ -108,10 +140,57 @@ def long_text(text: Any, limit: int = LONG_TEXT) -> dict[str, Any]:
     return {"short": one_line[: limit - 1] + "…", "full": full}
 
 
-def relative_link(target: str | os.PathLike, out_html: str | os.PathLike) -> str:
-    """Path of ``target`` relative to the report's folder, with forward slashes."""
-    base = Path(out_html).resolve().parent
-    return Path(os.path.relpath(Path(target).resolve(), base)).as_posix()
+def display_path(target: str | os.PathLike, out_html: str | os.PathLike) -> str:
+    """``target`` as a reader finds it beside the report: relative to the folder that holds
+    the report's folder's parent (``results/tables/sweep.csv`` for
+    ``results/report/index.html``), with forward slashes; else its name."""
+    target = Path(target).resolve()
+    base = Path(out_html).resolve().parent.parent.parent
+    try:
+        return target.relative_to(base).as_posix()
+    except ValueError:
+        return target.name
+
+
+def fmt_size(n_bytes: int) -> str:
+    if n_bytes < 1024:
+        return f"{n_bytes} B"
+    if n_bytes < 1024 * 1024:
+        return f"{n_bytes / 1024:.0f} KB"
+    return f"{n_bytes / 1024 / 1024:.1f} MB"
+
+
+MIME = {".csv": "text/csv", ".json": "application/json"}
+
+
+def embedded_download(
+    target: str | os.PathLike, out_html: str | os.PathLike, limit: int = EMBED_LIMIT
+) -> dict[str, Any] | None:
+    """A table offered from inside the page: ``href`` a data: URI of the file's bytes when
+    it is at most ``limit`` bytes, else None (the page names ``path`` instead, since a link
+    to a file beside the report breaks when the page is mailed). None when it does not exist.
+    """
+    path = Path(target)
+    if not path.is_file():
+        return None
+    size = path.stat().st_size
+    href = None
+    if size <= limit:
+        mime = MIME.get(path.suffix.lower(), "text/plain")
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        href = f"data:{mime};charset=utf-8;base64,{data}"
+    return {
+        "name": path.name,
+        "path": display_path(path, out_html),
+        "href": href,
+        "size": fmt_size(size),
+    }
+
+
+def embedded_downloads(targets: Iterable, out_html) -> list[dict[str, Any]]:
+    """:func:`embedded_download` of each target given (None skipped) that exists."""
+    out = [embedded_download(t, out_html) for t in targets if t is not None]
+    return [d for d in out if d is not None]
 
 
 def clean_text_columns(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
@@ -127,8 +206,10 @@ def clean_text_columns(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame
 
 
 def sweep_table(sweep: pd.DataFrame) -> dict[str, Any]:
+    """The sweep table's columns, formatted rows (each with its filter values) and the
+    filters' choices: the distinct values of :data:`SWEEP_FILTERS` columns."""
     if sweep.empty:
-        return {"columns": [], "rows": []}
+        return {"columns": [], "rows": [], "filters": [], "n_unsupported": 0}
     columns = [
         (c, col.label)
         for c, col in shown("sweep_table")
@@ -145,8 +226,20 @@ def sweep_table(sweep: pd.DataFrame) -> dict[str, Any]:
             else:
                 cell["text"] = fmt_cell(column, value)
             cells.append(cell)
-        rows.append({"status": str(rec.get("status", "")), "cells": cells})
-    return {"columns": columns, "rows": rows}
+        rows.append(
+            {
+                "status": str(rec.get("status", "")),
+                "cells": cells,
+                "filter": {c: str(dash(rec.get(c, ""))) for c, _ in SWEEP_FILTERS},
+            }
+        )
+    filters = [(c, label, sorted({r["filter"][c] for r in rows})) for c, label in SWEEP_FILTERS]
+    return {
+        "columns": columns,
+        "rows": rows,
+        "filters": filters,
+        "n_unsupported": sum(1 for r in rows if r["status"] == "unsupported"),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,7 +315,7 @@ def kernel_power_section(
             (c for c in charts if c["kind"] == "power"),
             key=lambda c: POWER_FIGURES.index(c["name"]),
         ),
-        "link": relative_link(path, out_html),
+        "downloads": embedded_downloads([path], out_html),
     }
 
 
@@ -243,7 +336,7 @@ def decode_section(
     """The decode-power section's context, or None when no decode table was given.
 
     ``expert_m_csv`` (per-expert M) and ``recorder_csv`` (what SGLang's expert recorder cost)
-    add their links and the recorder-cost table."""
+    add their downloads and the recorder-cost table."""
     if path is None:
         return None
     table = read_optional(path)
@@ -293,9 +386,7 @@ def decode_section(
         recorder["_c"] = pd.to_numeric(recorder.get("concurrency"), errors="coerce")
         recorder = recorder.sort_values(["variant", "_c"], kind="stable")
     ratios = pd.to_numeric(recorder.get("tpot_ratio"), errors="coerce") if len(recorder) else None
-    links = [(label, relative_link(p, out_html)) for label, p in (
-        ("decode.csv", path), ("expert_m.csv", expert_m_csv),
-        ("decode_recorder.csv", recorder_csv)) if p is not None]  # fmt: skip
+    downloads = embedded_downloads([path, expert_m_csv, recorder_csv], out_html)
     return {
         "columns": [(c, col.label) for c, col in columns],
         "rows": rows,
@@ -319,6 +410,5 @@ def decode_section(
             key=lambda c: DECODE_FIGURES.index(c["name"]),
         ),
         "expert_charts": [c for c in charts if c["kind"] == "experts"],
-        "link": relative_link(path, out_html),
-        "links": links,
+        "downloads": downloads,
     }
