@@ -34,7 +34,12 @@ rule report:
         # A template edit re-renders the report alone.
         templates=REPORT_TEMPLATES,
     output:
-        html="results/report/index.html",
+        html=report(
+            "results/report/index.html",
+            caption="../report/captions/study_report.rst",
+            category="Study report",
+            labels={"page": "HTML report"},
+        ),
     log:
         "results/logs/report.log",
     conda:
