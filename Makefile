@@ -70,12 +70,12 @@ sweep: $(VENV)/.study-$(STACK)
 	@test -n "$(BACKEND)" || (echo "usage: make sweep BACKEND=torch|flashinfer|sgl_kernel" >&2; exit 2)
 	$(BIN)/snakemake --cores $(CORES) --forcerun results/sweeps/$(BACKEND).parquet $(SNAKEMAKE_ARGS)
 
-# Before and after: this run's sweep against a baseline (a results folder or a committed
-# example), e.g. make compare BASELINE=examples/h200x2-2026-11-29
-CURRENT ?= results
+# Before and after: this run's sweep against a baseline (a results folder, a sweep file or a
+# pattern of files), rendered into the report: make compare BASELINE=examples/h200x2-2026-11-29
 compare: $(VENV)/.study-$(STACK)
-	@test -n "$(BASELINE)" || (echo "usage: make compare BASELINE=folder-or-sweep.csv [CURRENT=results]" >&2; exit 2)
-	$(BIN)/python tools/compare_sweeps.py $(BASELINE) $(CURRENT) --out results/tables/compare.csv
+	@test -n "$(BASELINE)" || (echo "usage: make compare BASELINE=results-folder|sweep-file|'files-pattern*.csv'" >&2; exit 2)
+	$(BIN)/snakemake results/report/index.html --cores $(CORES) --config 'compare_baseline=$(BASELINE)' $(if $(CONFIG),--configfile $(CONFIG))
+	@cat results/logs/compare.log
 
 test: $(VENV)/.dev-$(STACK)
 	$(BIN)/python -m pytest -q

@@ -14,6 +14,7 @@ from studylib.figure_list import figures, spec_path  # noqa: E402
 from studylib.hardware import job_versions, nvml_driver  # noqa: E402
 from studylib.plan import (  # noqa: E402
     ConfigFileError,
+    baseline_files,
     apply_cli_values,
     check_config,
     config_warnings,
@@ -76,6 +77,18 @@ CONFIG_TEXT = yaml.safe_dump(config, sort_keys=False)
 # and PNG); the plot rules of each stage's .smk write them. The list is studylib/figure_list.py.
 FIGURES = figures(BACKENDS)
 FIGURE_SPECS = [spec_path(name) for name in FIGURES]
+# A configured baseline (compare_baseline) adds rule compare and the report's "Before and
+# after" section; its files are inputs, so a new baseline reruns the comparison.
+COMPARE_INPUTS = {}
+if config["compare_baseline"]:
+    try:
+        COMPARE_BASELINE_FILES = baseline_files(config["compare_baseline"])
+    except FileNotFoundError as exc:
+        raise WorkflowError(f"invalid config: compare_baseline: {exc}") from None
+    COMPARE_INPUTS = {
+        "compare": "results/tables/compare.csv",
+        "compare_spec": "results/figures/compare.vl.json",
+    }
 REPORT_TEMPLATES = sorted(
     str(path) for path in (Path(workflow.basedir) / "report" / "templates").glob("*")
 )

@@ -26,9 +26,31 @@ rule check_report_inputs:
         "../scripts/check_tables.py"
 
 
+if config["compare_baseline"]:
+
+    rule compare:
+        input:
+            sweep="results/tables/sweep.csv",
+            baseline=COMPARE_BASELINE_FILES,
+        output:
+            table="results/tables/compare.csv",
+            spec="results/figures/compare.vl.json",
+            html="results/figures/compare.html",
+            png="results/figures/compare.png",
+        log:
+            "results/logs/compare.log",
+        conda:
+            "../envs/study.yaml"
+        params:
+            baseline=config["compare_baseline"],
+        script:
+            "../scripts/compare_runs.py"
+
+
 rule report:
     input:
         **REPORT_TABLES,
+        **COMPARE_INPUTS,
         checked="results/tables/checked.json",
         specs=FIGURE_SPECS,
         # A template edit re-renders the report alone.

@@ -47,3 +47,50 @@ def test_a_results_folder_reads_its_sweep_table_or_its_sweeps(tmp_path):
         load_sweep(tmp_path / "empty")
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         load_sweep(tmp_path / "nope")
+
+
+def test_a_pattern_names_the_files_of_a_run(tmp_path):
+    from studylib.plan import baseline_files
+
+    for name in ("run6_torch.csv", "run6_flashinfer.csv", "old_torch.csv"):
+        (tmp_path / name).write_text("x\n")
+    assert [p.rsplit("/", 1)[1] for p in baseline_files(tmp_path / "run6_*.csv")] == [
+        "run6_flashinfer.csv", "run6_torch.csv"]  # fmt: skip
+    with pytest.raises(FileNotFoundError, match="matches no file"):
+        baseline_files(tmp_path / "run7_*.csv")
+
+
+def test_the_comparison_writes_its_table_and_chart_and_the_report_shows_them(tmp_path):
+    import json
+
+    from studylib.compare import write_comparison
+    from studylib.report import build_context
+
+    before = sweep_rows("down", [("torch", m, 30.0, 6.0, 10.0) for m in (1, 16, 64)])
+    after = sweep_rows("down", [("torch", m, 30.0, 4.0, 12.0) for m in (1, 16, 64)])
+    before.to_csv(tmp_path / "before.csv", index=False)
+    after.to_csv(tmp_path / "after.csv", index=False)
+    out = tmp_path / "results"
+    (out / "tables").mkdir(parents=True)
+    (out / "figures").mkdir()
+    table = write_comparison(tmp_path / "before.csv", tmp_path / "after.csv",
+                             out / "tables" / "compare.csv",
+                             out / "figures" / "compare.vl.json")  # fmt: skip
+    assert len(table) == 9 and (out / "figures" / "compare.png").stat().st_size > 0
+    spec = json.loads((out / "figures" / "compare.vl.json").read_text())
+    assert spec["facet"]["column"]["field"] == "mode"
+    context = build_context(
+        hardware_json=None, sweep_csv=tmp_path / "after.csv", support_csv=None, spec_paths=[],
+        out_html=out / "report" / "index.html", config_hash="x",
+        compare_csv=out / "tables" / "compare.csv",
+        compare_spec=out / "figures" / "compare.vl.json",
+    )  # fmt: skip
+    section = context["compare"]
+    assert section["mode"] == "cold" and len(section["rows"]) == 3
+    assert {r["verdict"] for r in section["rows"]} == {"slower"}  # cold 10 -> 12 µs
+    assert section["rows"][0]["change"] == "-20.0 %"
+    assert section["chart"]["has_data"] and section["lines"][0].startswith("cold: 3 points")
+    assert section["downloads"][0]["href"].startswith("data:")
+    assert build_context(hardware_json=None, sweep_csv=tmp_path / "after.csv", support_csv=None,
+                         spec_paths=[], out_html=out / "report" / "index.html",
+                         config_hash="x")["compare"] is None  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from .findings.ranking import TIE_SHARE
+from .plan import baseline_files
 
 KEYS = ["backend", "impl", "op", "dtype", "N", "K", "G", "M", "top_k", "routing"]
 MODES = ("cold", "graph", "eager")
@@ -24,17 +25,7 @@ COLUMNS = [*KEYS, "shape", "mode", "baseline_us", "current_us", "speedup", "chan
 def load_sweep(source: str | Path) -> pd.DataFrame:
     """A sweep's rows from a file (sweep.csv, a backend's parquet or CSV) or a results folder
     (``tables/sweep.csv``, else every ``sweeps/*.parquet`` or ``sweeps/*.csv``)."""
-    source = Path(source)
-    if source.is_dir():
-        table = source / "tables" / "sweep.csv"
-        files = [table] if table.is_file() else sorted(
-            [*source.glob("sweeps/*.parquet"), *source.glob("sweeps/*.csv")])  # fmt: skip
-        if not files:
-            raise FileNotFoundError(f"{source}: no tables/sweep.csv and no sweeps/*.parquet|csv")
-    elif source.is_file():
-        files = [source]
-    else:
-        raise FileNotFoundError(f"{source}: no such file or folder")
+    files = [Path(f) for f in baseline_files(source)]
     frames = [pd.read_parquet(f) if f.suffix == ".parquet" else pd.read_csv(f) for f in files]
     return pd.concat(frames, ignore_index=True)
 
@@ -89,3 +80,67 @@ def summary(table: pd.DataFrame) -> list[str]:
                      f"N={r['N']} K={r['K']} M={r['M']} {r['speedup']:.3f}×")  # fmt: skip
         lines.append(line)
     return lines
+
+
+def speedup_chart(table: pd.DataFrame, title: str = "Before and after: speed-up per point"):
+    """Speed-up (baseline ÷ current, log scale; above 1 is faster) against M, one panel per
+    timing mode, one line per backend · impl · op · dtype · shape; a rule at 1."""
+    import altair as alt
+
+    from .charts import M_LABEL_EXPR, backend_scale, no_data_chart
+
+    if table.empty:
+        return no_data_chart(title, "no point is ok in both runs")
+    data = table.copy()
+    data["series"] = (data["backend"] + " · " + data["impl"] + " · " + data["op"] + " · "
+                      + data["dtype"] + " · " + data["shape"].fillna(""))  # fmt: skip
+    data["M"] = data["M"].astype(int)
+    data = data[["backend", "series", "mode", "M", "N", "K", "speedup", "change_pct",
+                 "baseline_us", "current_us", "verdict"]]  # fmt: skip
+    modes = [m for m in MODES if m in set(data["mode"])]
+    x = alt.X("M:Q", title="M (tokens)", scale=alt.Scale(type="log", base=2, nice=False),
+              axis=alt.Axis(labelExpr=M_LABEL_EXPR))  # fmt: skip
+    y = alt.Y("speedup:Q", title="speed-up (baseline ÷ current)", scale=alt.Scale(type="log"))
+    lines = (
+        alt.Chart()
+        .mark_line(point=True, strokeWidth=1.2)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color("backend:N", scale=backend_scale(sorted(set(data["backend"])))),
+            detail="series:N",
+            tooltip=[
+                "series:N",
+                "M:Q",
+                "N:Q",
+                "K:Q",
+                alt.Tooltip("speedup:Q", format=".3f"),
+                alt.Tooltip("change_pct:Q", format="+.1f", title="change %"),
+                alt.Tooltip("baseline_us:Q", format=".4g"),
+                alt.Tooltip("current_us:Q", format=".4g"),
+                "verdict:N",
+            ],  # fmt: skip
+        )
+    )
+    one = alt.Chart().mark_rule(color="#555", strokeDash=[4, 3]).encode(y=alt.datum(1))
+    return (
+        alt.layer(lines, one, data=data)
+        .properties(width=300, height=220)
+        .facet(column=alt.Column("mode:N", sort=modes, title=None))
+        .properties(title=alt.TitleParams(
+            title, subtitle=["above 1: the current run is faster; points ok in both runs"]))
+    )  # fmt: skip
+
+
+def write_comparison(baseline_source, current_source, out_csv, spec_path) -> pd.DataFrame:
+    """The per-point table (CSV) and its chart (Vega-Lite JSON, with HTML and PNG beside it)."""
+    from .charts import save_chart
+    from .io import write_frame
+
+    table = compare(load_sweep(baseline_source), load_sweep(current_source))
+    write_frame(table, out_csv)
+    spec_path = Path(spec_path)
+    name = spec_path.name.removesuffix(".vl.json")
+    save_chart(speedup_chart(table), spec_path.with_name(name + ".html"),
+               spec_path.with_name(name + ".png"), spec_path)  # fmt: skip
+    return table

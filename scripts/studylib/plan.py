@@ -533,3 +533,28 @@ def resolve_for_device(plan: dict, device: str) -> dict:
         return value
 
     return {key: pick(value) for key, value in plan.items()}
+
+
+def baseline_files(source: str | Path) -> list[str]:
+    """The sweep files of a run to compare with (compare.load_sweep): a file, a pattern
+    (``examples/h200-2026-12-01-kernels/sweeps/run6_*.csv``), or a results folder's
+    ``tables/sweep.csv``, else its ``sweeps/*.parquet|csv``; FileNotFoundError naming the
+    source when there are none."""
+    if any(c in str(source) for c in "*?["):  # a pattern: the files it matches
+        import glob
+
+        files = sorted(glob.glob(str(source)))
+        if not files:
+            raise FileNotFoundError(f"{source}: matches no file")
+        return files
+    source = Path(source)
+    if source.is_file():
+        return [str(source)]
+    if source.is_dir():
+        table = source / "tables" / "sweep.csv"
+        files = [table] if table.is_file() else sorted(
+            [*source.glob("sweeps/*.parquet"), *source.glob("sweeps/*.csv")])  # fmt: skip
+        if files:
+            return [str(f) for f in files]
+        raise FileNotFoundError(f"{source}: no tables/sweep.csv and no sweeps/*.parquet|csv")
+    raise FileNotFoundError(f"{source}: no such file or folder")

@@ -40,6 +40,7 @@ from .report_tables import (
     display_path,
     embedded_downloads,
     fmt_cell,
+    fmt_sig_us,
     is_missing,
     kernel_power_section,
     long_text,
@@ -348,9 +349,12 @@ def build_context(
     expert_m_csv=None,
     decode_recorder_csv=None,
     figures: dict | None = None,
+    compare_csv=None,
+    compare_spec=None,
 ) -> dict[str, Any]:
     """``figures``: the study's figure list (figure_list.figures, as the report rule passes
-    it); without it, the list for the backends the sweep table holds."""
+    it); without it, the list for the backends the sweep table holds. ``compare_csv`` and
+    ``compare_spec`` (a baseline was configured) add the "Before and after" section."""
     hw = load_hardware(hardware_json)
     if git:
         # The commit the report is rendered from, not the one hardware.json was collected at.
@@ -365,6 +369,8 @@ def build_context(
             sorted(sweep["backend"].dropna().unique()) if "backend" in sweep.columns else []
         )
     charts = chart_entries(spec_paths, out_html, figures)
+    if compare_spec is not None:
+        charts += chart_entries([compare_spec], out_html, {"compare": ("compare", None)})
     has_gpu = machine_has_gpu(hw, sweep)
     summaries = backend_summaries(sweep, has_gpu)
     latency = {c["backend"]: c for c in charts if c["kind"] == "latency"}
@@ -395,6 +401,7 @@ def build_context(
         ],
         "kernel_power": kernel_power,
         "decode": decode,
+        "compare": compare_section(compare_csv, charts, out_html),
         "findings": findings_context(findings),
         "charts": charts,
         "fastest": fastest_table(sweep),
@@ -407,6 +414,46 @@ def build_context(
         "status_colors": STATUS_COLORS,
         "backend_colors": BACKEND_COLORS,
     }
+
+
+def compare_section(path, charts: list[dict[str, Any]], out_html) -> dict[str, Any] | None:
+    """The "Before and after" section: the summary per mode, the chart, and the points that
+    changed most (all of them in the embedded table download); None without a comparison."""
+    if path is None:
+        return None
+    from .compare import summary
+
+    table = read_optional(path)
+    rows = []
+    if not table.empty:
+        table = clean_text_columns(table, ("backend", "impl", "op", "dtype", "shape", "mode",
+                                           "verdict"))  # fmt: skip
+        mode = next(m for m in ("cold", "graph", "eager") if m in set(table["mode"]))
+        shown = table[table["mode"] == mode].copy()
+        shown["size"] = (shown["speedup"].astype(float)).apply(lambda v: abs(math.log(v)))
+        for rec in shown.sort_values("size", ascending=False).head(COMPARE_ROWS).to_dict("records"):
+            rows.append({
+                "who": f"{rec['backend']} · {rec['impl']}",
+                "what": f"{rec['op']} {rec['dtype']} {rec['shape']} (N {rec['N']}, K {rec['K']})",
+                "M": int(rec["M"]),
+                "baseline": fmt_sig_us(float(rec["baseline_us"])),
+                "current": fmt_sig_us(float(rec["current_us"])),
+                "speedup": f"{float(rec['speedup']):.3f}×",
+                "change": f"{float(rec['change_pct']):+.1f} %",
+                "verdict": rec["verdict"],
+            })  # fmt: skip
+    return {
+        "lines": summary(table) if not table.empty else [],
+        "mode": rows and mode,
+        "rows": rows,
+        "points": len(table),
+        "chart": next((c for c in charts if c["kind"] == "compare"), None),
+        "downloads": embedded_downloads([path], out_html),
+    }
+
+
+#: Rows of the "Before and after" table: the points whose time changed most.
+COMPARE_ROWS = 40
 
 
 def render_report(out_html: str | os.PathLike, template_dir: str | os.PathLike,

@@ -1,0 +1,14 @@
+"""Snakemake entry: this run's sweep against the configured baseline (compare_baseline)."""
+
+from studylib.compare import summary, write_comparison
+from studylib.entry import setup_logging
+
+log = setup_logging(snakemake)  # noqa: F821
+table = write_comparison(
+    snakemake.params.baseline,  # noqa: F821
+    snakemake.input.sweep,  # noqa: F821
+    snakemake.output.table,  # noqa: F821
+    snakemake.output.spec,  # noqa: F821
+)
+for line in summary(table) or ["no point is ok in both runs"]:
+    log.info("%s", line)
