@@ -1,0 +1,104 @@
+"""Render the study's report from a committed example's tables (no GPU, no Snakemake).
+
+    python3 tools/example_report.py examples/h200-2026-12-01-kernels \\
+        --sweeps 'sweeps/run6_*.csv' --out /tmp/h200-report [--baseline 'sweeps/*.csv']
+
+Reads the example's sweep CSVs (the pattern, relative to the example), its ``peaks.json``,
+``hardware.json`` and, where present, ``kernel_power/windows.csv``; writes under OUT the
+tables (``tables/sweep.csv``, ``support.csv``), the sweep figures (latency per backend,
+support, efficiency, launch overhead) and ``report/index.html``, as the workflow's own steps
+would. ``--baseline`` (a pattern in the example, or a path) adds "Before and after". Prints
+the report's path.
+"""
+
+import argparse
+import glob
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("example", type=Path, help="an examples/ folder")
+    parser.add_argument("--sweeps", default="sweeps/*.csv", help="pattern of its sweep files")
+    parser.add_argument("--out", type=Path, required=True, help="folder to write into")
+    parser.add_argument("--baseline", help="a pattern (in the example) or path to compare with")
+    args = parser.parse_args()
+
+    import pandas as pd
+
+    from studylib.aggregate import aggregate
+    from studylib.compare import write_comparison
+    from studylib.figure_list import figures
+    from studylib.findings import compute_findings
+    from studylib.report import render_report
+    from studylib.sweep_figures import plot_latency, plot_support, plot_table_figure
+    from studylib.tables import StudyTables
+
+    example, out = args.example, args.out
+    files = sorted(glob.glob(str(example / args.sweeps)))
+    if not files:
+        print(f"example_report: {example / args.sweeps} matches no file", file=sys.stderr)
+        return 2
+    for sub in ("sweeps", "tables", "figures", "report"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    rows = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    parts = []
+    for backend, frame in rows.groupby("backend"):
+        path = out / "sweeps" / f"{backend}.parquet"
+        frame.to_parquet(path, index=False)
+        parts.append(path)
+    peaks = example / "peaks.json"
+    tables = {"sweep": out / "tables" / "sweep.csv", "support": out / "tables" / "support.csv"}
+    aggregate(parts, peaks, tables["sweep"], tables["support"])
+    specs = []
+
+    def spec(name: str) -> dict:
+        base = out / "figures" / name
+        specs.append(Path(f"{base}.vl.json"))
+        return {"out_html": f"{base}.html", "out_png": f"{base}.png", "out_spec": specs[-1]}
+
+    for path in parts:
+        plot_latency(path, backend=path.stem, peaks_json=peaks, **spec(f"latency_{path.stem}"))
+    plot_support(tables["support"], **spec("support"))
+    for kind in ("efficiency", "launch_overhead"):
+        plot_table_figure(kind, tables["sweep"], *spec(kind).values())
+    inputs = {"hardware": example / "hardware.json", "peaks": peaks, **tables}
+    windows = example / "kernel_power" / "windows.csv"
+    if windows.is_file():
+        inputs["kernel_power"] = windows
+    compare = {}
+    if args.baseline:
+        pattern = str(example / args.baseline) if not Path(args.baseline).exists() else args.baseline
+        base_files = sorted(glob.glob(pattern)) or [args.baseline]
+        base_csv = out / "tables" / "baseline.csv"
+        pd.concat([pd.read_csv(f) for f in base_files]).to_csv(base_csv, index=False)
+        compare = {"compare_csv": out / "tables" / "compare.csv",
+                   "compare_spec": out / "figures" / "compare.vl.json"}  # fmt: skip
+        write_comparison(base_csv, tables["sweep"], compare["compare_csv"],
+                         compare["compare_spec"])  # fmt: skip
+    html = out / "report" / "index.html"
+    render_report(
+        out_html=html,
+        template_dir=ROOT / "report" / "templates",
+        hardware_json=inputs["hardware"],
+        sweep_csv=tables["sweep"],
+        support_csv=tables["support"],
+        spec_paths=specs,
+        config_hash=f"example {example.name}",
+        findings=compute_findings(StudyTables.read(inputs)),
+        kernel_power_csv=inputs.get("kernel_power"),
+        figures=figures(sorted(p.stem for p in parts)),
+        **compare,
+    )
+    print(html)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
