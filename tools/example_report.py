@@ -31,7 +31,6 @@ def main() -> int:
     args = parser.parse_args()
 
     import pandas as pd
-
     from studylib.aggregate import aggregate
     from studylib.compare import write_comparison
     from studylib.figure_list import figures
@@ -74,7 +73,8 @@ def main() -> int:
         inputs["kernel_power"] = windows
     compare = {}
     if args.baseline:
-        pattern = str(example / args.baseline) if not Path(args.baseline).exists() else args.baseline
+        given = Path(args.baseline)
+        pattern = args.baseline if given.exists() else str(example / args.baseline)
         base_files = sorted(glob.glob(pattern)) or [args.baseline]
         base_csv = out / "tables" / "baseline.csv"
         pd.concat([pd.read_csv(f) for f in base_files]).to_csv(base_csv, index=False)
