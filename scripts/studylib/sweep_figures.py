@@ -215,11 +215,9 @@ def _latency_panel(
     """
     mine = (long["panel"] == panel) & (long["dtype"] == dtype)
     floor_mine = floor[(floor["panel"] == panel) & (floor["dtype"] == dtype)]
-    ms = pd.concat([long.loc[mine, "M"], floor_mine["M"]])
-    ys = pd.concat(
-        [long.loc[mine, c] for c in ("latency_us", "iqr_lo", "iqr_hi")] + [floor_mine["floor_us"]]
-    )
-    ys = pd.to_numeric(ys, errors="coerce")
+    ms = pd.Series([*long.loc[mine, "M"], *floor_mine["M"]], dtype=float)
+    ys = [v for c in ("latency_us", "iqr_lo", "iqr_hi") for v in long.loc[mine, c]]
+    ys = pd.Series([*ys, *floor_mine["floor_us"]], dtype=float)
     ys = ys[ys > 0]
     # Fixed domains over every mode: switching the mode keeps the axes where they are.
     x = alt.X(
@@ -420,13 +418,7 @@ def support_chart(support_df: pd.DataFrame) -> alt.TopLevelMixin:
     """Heat-map of backend · impl × op · dtype, coloured by status, reason in the tooltip."""
     title = "Support matrix: which backend runs which op and dtype"
     if support_df.empty:
-        empty = pd.DataFrame({"x": pd.Series(dtype=str), "y": pd.Series(dtype=str)})
-        return (
-            alt.Chart(empty)
-            .mark_rect()
-            .encode(x="x:N", y="y:N")
-            .properties(title=alt.TitleParams(title, subtitle=["no support data"]))
-        )
+        return no_data_chart(title, "no support data (no sweep rows)")
     df = support_df.copy()
     for column in ("backend", "impl", "op", "dtype", "status", "reason"):
         if column not in df.columns:
