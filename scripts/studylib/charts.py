@@ -75,9 +75,9 @@ def backend_scale(backends: Iterable[str] | None = None) -> alt.Scale:
 #: next free shade of their family (:data:`FAMILY_SHADES`), then of :data:`FALLBACK_COLORS`.
 IMPL_COLORS: dict[tuple[str, str], str] = {
     ("torch", "aten"): "#1f5fa8",  # blue
-    ("torch", "per_tensor"): "#6baed6",  # light blue
+    ("torch", "per_tensor"): "#74b3e8",  # sky blue
     ("torch", "rowwise"): "#08306b",  # navy
-    ("torch", "grouped_mm"): "#3ca4c8",  # cyan blue
+    ("torch", "grouped_mm"): "#17a2b8",  # teal
     ("flashinfer", "cublas"): "#d62728",  # red
     ("flashinfer", "cublaslt"): "#ff7f0e",  # orange
     ("flashinfer", "cudnn"): "#8c1c13",  # maroon

@@ -186,7 +186,7 @@ def latency_floor(df: pd.DataFrame) -> pd.DataFrame:
 
 def _m_axis_values(ms: Iterable[float]) -> list[int]:
     values = sorted({int(m) for m in ms if m >= 1 and (int(m) & (int(m) - 1)) == 0})
-    if len(values) > 7:  # keep labels readable: powers of four only
+    if len(values) > 5:  # keep labels readable: powers of four only
         values = [m for m in values if (m.bit_length() - 1) % 2 == 0]
     return values
 
@@ -334,7 +334,10 @@ def latency_chart(df: pd.DataFrame, backend: str | None = None) -> alt.TopLevelM
     subtitle = f"{n_good} of {n_points} points ran"
     if n_good < n_points:
         subtitle += " (the others: support matrix)"
-    subtitle += f" · {default} times (other timing modes: buttons below the chart)"
+    if len(modes) > 1:
+        subtitle += f" · {default} times (other timing modes: buttons below the chart)"
+    else:
+        subtitle += f" · {default} times (the only timing mode measured)"
     if has_data(long, "iqr_us"):
         subtitle += " · bars: interquartile range"
     mark_mismatch = bool((long["status"] == "mismatch").any())
