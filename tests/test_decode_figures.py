@@ -398,6 +398,22 @@ def test_decode_frontier_one_line_per_variant_labelled_by_c():
     assert "no decode runs" in json.dumps(charts.chart_spec(decode_frontier_chart(None)))
 
 
+def test_decode_figures_without_data_are_no_data_charts():
+    """Nothing to draw: the spec carries usermeta study.has_data false and a one-line note,
+    which the report shows instead of an empty chart; figures with data carry none."""
+    empty = [
+        decode_frontier_chart(make_cpu()),  # no power measured
+        decode_frontier_chart(None),
+        decode_chart(None),
+        decode_latency_chart(pd.DataFrame()),
+        experts_chart(None),
+    ]
+    for chart in empty:
+        meta = charts.chart_spec(chart)["usermeta"]["study"]
+        assert meta["has_data"] is False and meta["note"] and "\n" not in meta["note"]
+    assert "usermeta" not in charts.chart_spec(decode_chart(make_cpu()))  # latency panels
+
+
 def test_experts_chart_histograms_and_max_over_balanced(tmp_path):
     em = make_expert_m()
     csv = tmp_path / "expert_m.csv"

@@ -319,12 +319,27 @@ def test_timeline_empty_says_no_power_samples(tmp_path):
     stem = tmp_path / "power_timeline"
     plot_power(csv, [empty], f"{stem}.html", f"{stem}.png", f"{stem}.vl.json", "timeline")
     spec = check_outputs(tmp_path, "power_timeline")
-    text = json.dumps(spec)
-    assert "flashinfer: no power samples: none" in text
-    assert "torch: no power samples: none" in text
+    # nothing to draw for any backend: one small no-data chart the report shows as a note
+    note = spec["usermeta"]["study"]
+    assert note["has_data"] is False
+    assert note["note"].startswith("no power samples (flashinfer, torch; power source: none)")
+    assert "\n" not in note["note"] and _values(spec) == []
     # and without any table at all
     spec = charts.chart_spec(power_timeline_chart(pd.DataFrame(), pd.DataFrame()))
     assert "no power samples: none" in json.dumps(spec)
+    assert spec["usermeta"]["study"]["has_data"] is False
+
+
+def test_timeline_backend_without_samples_is_a_panel_beside_the_others():
+    """One backend sampled, one not: the figure has data (no usermeta), the other backend's
+    panel says why it is empty."""
+    windows = make_windows()
+    sampled = windows[(windows["backend"] == "torch") & (windows["gpu"] == 0)]
+    spec = charts.chart_spec(power_timeline_chart(make_timeline(sampled), windows))
+    assert "usermeta" not in spec
+    titles = [p["title"]["text"] for p in spec["vconcat"]]
+    assert titles[0] == "flashinfer: no power samples: nvml"
+    assert titles[1].startswith("torch: power during the kernel loops")
 
 
 def test_power_vs_util(tmp_path, tables):
@@ -357,6 +372,7 @@ def test_power_vs_util_falls_back_to_sm_clock_without_gpm():
     no_power = windows.assign(power_source="none", avg_w=np.nan)
     spec = charts.chart_spec(power_vs_util_chart(no_power))
     assert "no power was measured (power source: none)" in json.dumps(spec)
+    assert spec["usermeta"]["study"]["has_data"] is False
 
 
 def test_plot_power_rejects_unknown_kind(tmp_path, tables):

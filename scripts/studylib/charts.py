@@ -70,6 +70,74 @@ def backend_scale(backends: Iterable[str] | None = None) -> alt.Scale:
     return alt.Scale(domain=names, range=[backend_color(b) for b in names])
 
 
+#: One colour per backend · impl, in the backend's hue family (torch blues, FlashInfer reds
+#: and oranges, sgl-kernel greens); no colour serves two pairs. Impls not listed here take the
+#: next free shade of their family (:data:`FAMILY_SHADES`), then of :data:`FALLBACK_COLORS`.
+IMPL_COLORS: dict[tuple[str, str], str] = {
+    ("torch", "aten"): "#1f5fa8",  # blue
+    ("torch", "per_tensor"): "#74b3e8",  # sky blue
+    ("torch", "rowwise"): "#08306b",  # navy
+    ("torch", "grouped_mm"): "#17a2b8",  # teal
+    ("flashinfer", "cublas"): "#d62728",  # red
+    ("flashinfer", "cublaslt"): "#ff7f0e",  # orange
+    ("flashinfer", "cudnn"): "#8c1c13",  # maroon
+    ("flashinfer", "cutlass"): "#f2a65a",  # sand
+    ("flashinfer", "tinygemm"): "#c51b7d",  # crimson pink
+    ("flashinfer", "trtllm"): "#b8860b",  # dark gold
+    ("flashinfer", "auto"): "#fb9a99",  # salmon
+    ("sgl_kernel", "cutlass"): "#2ca02c",  # green
+    ("sgl_kernel", "triton"): "#0b5d1e",  # dark green
+}
+#: Spare shades per backend family, for impls that :data:`IMPL_COLORS` does not list.
+FAMILY_SHADES: dict[str, tuple[str, ...]] = {
+    "torch": ("#4c78a8", "#9ecae1", "#2171b5", "#5b5fc7", "#0570b0"),
+    "flashinfer": ("#e45756", "#a6501a", "#fdae6b", "#e7298a", "#cb181d"),
+    "sgl_kernel": ("#98df8a", "#66a61e", "#1b9e77", "#74c476", "#31a354"),
+}
+
+
+def _spare_shades(backend: str) -> tuple[str, ...]:
+    return FAMILY_SHADES.get(backend, FALLBACK_COLORS)
+
+
+def impl_color(backend: str, impl: str) -> str:
+    """The fixed colour of one backend · impl pair (its backend's hue family).
+
+    Listed pairs never share a colour; an unlisted impl gets a stable spare shade of its
+    family (:func:`impl_scale` also keeps those apart within one figure).
+    """
+    backend, impl = str(backend), str(impl)
+    if (backend, impl) in IMPL_COLORS:
+        return IMPL_COLORS[(backend, impl)]
+    shades = _spare_shades(backend)
+    return shades[sum(f"{backend}/{impl}".encode()) % len(shades)]
+
+
+def impl_scale(pairs: Iterable[tuple[str, str]], label=None) -> alt.Scale:
+    """Colour scale of the backend · impl ``pairs``, one distinct colour per pair.
+
+    ``label(backend, impl)`` names a pair in the data (default ``"backend · impl"``; a
+    one-backend chart may use the impl alone).
+    """
+    label = label or series_label
+    pairs = list(dict.fromkeys((str(b), str(i)) for b, i in pairs))
+    used = {IMPL_COLORS[p] for p in pairs if p in IMPL_COLORS}
+    colors = []
+    for backend, impl in pairs:
+        color = impl_color(backend, impl)
+        if (backend, impl) not in IMPL_COLORS:
+            free = [c for c in (*_spare_shades(backend), *FALLBACK_COLORS) if c not in used]
+            color = color if color not in used else (free[0] if free else color)
+            used.add(color)
+        colors.append(color)
+    return alt.Scale(domain=[label(b, i) for b, i in pairs], range=colors)
+
+
+def series_label(backend: str, impl: str) -> str:
+    """The name of a backend · impl series in figures and legends."""
+    return f"{backend} · {impl}"
+
+
 def status_scale() -> alt.Scale:
     return alt.Scale(domain=list(STATUS_ORDER), range=[STATUS_COLORS[s] for s in STATUS_ORDER])
 
@@ -137,6 +205,24 @@ def log_ticks(values: pd.Series) -> list[float]:
     return inside
 
 
+def log_ticks_between(lo: float, hi: float, fewest: int = 3) -> list[float]:
+    """Round ticks inside [lo, hi] (positive) for a log axis: 1-2-5 per decade, finer
+    (1, 1.5, 2, 3, 4, 5, 6, 8) where that gives fewer than ``fewest``, powers of ten alone
+    where 1-2-5 gives more than 10. Ticks outside the domain would be drawn on its edge."""
+    if not (lo > 0 and hi > lo and math.isfinite(hi)):
+        return []
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    ticks: list[float] = []
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 8)):
+        ticks = [float(f"{m * 10.0**e:.6g}") for e in decades for m in mantissas]
+        ticks = [t for t in ticks if lo <= t <= hi]
+        if len(ticks) >= fewest:
+            break
+    if len(ticks) > 10:
+        ticks = [t for t in ticks if math.log10(t).is_integer()]
+    return ticks
+
+
 def first_text(df: pd.DataFrame, column: str, default: str = "") -> str:
     if column not in df.columns:
         return default
@@ -174,13 +260,64 @@ def strict_frame(df: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
     return out
 
 
-def no_data_chart(title: str, reason: str) -> alt.TopLevelMixin:
-    """An empty chart whose title says why there is nothing to draw."""
+#: The top-level ``usermeta`` key a figure without data carries: ``{"study": {"has_data":
+#: false, "note": <one line>}}``. The report reads it to show the note instead of an empty
+#: chart; a figure without the key has data.
+USERMETA_KEY = "study"
+
+
+def no_data_panel(title: str, reason: str, **title_options: Any) -> alt.Chart:
+    """An empty panel whose title says why there is nothing to draw, for use inside a
+    figure that has data elsewhere (no ``usermeta``: Vega-Lite allows it at the top only)."""
+    reason = shorten(reason, 300)
     return (
         alt.Chart(pd.DataFrame({"x": []}))
         .mark_point()
-        .properties(width=300, height=60, title=alt.TitleParams(title, subtitle=[reason]))
+        .properties(
+            width=300,
+            height=60,
+            title=alt.TitleParams(title, subtitle=[reason], anchor="start", **title_options),
+        )
     )
+
+
+def no_data_chart(title: str, reason: str, **title_options: Any) -> alt.Chart:
+    """The whole figure when it has nothing to draw: an empty chart whose title says why,
+    marked for the report with ``usermeta: {"study": {"has_data": false, "note": reason}}``."""
+    note = shorten(reason, 300)
+    return no_data_panel(title, note, **title_options).properties(
+        usermeta={USERMETA_KEY: {"has_data": False, "note": note}}
+    )
+
+
+def figure_has_data(spec: dict[str, Any]) -> bool:
+    """Whether a saved figure's spec has data (it lacks the no-data ``usermeta`` mark)."""
+    meta = (spec.get("usermeta") or {}).get(USERMETA_KEY) or {}
+    return meta.get("has_data", True) is not False
+
+
+class SpecChart:
+    """A finished Vega-Lite spec where a chart is expected: :func:`chart_spec` and
+    :func:`save_chart` take it like an altair chart (``to_dict`` gives a copy of the spec).
+
+    For figures assembled from many panels: altair deep-copies a whole concat tree for each
+    selection it lifts to the top, which took ~20 s for one backend's latency figure.
+    """
+
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+
+    def to_dict(self, **_kwargs: Any) -> dict[str, Any]:
+        return json.loads(json.dumps(self.spec, allow_nan=True))
+
+
+def view_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """A chart's spec as a view to nest in a hand-built spec (no schema, config or datasets:
+    its data must be named, from the top-level ``datasets``)."""
+    spec = chart.to_dict(validate=False)
+    for key in ("$schema", "config", "datasets"):
+        spec.pop(key, None)
+    return spec
 
 
 # ---------------------------------------------------------------------------------------------

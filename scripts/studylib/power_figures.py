@@ -16,7 +16,14 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from .charts import backend_color, backend_scale, has_data, no_data_chart, save_chart
+from .charts import (
+    backend_color,
+    backend_scale,
+    has_data,
+    no_data_chart,
+    no_data_panel,
+    save_chart,
+)
 from .charts import strict_frame as _strict
 from .findings.common import text_of
 from .findings.windows import classify_windows
@@ -247,36 +254,41 @@ def power_timeline_chart(timeline: pd.DataFrame, windows: pd.DataFrame) -> alt.T
     backends = sorted(
         set(timeline["backend"] if has_samples else []) | set(windows.get("backend", []))
     )
+    title = "Kernel power timeline"
     if not backends:
-        return no_data_chart(
-            "Kernel power timeline", f"no power samples: {_sources(windows)} (no windows)"
-        )
-    panels = []
+        return no_data_chart(title, f"no power samples: {_sources(windows)} (no windows)")
+    panels, missing = [], []
     for backend in backends:
         samples = timeline[timeline["backend"] == backend] if has_samples else pd.DataFrame()
         mine = windows[windows["backend"] == backend] if not windows.empty else windows
-        if samples.empty or "t" not in samples.columns:
+        if samples.empty or "t" not in samples.columns or not _has_readings(samples):
+            why = "no power samples" if samples.empty else "no power readings in the samples"
+            missing.append(backend)
             panels.append(
-                no_data_chart(
-                    f"{backend}: kernel power timeline",
-                    f"no power samples: {_sources(windows, backend)}",
-                ).properties(
-                    title=alt.TitleParams(
-                        f"{backend}: no power samples: {_sources(windows, backend)}",
-                        subtitle=[
-                            f"{len(mine)} windows recorded, "
-                            f"{_has_power(mine)} with an average power reading"
-                        ],
-                        color=backend_color(backend),
-                        anchor="start",
-                    )
+                no_data_panel(
+                    f"{backend}: {why}: {_sources(windows, backend)}",
+                    f"{len(mine)} windows recorded, "
+                    f"{_has_power(mine)} with an average power reading",
+                    color=backend_color(backend),
                 )
             )
         else:
             panels.append(_backend_timeline(backend, samples, mine))
+    if len(missing) == len(backends):
+        return no_data_chart(
+            title,
+            f"no power samples ({', '.join(backends)}; power source: {_sources(windows)}); "
+            f"{len(windows)} windows recorded, {_has_power(windows)} with an average power "
+            "reading",
+        )
     if len(panels) == 1:
         return panels[0]
     return alt.vconcat(*panels).resolve_scale(color="independent")
+
+
+def _has_readings(samples: pd.DataFrame) -> bool:
+    """Whether a backend's timeline holds any power reading (instant or 1-s average)."""
+    return has_data(samples, "power_w") or has_data(samples, "power_avg_w")
 
 
 # ---------------------------------------------------------------------------------------------
