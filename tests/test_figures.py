@@ -433,3 +433,14 @@ def test_chart_spec_turns_every_missing_value_into_null(tmp_path):
     assert spec["data"]["values"][0] == {"x": 1.0, "y": None, "why": None}
     charts.save_chart(chart, tmp_path / "c.html", tmp_path / "c.png", tmp_path / "c.json")
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_latency_reads_a_sweep_parquet_with_nullable_integer_columns(tmp_path):
+    """A sweep's parquet keeps G and top_k as Int64 with <NA> for single GEMMs."""
+    df = make_sweep(backend="torch")
+    df["G"] = pd.array([None] * len(df), dtype="Int64")
+    df["top_k"] = pd.array([None] * len(df), dtype="Int64")
+    df.to_parquet(tmp_path / "torch.parquet", index=False)
+    frame = pd.read_parquet(tmp_path / "torch.parquet")
+    spec = charts.chart_spec(sweep_figures.latency_chart(frame, "torch"))
+    assert "usermeta" not in spec  # drawn, not a no-data chart

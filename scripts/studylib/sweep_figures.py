@@ -97,8 +97,12 @@ def _panels(good: pd.DataFrame) -> pd.DataFrame:
     """
     out = pd.DataFrame(index=good.index)
     fused = _text(good, "op").str.contains("fused_moe")
-    g = good["G"] if "G" in good.columns else pd.Series(float("nan"), index=good.index)
+    # Plain floats (NaN when absent): a parquet's nullable Int64 holds pd.NA, whose truth
+    # value raises.
+    g = (pd.to_numeric(good["G"], errors="coerce").astype(float) if "G" in good.columns
+         else pd.Series(float("nan"), index=good.index))  # fmt: skip
     top_k = pd.to_numeric(good.get("top_k", pd.Series(index=good.index)), errors="coerce")
+    top_k = top_k.astype(float)
     routing = _text(good, "routing")
     heads = [
         shape_label(s, n, k, gg)
