@@ -1,5 +1,6 @@
 """The whole study through Snakemake on this (CPU) machine, in a scratch copy of the repo."""
 
+import json
 import os
 import re
 import shutil
@@ -405,3 +406,55 @@ def sweep_table_state(page) -> dict:
     state["one_backend"] = page.evaluate(visible)
     state["backend_rows"] = page.locator(f"{rows}[data-backend='{backend}']").count()
     return state
+
+
+def test_latency_chart_mode_switch_and_legend_highlight_in_a_browser(tmp_path):
+    """The H200 example's torch latency figure in Chromium: it opens on cold times, the
+    timing-mode radio redraws the lines with another mode's times, and a click on a legend
+    entry fades the other implementations."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install Chromium (.ci/run does, with apt-get)")
+        pytest.skip("Chromium is not installed")
+    subprocess.run([sys.executable, str(ROOT / "tools" / "example_report.py"),
+                    str(ROOT / "examples" / "h200-2026-12-01-kernels"),
+                    "--sweeps", "sweeps/run6_torch.csv", "--out", str(tmp_path)],
+                   check=True, capture_output=True)  # fmt: skip
+    report = tmp_path / "report" / "index.html"
+    chart = "#chart-latency_torch"
+    # The implementations' lines (the floor is a line mark of its own, not named lines_*).
+    lines = f"[...document.querySelectorAll('{chart} g.mark-line[class*=lines_] path')]"
+    errors = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=BROWSER_FLAGS)
+        try:
+            page = browser.new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(report.as_uri())
+            page.wait_for_function(f"{lines}.length > 0", timeout=30_000)
+            radio = page.locator(f"{chart} input[type=radio]")
+            checked = page.locator(f"{chart} input[type=radio]:checked")
+            assert radio.count() == 3 and checked.get_attribute("value") == "cold"
+            cold = page.evaluate(f"{lines}.map(p => p.getAttribute('d'))")
+            page.locator(f"{chart} input[type=radio][value=eager]").check()
+            page.wait_for_function(
+                f"{lines}.map(p => p.getAttribute('d')).join() !== {json.dumps(','.join(cold))}",
+                timeout=10_000,
+            )
+            # Vega picks the legend entry under the pointer itself (the SVG takes the
+            # events): click where the first implementation's symbol is (the floor's is 0th).
+            symbol = page.locator(f"{chart} .role-legend-symbol path").nth(1)
+            symbol.scroll_into_view_if_needed()
+            box = symbol.bounding_box()
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.wait_for_function(
+                f"{lines}.some(p => parseFloat(p.getAttribute('opacity') ?? '1') < 0.5)",
+                timeout=10_000,
+            )
+            opacities = page.evaluate(f"{lines}.map(p => p.getAttribute('opacity') ?? '1')")
+        finally:
+            browser.close()
+    assert errors == []
+    assert "1" in opacities and any(float(o) < 0.5 for o in opacities)

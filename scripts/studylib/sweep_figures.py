@@ -271,13 +271,16 @@ def _latency_panel(
                 ],
             )
         )
+    # The lines first of the layers coloured by impl: the legend shared by every panel is
+    # built from the first, and only the view holding the legend selection makes its clicks
+    # select (with the IQR bars first, a click on the legend did nothing).
+    layers.append(base.mark_line(strokeWidth=1.6).encode(detail="series:N").properties(name=view))
     if has_data(long.loc[mine], "iqr_us"):
         layers.append(
             base.mark_rule(strokeWidth=1.2)
             .encode(y=alt.Y("iqr_lo:Q"), y2="iqr_hi:Q")
             .transform_filter("isValid(datum.iqr_us)")
         )
-    layers.append(base.mark_line(strokeWidth=1.6).encode(detail="series:N").properties(name=view))
     shape = (
         alt.condition("datum.status == 'mismatch'", alt.value("cross"), alt.value("circle"))
         if mark_mismatch
