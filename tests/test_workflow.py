@@ -344,16 +344,22 @@ BROWSER_FLAGS = [
 ]  # fmt: skip
 
 
-def test_report_in_a_real_browser(study):
-    """Debian's Chromium driven by Playwright: the report loads without console errors, every
-    chart renders (SVG or canvas), no network request is made, no link leaves the page, and
-    the sweep table hides unsupported rows until asked and filters by backend."""
+def browser_or_skip():
+    """(Playwright's sync API, Debian's Chromium); skipped without them, failed on CI."""
     sync_api = pytest.importorskip("playwright.sync_api")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         if os.environ.get("CI"):
             pytest.fail("CI must install Chromium (.ci/run does, with apt-get)")
         pytest.skip("Chromium is not installed")
+    return sync_api, chromium
+
+
+def test_report_in_a_real_browser(study):
+    """Debian's Chromium driven by Playwright: the report loads without console errors, every
+    chart renders (SVG or canvas), no network request is made, no link leaves the page, and
+    the sweep table hides unsupported rows until asked and filters by backend."""
+    sync_api, chromium = browser_or_skip()
     report = (study / "results" / "report" / "index.html").resolve()
     errors, requests = [], []
     with sync_api.sync_playwright() as p:
@@ -412,12 +418,7 @@ def test_latency_chart_mode_switch_and_legend_highlight_in_a_browser(tmp_path):
     """The H200 example's torch latency figure in Chromium: it opens on cold times, the
     timing-mode radio redraws the lines with another mode's times, and a click on a legend
     entry fades the other implementations."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Chromium (.ci/run does, with apt-get)")
-        pytest.skip("Chromium is not installed")
+    sync_api, chromium = browser_or_skip()
     subprocess.run([sys.executable, str(ROOT / "tools" / "example_report.py"),
                     str(ROOT / "examples" / "h200-2026-12-01-kernels"),
                     "--sweeps", "sweeps/run6_torch.csv", "--out", str(tmp_path)],
