@@ -75,7 +75,7 @@ sweep: $(VENV)/.study-$(STACK)
 compare: $(VENV)/.study-$(STACK)
 	@test -n "$(BASELINE)" || (echo "usage: make compare BASELINE=results-folder|sweep-file|'files-pattern*.csv'" >&2; exit 2)
 	$(BIN)/snakemake results/report/index.html --cores $(CORES) --config 'compare_baseline=$(BASELINE)' $(if $(CONFIG),--configfile $(CONFIG))
-	@cat results/logs/compare.log
+	@tail -n 3 results/logs/compare.log
 
 test: $(VENV)/.dev-$(STACK)
 	$(BIN)/python -m pytest -q
