@@ -17,6 +17,7 @@ from studylib.plan import (  # noqa: E402
     baseline_files,
     apply_cli_values,
     check_config,
+    config_keys,
     config_warnings,
     decode_plan,
     decode_variants,
@@ -36,7 +37,7 @@ SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
 # --config values nested in a mapping arrive as strings: type them as a config file would.
 apply_cli_values(config, workflow.config_settings.config or {})
 # An override's `{}` removes nothing from the merged config: say so rather than ignore it.
-_CONFIG_KEYS = yaml.safe_load(Path(SCHEMA).read_text(encoding="utf-8"))["properties"]
+_CONFIG_KEYS = config_keys(SCHEMA)
 try:
     _overrides = [
         (str(path), read_config_file(path, _CONFIG_KEYS))

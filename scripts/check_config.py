@@ -9,11 +9,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import yaml  # noqa: E402
-from studylib.plan import ConfigFileError, read_config_file  # noqa: E402
+from studylib.plan import ConfigFileError, config_keys, read_config_file  # noqa: E402
 
-schema = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
-known = yaml.safe_load(schema.read_text(encoding="utf-8"))["properties"]
+known = config_keys(Path(__file__).resolve().parents[1] / "config" / "schema.yaml")
 try:
     for path in sys.argv[1:]:
         read_config_file(path, known)

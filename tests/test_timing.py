@@ -96,3 +96,19 @@ def test_a_call_that_streams_several_l2s_is_cold_in_graph_mode():
     assert cold == {"cold_us": 5.0, "cold_iqr_us": 0.1, "cold_samples": 16, "cold_sets": 1,
                     "cold_calls": 200}  # fmt: skip
     assert Measurer.cold_as_graph({}) == {}  # no graph time: no cold time either
+
+
+def test_the_cold_graph_of_a_call_that_streams_several_l2s_is_its_own_graph():
+    """The power loops' cold mode and the sweep's use one rule: no second input set."""
+    from studylib.backends.base import Prepared
+    from studylib.worker import Measurer
+
+    measurer = Measurer.__new__(Measurer)
+    measurer.l2_bytes, measurer.timing = 60 << 20, {"cold_l2_multiple": 4}
+    measurer._graph_of = lambda fn: ("graph", 3, {"graph_calls": 3})
+
+    def no_sets(count):
+        raise AssertionError("no input sets for a call that streams from HBM")
+
+    big = Prepared(run=None, reference=None, flops=1.0, bytes=4 * (60 << 20), variants=no_sets)
+    assert measurer._cold_graph(big) == ("graph", 3, {"cold_sets": 1, "cold_calls": 3})

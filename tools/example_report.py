@@ -73,14 +73,11 @@ def main() -> int:
         inputs["kernel_power"] = windows
     compare = {}
     if args.baseline:
-        given = Path(args.baseline)
-        pattern = args.baseline if given.exists() else str(example / args.baseline)
-        base_files = sorted(glob.glob(pattern)) or [args.baseline]
-        base_csv = out / "tables" / "baseline.csv"
-        pd.concat([pd.read_csv(f) for f in base_files]).to_csv(base_csv, index=False)
+        # A path as given, else relative to the example; load_sweep reads patterns too.
+        baseline = args.baseline if Path(args.baseline).exists() else example / args.baseline
         compare = {"compare_csv": out / "tables" / "compare.csv",
                    "compare_spec": out / "figures" / "compare.vl.json"}  # fmt: skip
-        write_comparison(base_csv, tables["sweep"], compare["compare_csv"],
+        write_comparison(baseline, tables["sweep"], compare["compare_csv"],
                          compare["compare_spec"])  # fmt: skip
     html = out / "report" / "index.html"
     render_report(

@@ -22,6 +22,13 @@ class ConfigFileError(ValueError):
     """A config file that cannot be read as a mapping of keys: one line naming the file."""
 
 
+def config_keys(schema_path: str | Path) -> set[str]:
+    """The config's top-level keys, as config/schema.yaml declares them."""
+    import yaml
+
+    return set(yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))["properties"])
+
+
 def read_config_file(path: str | Path, known_keys=None) -> dict:
     """The mapping in a config file, or ConfigFileError naming the file (and the line of a
     YAML syntax error). With ``known_keys`` (the config's top-level keys), a mapping whose

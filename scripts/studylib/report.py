@@ -421,14 +421,14 @@ def compare_section(path, charts: list[dict[str, Any]], out_html) -> dict[str, A
     changed most (all of them in the embedded table download); None without a comparison."""
     if path is None:
         return None
-    from .compare import summary
+    from .compare import MODES, summary
 
     table = read_optional(path)
-    rows = []
+    rows, mode = [], None
     if not table.empty:
         table = clean_text_columns(table, ("backend", "impl", "op", "dtype", "shape", "mode",
                                            "verdict"))  # fmt: skip
-        mode = next(m for m in ("cold", "graph", "eager") if m in set(table["mode"]))
+        mode = next(m for m in MODES if m in set(table["mode"]))
         shown = table[table["mode"] == mode].copy()
         shown["size"] = (shown["speedup"].astype(float)).apply(lambda v: abs(math.log(v)))
         for rec in shown.sort_values("size", ascending=False).head(COMPARE_ROWS).to_dict("records"):
@@ -444,7 +444,7 @@ def compare_section(path, charts: list[dict[str, Any]], out_html) -> dict[str, A
             })  # fmt: skip
     return {
         "lines": summary(table) if not table.empty else [],
-        "mode": rows and mode,
+        "mode": mode,
         "rows": rows,
         "points": len(table),
         "chart": next((c for c in charts if c["kind"] == "compare"), None),

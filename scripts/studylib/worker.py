@@ -191,6 +191,7 @@ class Measurer:
             if self.device == "cuda":
                 row["graph_fixed_us"] = self.graph_fixed_us()
                 row.update(self._graph(prepared.run, "graph"))
+                # Such a call's cold graph is its graph: its samples are taken once.
                 if self.streams_from_hbm(prepared):
                     row.update(self.cold_as_graph(row))
                 else:
@@ -301,7 +302,11 @@ class Measurer:
 
     def _cold_graph(self, prepared):
         """A graph that passes over every input set ``rounds`` times: weights from HBM on
-        every call, and a replay long enough for the target time."""
+        every call, and a replay long enough for the target time. A call that streams from
+        HBM by itself is its own graph, over its one set."""
+        if self.streams_from_hbm(prepared):
+            graph, calls, _ = self._graph_of(prepared.run)
+            return graph, calls, {"cold_sets": 1, "cold_calls": calls}
         runs = self._cold_sets(prepared)
 
         def one_pass():
