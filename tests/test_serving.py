@@ -179,8 +179,9 @@ def test_glm5_example_reproduces_the_seed_server():
 
 
 def test_h200_x2_example_plans_tp2_and_ep2_with_their_nccl_environment():
-    """The two-GPU example: TP2 graphs on and off and EP2, each on two GPUs, NVLink
-    multicast off, beside the default's one-GPU variants; the table's ep and graphs cells."""
+    """The two-GPU example: TP2 graphs on and off, TP2 with the seed's NCCL settings and EP2,
+    each on two GPUs, NVLink multicast off, beside the default's one-GPU variants; the
+    table's ep and graphs cells; the seed's settings reach the server's environment."""
     import yaml
     from snakemake.utils import update_config, validate
     from studylib.plan import decode_plan, decode_variants, resolve_for_device
@@ -194,7 +195,7 @@ def test_h200_x2_example_plans_tp2_and_ep2_with_their_nccl_environment():
             "sglang-bf16-graphs", "sglang-fp8-eager"} <= set(variants)  # fmt: skip
     facts = {}
     for name in ("sglang-fp8-graphs-tp2", "sglang-fp8-eager-tp2", "sglang-fp8-graphs-ep2",
-                 "sglang-fp8-graphs"):  # fmt: skip
+                 "sglang-fp8-graphs-tp2-seed-nccl", "sglang-fp8-graphs"):  # fmt: skip
         plan = resolve_for_device(decode_plan(config, name), "cuda")
         argv = engine("sglang").argv(plan["model"], plan["host"], plan["port"], plan["args"],
                                      "py", served_name="s")  # fmt: skip
@@ -206,8 +207,13 @@ def test_h200_x2_example_plans_tp2_and_ep2_with_their_nccl_environment():
         "sglang-fp8-graphs-tp2": (2, 1, True, "0", "2", [1, 16, 64, 256]),
         "sglang-fp8-eager-tp2": (2, 1, False, "0", "2", [1, 16, 64, 256]),
         "sglang-fp8-graphs-ep2": (2, 2, True, "0", "2", [1, 16, 64, 256]),
+        "sglang-fp8-graphs-tp2-seed-nccl": (2, 1, True, "0", "2", [1, 16, 64, 256]),
         "sglang-fp8-graphs": (1, 1, True, None, "1", [1, 4, 16, 64, 128, 256]),
     }  # fmt: skip
+    seed = resolve_for_device(decode_plan(config, "sglang-fp8-graphs-tp2-seed-nccl"), "cuda")
+    assert {k: v for k, v in seed["env"].items() if k.startswith("NCCL_")} == {
+        "NCCL_NVLS_ENABLE": "0", "NCCL_IB_DISABLE": "1", "NCCL_P2P_LEVEL": "5",
+        "NCCL_MIN_NCHANNELS": "8"}  # fmt: skip
 
 
 def test_engine_argv_with_a_served_name():
