@@ -1,0 +1,255 @@
+"""Where a decode step's time and energy go: the kernel tables predict the server (issue 16).
+
+For every one-GPU SGLang decode variant and concurrency C, the predicted step is the sum, over
+the served model's layers, of the kernels SGLang runs per layer at C tokens, plus lm_head once:
+
+* ``moe``: SGLang's Triton fused-MoE layer (``fused_moe``) at C tokens over the model's
+  experts, with balanced routing and with the recorded expert histogram (both shown);
+* ``attention``: SGLang's Triton decode attention at batch C over the configured context;
+* ``dense``: the attention's qkv and output projections, the shared experts' gate_up and
+  down, the router (bf16 in every served weight type), and lm_head once per step.
+
+Each kernel's time is its HBM-cold time from the sweep (weights streamed every call, as a
+decode step runs); a row without a cold time takes its graph time and says so (``basis``).
+``other`` is what launching those kernels one by one costs: nothing with CUDA graphs (one
+replay per step), and with graphs off each kernel's eager time less its graph time (the
+sweep's eager loop pays the launch the server pays). The small kernels the model leaves out
+(norms, rotary, sampling) and the server's own host work are not predicted: they are what
+measured TPOT holds beyond the prediction. The profiler's breakdown of the same steps
+(``measured_us``, from ``serving.profile``) sits beside each component: its ``other`` is the
+unmodelled kernels, communication and the GPU's idle gaps together; without a profile it is
+TPOT less the predicted kernels (``basis`` says which).
+
+Energy: each component's time at the power of the matching kernel-power loop (nearest M,
+cold loops first), the ``other`` time at the GPU's measured idle power, over C tokens.
+Tensor-parallel variants are left out: their GEMMs are slices the sweep does not measure.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+#: The step's parts as the model predicts them (the profiler's classes are in
+#: step_components; ``other`` there holds unmodelled kernels, ``idle`` the gaps).
+MODEL_COMPONENTS = ("moe", "attention", "dense", "other")
+
+#: The served weight type -> the sweep's dtype of its quantised GEMMs.
+WEIGHT_DTYPES = {"bf16": "bf16", "fp8": "fp8_e4m3"}
+
+#: Which sweep rows stand for what SGLang 0.5.16 runs on sm_90 (Triton attention backend,
+#: Triton fused MoE; block-FP8 dense layers approximated by the row-wise FP8 GEMM the sweep
+#: measures: both stream the same FP8 weights, the scales differ).
+SERVER_KERNELS = {
+    "moe": {"backend": "sgl_kernel", "impl": "triton", "op": "fused_moe"},
+    "attention": {"backend": "sgl_kernel", "impl": "triton", "op": "decode_attention",
+                  "dtype": "bf16", "shape": "attention"},
+    "dense": {"bf16": {"backend": "torch", "impl": "aten", "op": "matmul", "dtype": "bf16"},
+              "fp8": {"backend": "sgl_kernel", "impl": "cutlass", "op": "fp8_scaled_mm",
+                      "dtype": "fp8_e4m3"}},
+}  # fmt: skip
+#: Per layer: (shape, count per layer, always bf16). The shared experts' count comes from the
+#: model's geometry; the router stays bf16 in an FP8 model (SGLang does not quantise it).
+LAYER_DENSE = (("qkv", 1, False), ("o_proj", 1, False), ("router", 1, True))
+SHARED_EXPERT_SHAPES = ("gate_up", "down")
+LM_HEAD = "lm_head"
+
+#: The kernel-power loops whose watts stand for each component (attention has no loop of
+#: its own: the dense GEMM loop of the same weight type stands in).
+POWER_PROXY = {"moe": "moe", "attention": "dense", "dense": "dense"}
+#: Cold loops first: they stream weights from HBM as a decode step does.
+POWER_MODES = ("cold", "graph", "eager")
+
+COLUMNS = [
+    "variant", "weights", "cuda_graphs", "concurrency", "routing", "component",
+    "predicted_us", "measured_us", "basis", "missing", "predicted_step_us", "tpot_us",
+    "predicted_over_tpot", "predicted_w", "predicted_j_per_token", "j_per_token",
+    "j_per_token_ratio", "hbm_floor_us", "measured_basis",
+]  # fmt: skip
+
+
+def _rows(sweep: pd.DataFrame, **match) -> pd.DataFrame:
+    ok = sweep[sweep["status"] == "ok"] if "status" in sweep else sweep
+    for key, value in match.items():
+        if value is None:
+            continue
+        if key in ("M", "G"):
+            ok = ok[pd.to_numeric(ok[key], errors="coerce") == value]
+        else:
+            ok = ok[ok[key].astype(str) == str(value)]
+    return ok
+
+
+def _median(rows: pd.DataFrame, column: str) -> float | None:
+    if column not in rows:
+        return None
+    values = pd.to_numeric(rows[column], errors="coerce").dropna()
+    return float(values.median()) if len(values) else None
+
+
+def kernel_us(sweep: pd.DataFrame, mode: str = "cold", **match) -> tuple[float, str, float] | None:
+    """(µs per call, basis, launch µs) of the sweep point matching ``match``: its ``mode``
+    time, else its graph time (basis names which), and what an eager call costs beyond its
+    graph time (0 when either is missing); None when the sweep has no such ok point."""
+    rows = _rows(sweep, **match)
+    for basis in (mode, "graph"):
+        us = _median(rows, f"{basis}_us")
+        if us is not None:
+            eager, graph = _median(rows, "eager_us"), _median(rows, "graph_us")
+            launch = max(eager - graph, 0.0) if eager is not None and graph is not None else 0.0
+            return us, basis, launch
+    return None
+
+
+def _label(match: dict) -> str:
+    keys = ("backend", "impl", "op", "dtype", "shape", "M", "routing")
+    return "/".join(str(match[k]) for k in keys if match.get(k) is not None)
+
+
+def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
+                 routing: str, mode: str = "cold", graphs: bool = True) -> dict:  # fmt: skip
+    """Per component (``other`` included): predicted µs per step, the basis used and what
+    the sweep lacked."""
+    layers = int(geometry["layers"])
+    dtype = WEIGHT_DTYPES.get(weights, weights)
+    parts = {name: {"us": 0.0, "basis": set(), "missing": []} for name in MODEL_COMPONENTS}
+
+    def add(component: str, count: float, match: dict) -> None:
+        found = kernel_us(sweep, mode, **match)
+        if found is None:
+            parts[component]["missing"].append(_label(match))
+            parts["other"]["missing"].append(_label(match))
+            return
+        parts[component]["us"] += count * found[0]
+        parts[component]["basis"].add(found[1])
+        if not graphs:
+            parts["other"]["us"] += count * found[2]
+
+    moe = {**SERVER_KERNELS["moe"], "dtype": dtype, "M": c, "G": int(geometry["experts"]),
+           "routing": routing}  # fmt: skip
+    add("moe", layers, moe)
+    add("attention", layers, {**SERVER_KERNELS["attention"], "M": c})
+    dense = SERVER_KERNELS["dense"]
+    for shape, count, always_bf16 in LAYER_DENSE:
+        gemm = dense["bf16"] if always_bf16 else dense.get(weights, dense["bf16"])
+        add("dense", layers * count, {**gemm, "shape": shape, "M": c})
+    shared = int(geometry.get("shared_experts", 0))
+    for shape in SHARED_EXPERT_SHAPES if shared else ():
+        add("dense", layers * shared, {**dense.get(weights, dense["bf16"]), "shape": shape,
+                                       "M": c})  # fmt: skip
+    add("dense", 1, {**dense["bf16"], "shape": LM_HEAD, "M": c})
+    parts["other"]["basis"] = {"launch: eager - graph" if not graphs else "one graph replay"}
+    out = {}
+    for name, part in parts.items():
+        complete = not part["missing"]
+        out[name] = {"us": part["us"] if complete else math.nan,
+                     "basis": "+".join(sorted(part["basis"])) or None,
+                     "missing": "; ".join(part["missing"])}  # fmt: skip
+    return out
+
+
+def loop_watts(windows: pd.DataFrame, backend: str, impl: str, op: str, dtype: str,
+               m: int) -> float | None:  # fmt: skip
+    """Mean W of the kernel-power loop of this kernel at the M nearest ``m`` (log scale),
+    cold loops first; None without one."""
+    if windows is None or windows.empty:
+        return None
+    steady = windows[(windows.get("label") == "steady") & (windows.get("status", "ok") == "ok")]
+    rows = _rows(steady, backend=backend, impl=impl, op=op, dtype=dtype)
+    for mode in POWER_MODES:
+        at = rows[rows["mode"] == mode]
+        ms = pd.to_numeric(at["M"], errors="coerce").dropna()
+        if ms.empty:
+            continue
+        nearest = min(ms.unique(), key=lambda v: abs(math.log(max(v, 1)) - math.log(max(m, 1))))
+        watts = pd.to_numeric(at[ms.reindex(at.index) == nearest]["avg_w"], errors="coerce")
+        if watts.notna().any():
+            return float(watts.mean())
+    return None
+
+
+def component_watts(windows: pd.DataFrame, weights: str, c: int) -> dict:
+    """W per component from the kernel-power loops (see POWER_PROXY)."""
+    dtype = WEIGHT_DTYPES.get(weights, weights)
+    dense = SERVER_KERNELS["dense"].get(weights, SERVER_KERNELS["dense"]["bf16"])
+    moe = {**SERVER_KERNELS["moe"], "dtype": dtype}
+    sources = {"moe": moe, "dense": dense}
+    loops = {}
+    for name, spec in sources.items():
+        loops[name] = loop_watts(windows, spec["backend"], spec["impl"], spec["op"],
+                                 spec["dtype"], c)  # fmt: skip
+    return {name: loops[proxy] for name, proxy in POWER_PROXY.items()}
+
+
+def measured_components(breakdown: pd.DataFrame | None, variant: str, c: int) -> dict:
+    """The profiler's µs per step per model component, averaged over the job's GPUs:
+    unmodelled kernels (``other``), communication and the GPU's idle gaps together are the
+    model's ``other``. Empty without a profile of that variant and C."""
+    if breakdown is None or breakdown.empty:
+        return {}
+    rows = breakdown[(breakdown["variant"] == variant)
+                     & (pd.to_numeric(breakdown["concurrency"], errors="coerce") == c)]  # fmt: skip
+    if rows.empty:
+        return {}
+    per_rank = rows.pivot_table(index="rank", columns="component", values="us_per_step",
+                                aggfunc="sum").mean()  # fmt: skip
+    idle = pd.to_numeric(rows.groupby("rank")["idle_us_per_step"].first(), errors="coerce")
+    out = {name: float(per_rank.get(name, 0.0)) for name in ("moe", "attention", "dense")}
+    out["other"] = float(per_rank.get("other", 0.0) + per_rank.get("communication", 0.0)
+                         + (idle.mean() if idle.notna().any() else 0.0))  # fmt: skip
+    return out
+
+
+def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
+               windows: pd.DataFrame | None = None, breakdown: pd.DataFrame | None = None,
+               routings: tuple[str, ...] = ("balanced", "recorded"),
+               mode: str = "cold") -> pd.DataFrame:  # fmt: skip
+    """The step-model table: one row per (variant, C, routing, component)."""
+    rows = []
+    if decode is None or decode.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    gpus = pd.to_numeric(decode.get("gpus"), errors="coerce").fillna(1)
+    one_gpu = decode[(decode.get("engine") == "sglang") & (gpus == 1)]
+    if "valid" in one_gpu:
+        one_gpu = one_gpu[one_gpu["valid"].astype(str).str.lower() == "true"]
+    for _, run in one_gpu.iterrows():
+        c = int(run["concurrency"])
+        weights = str(run.get("weights") or "bf16")
+        tpot_us = 1e3 * float(run["tpot_ms"]) if pd.notna(run.get("tpot_ms")) else math.nan
+        watts = component_watts(windows, weights, c)
+        idle_w = pd.to_numeric(pd.Series([run.get("idle_w_per_gpu")]), errors="coerce")[0]
+        profiled = measured_components(breakdown, run["variant"], c)
+        floor = pd.to_numeric(pd.Series([run.get("hbm_floor_ms")]), errors="coerce")[0]
+        graphs = str(run.get("cuda_graphs")).lower() != "false"
+        for routing in routings:
+            parts = predict_step(sweep, geometry, weights, c, routing, mode, graphs)
+            predicted = sum(p["us"] for p in parts.values())
+            kernels = predicted - parts["other"]["us"]
+            # No profile: the kernels' measured side is unknown; of the rest, what TPOT holds
+            # beyond the predicted kernels.
+            measured = profiled or {"other": tpot_us - kernels}
+            energy = 0.0
+            for name, part in parts.items():
+                w = idle_w if name == "other" else watts.get(name)
+                energy += (part["us"] * w) if w is not None and not pd.isna(w) else math.nan
+            j_pred = energy * 1e-6 / c
+            j_meas = pd.to_numeric(pd.Series([run.get("j_per_token")]), errors="coerce")[0]
+            common = {
+                "variant": run["variant"], "weights": weights,
+                "cuda_graphs": run.get("cuda_graphs"), "concurrency": c, "routing": routing,
+                "predicted_step_us": predicted, "tpot_us": tpot_us,
+                "predicted_over_tpot": predicted / tpot_us if tpot_us else math.nan,
+                "predicted_j_per_token": j_pred, "j_per_token": j_meas,
+                "j_per_token_ratio": j_pred / j_meas if j_meas else math.nan,
+                "hbm_floor_us": 1e3 * floor,
+                "measured_basis": "profile" if profiled else "TPOT - predicted kernels",
+            }  # fmt: skip
+            for name in MODEL_COMPONENTS:
+                part = parts[name]
+                w = idle_w if name == "other" else watts.get(name)
+                rows.append({**common, "component": name, "predicted_us": part["us"],
+                             "measured_us": measured.get(name, math.nan),
+                             "basis": part["basis"], "missing": part["missing"],
+                             "predicted_w": w})  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,155 @@
+"""The step model: kernel tables -> predicted decode step, beside the measured one."""
+
+import math
+
+import pandas as pd
+import pytest
+from studylib.step_model import (
+    COLUMNS,
+    MODEL_COMPONENTS,
+    kernel_us,
+    loop_watts,
+    measured_components,
+    predict_step,
+    step_model,
+)
+
+GEOMETRY = {"layers": 4, "experts": 256, "shared_experts": 1}
+CS = (1, 16)
+
+
+def _row(backend, impl, op, dtype, shape, m, cold, graph=None, eager=None, **extra):
+    graph = cold if graph is None else graph
+    return {"backend": backend, "impl": impl, "op": op, "dtype": dtype, "shape": shape, "M": m,
+            "status": "ok", "cold_us": cold, "graph_us": graph,
+            "eager_us": graph + 10 if eager is None else eager, **extra}  # fmt: skip
+
+
+def sweep(weights_dtype="bf16", drop=()):
+    """Every kernel the model looks up, at C = 1 and 16, with simple times: MoE 100 µs x C
+    (balanced) and 120 µs x C (recorded), attention 10, each dense GEMM 2, lm_head 5."""
+    rows = []
+    for c in CS:
+        for routing, per in (("balanced", 100), ("recorded", 120)):
+            rows.append(_row("sgl_kernel", "triton", "fused_moe", weights_dtype, "down", c,
+                             per * c, G=256, routing=routing))  # fmt: skip
+        rows.append(_row("sgl_kernel", "triton", "decode_attention", "bf16", "attention", c, 10))
+        gemm = (("torch", "aten", "matmul") if weights_dtype == "bf16"
+                else ("sgl_kernel", "cutlass", "fp8_scaled_mm"))  # fmt: skip
+        for shape in ("qkv", "o_proj", "gate_up", "down"):
+            rows.append(_row(*gemm, weights_dtype, shape, c, 2))
+        rows.append(_row("torch", "aten", "matmul", "bf16", "router", c, 2))
+        rows.append(_row("torch", "aten", "matmul", "bf16", "lm_head", c, 5))
+    frame = pd.DataFrame(rows)
+    for shape in drop:
+        frame = frame[frame["shape"] != shape]
+    return frame
+
+
+def decode(graphs=True, weights="bf16"):
+    return pd.DataFrame([
+        {"engine": "sglang", "variant": f"v-{graphs}", "weights": weights, "cuda_graphs": graphs,
+         "concurrency": c, "gpus": 1, "valid": True, "tpot_ms": 1.0 + c / 10,
+         "j_per_token": 0.5, "idle_w_per_gpu": 80.0, "hbm_floor_ms": 0.9}
+        for c in CS
+    ] + [{"engine": "sglang", "variant": "tp2", "weights": weights, "cuda_graphs": True,
+          "concurrency": 1, "gpus": 2, "valid": True, "tpot_ms": 2.0}])  # fmt: skip
+
+
+def test_predicted_step_adds_layers_of_moe_attention_dense_and_one_lm_head():
+    parts = predict_step(sweep(), GEOMETRY, "bf16", 16, "balanced")
+    assert parts["moe"]["us"] == pytest.approx(4 * 1600)
+    assert parts["attention"]["us"] == pytest.approx(4 * 10)
+    # per layer qkv, o_proj, router and the shared expert's gate_up and down; lm_head once
+    assert parts["dense"]["us"] == pytest.approx(4 * 5 * 2 + 5)
+    assert parts["other"]["us"] == 0  # one graph replay: no launches
+    assert {p["basis"] for n, p in parts.items() if n != "other"} == {"cold"}
+    recorded = predict_step(sweep(), GEOMETRY, "bf16", 16, "recorded")
+    assert recorded["moe"]["us"] == pytest.approx(4 * 1920)
+
+
+def test_graphs_off_adds_each_kernels_launch_cost_from_the_eager_sweep():
+    parts = predict_step(sweep(), GEOMETRY, "bf16", 1, "balanced", graphs=False)
+    kernels = 4 * (1 + 1 + 5) + 1  # moe, attention, 5 dense per layer; lm_head
+    assert parts["other"]["us"] == pytest.approx(10 * kernels)
+    assert "eager" in parts["other"]["basis"]
+
+
+def test_fp8_weights_use_the_fp8_gemms_but_keep_router_and_lm_head_bf16():
+    frame = pd.concat([sweep("fp8_e4m3"), sweep("bf16")])
+    frame.loc[(frame["op"] == "fp8_scaled_mm"), "cold_us"] = 1.0
+    parts = predict_step(frame, GEOMETRY, "fp8", 1, "balanced")
+    assert parts["dense"]["us"] == pytest.approx(4 * (4 * 1.0 + 2) + 5)
+
+
+def test_a_missing_kernel_names_itself_and_leaves_its_component_unknown():
+    parts = predict_step(sweep(drop=("lm_head",)), GEOMETRY, "bf16", 1, "balanced")
+    assert math.isnan(parts["dense"]["us"]) and "lm_head" in parts["dense"]["missing"]
+    assert parts["moe"]["us"] == pytest.approx(400)
+
+
+def test_a_point_without_cold_time_falls_back_to_graph_and_says_so():
+    frame = sweep()
+    frame["cold_us"] = float("nan")
+    assert kernel_us(frame, "cold", backend="torch", op="matmul", shape="lm_head", M=1)[:2] == (
+        5.0, "graph")  # fmt: skip
+    assert kernel_us(frame, "cold", backend="torch", op="matmul", shape="nope", M=1) is None
+
+
+def test_the_loop_nearest_in_m_gives_the_watts_cold_first():
+    windows = pd.DataFrame([
+        {"backend": "torch", "impl": "aten", "op": "matmul", "dtype": "bf16", "M": m,
+         "mode": mode, "label": "steady", "status": "ok", "avg_w": w}
+        for m, mode, w in ((16, "cold", 400), (4096, "cold", 690), (16, "graph", 300))
+    ])  # fmt: skip
+    assert loop_watts(windows, "torch", "aten", "matmul", "bf16", 64) == 400
+    assert loop_watts(windows, "torch", "aten", "matmul", "bf16", 2048) == 690
+    assert loop_watts(windows, "torch", "aten", "matmul", "fp8_e4m3", 16) is None
+
+
+def test_table_rows_per_component_and_routing_for_one_gpu_variants_only():
+    table = step_model(sweep(), decode(), GEOMETRY)
+    assert list(table.columns) == COLUMNS
+    assert set(table["variant"]) == {"v-True"}  # TP2 left out
+    assert len(table) == len(CS) * 2 * len(MODEL_COMPONENTS)
+    one = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")]
+    step = one["predicted_step_us"].iloc[0]
+    assert step == pytest.approx(4 * 1600 + 40 + 45)
+    assert one["predicted_over_tpot"].iloc[0] == pytest.approx(step / 2600)
+    # Without a profile the measured side is TPOT less the predicted kernels, under other.
+    other = one[one["component"] == "other"].iloc[0]
+    assert other["measured_us"] == pytest.approx(2600 - step)
+    assert other["measured_basis"] == "TPOT - predicted kernels"
+
+
+def test_energy_per_token_from_loop_watts_and_idle_power():
+    windows = pd.DataFrame([
+        {"backend": b, "impl": i, "op": o, "dtype": "bf16", "M": 16, "mode": "cold",
+         "label": "steady", "status": "ok", "avg_w": w}
+        for b, i, o, w in (("sgl_kernel", "triton", "fused_moe", 600),
+                           ("torch", "aten", "matmul", 400))
+    ])  # fmt: skip
+    table = step_model(sweep(), decode(graphs=False), GEOMETRY, windows=windows)
+    row = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")]
+    parts = row.set_index("component")["predicted_us"]
+    joules = 1e-6 * (parts["moe"] * 600 + (parts["attention"] + parts["dense"]) * 400
+                     + parts["other"] * 80)  # fmt: skip
+    assert row["predicted_j_per_token"].iloc[0] == pytest.approx(joules / 16)
+    assert row["j_per_token_ratio"].iloc[0] == pytest.approx(joules / 16 / 0.5)
+
+
+def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
+    breakdown = pd.DataFrame([
+        {"variant": "v-True", "concurrency": 16, "rank": r, "component": comp,
+         "us_per_step": us + r * 10, "idle_us_per_step": 50.0}
+        for r in (0, 1)
+        for comp, us in (("moe", 6000), ("attention", 45), ("dense", 50), ("other", 30),
+                         ("communication", 20))
+    ])  # fmt: skip
+    measured = measured_components(breakdown, "v-True", 16)
+    assert measured == pytest.approx({"moe": 6005, "attention": 50, "dense": 55,
+                                      "other": 35 + 25 + 50})  # fmt: skip
+    table = step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown)
+    row = table[(table["concurrency"] == 16) & (table["component"] == "moe")].iloc[0]
+    assert row["measured_us"] == pytest.approx(6005) and row["measured_basis"] == "profile"
+    assert measured_components(breakdown, "v-True", 1) == {}
