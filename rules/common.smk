@@ -151,10 +151,18 @@ def study_outputs(wildcards):
         *rules.aggregate.output,
         *rules.aggregate_kernel_power.output,
         *rules.aggregate_decode.output,
+        *rules.step_model.output,
         *figures,
         *rules.check_report_inputs.output,
         *rules.report.output,
     ]
+
+
+def step_geometry():
+    """The served model's geometry on the study's device (the step model's layers, experts
+    and shared experts)."""
+    model = config["decode"].get("model", {})
+    return model.get(STUDY_DEVICE, model) if isinstance(model, dict) else {}
 
 
 def variant_decode_plan(wildcards):

@@ -464,7 +464,7 @@ def test_everything_missing_gives_notes_not_exceptions():
     out = compute_findings()
     assert out.findings == []
     questions = {m.question for m in out.missing}
-    assert questions == {1, 2, 3, 4, 5, "seed"}
+    assert questions == {1, 2, 3, 4, 5, 6, "seed"}
     for frame in (pd.DataFrame(), pd.DataFrame({"x": [1]})):
         out = compute_findings(
             StudyTables(sweep=frame, kernel_power=frame, decode=frame, expert_m=frame)

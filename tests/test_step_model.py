@@ -153,3 +153,19 @@ def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
     row = table[(table["concurrency"] == 16) & (table["component"] == "moe")].iloc[0]
     assert row["measured_us"] == pytest.approx(6005) and row["measured_basis"] == "profile"
     assert measured_components(breakdown, "v-True", 1) == {}
+
+
+def test_finding_states_the_prediction_against_tpot_and_the_launch_gap():
+    from studylib.findings.step import q6_step
+
+    on = step_model(sweep(), decode(True), GEOMETRY)
+    off = step_model(sweep(), decode(False), GEOMETRY)
+    off["tpot_us"] = off["tpot_us"] + 2000  # graphs off: 2 ms slower per step
+    found = q6_step(pd.concat([on, off]))
+    texts = [f.text for f in found.findings]
+    assert any("v-True (CUDA graphs on)" in t and "C = 16: predicted 6.49 ms" in t
+               for t in texts)  # fmt: skip
+    gap = next(t for t in texts if "graphs off against on" in t)
+    # 29 kernels x 10 µs of launch against a 2 ms gap
+    assert "C = 1: 2.00 ms slower, of which the kernels' launches explain 0.29 ms (14%)" in gap
+    assert q6_step(None).missing and not q6_step(None).findings

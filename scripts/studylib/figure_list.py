@@ -15,6 +15,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("decode", "decode"),
     ("decode_latency", "decode"),
     ("decode_frontier", "decode"),
+    ("step_model", "decode"),
     ("experts", "experts"),
 )
 LATENCY = "latency"

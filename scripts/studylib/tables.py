@@ -93,6 +93,13 @@ def _decode(name: str, first: tuple = (), last: tuple = ()) -> Callable[[], dict
     return kinds
 
 
+def _step_model() -> dict[str, str]:
+    """The step-model table's columns, owned by studylib.step_model."""
+    from .step_model import COLUMNS
+
+    return dict.fromkeys(COLUMNS, "any")
+
+
 def _tables() -> dict[str, Table]:
     status = {"status": STATUSES, "dtype": DTYPES}
     return {
@@ -124,6 +131,8 @@ def _tables() -> dict[str, Table]:
         "recorder": Table("recorder", "a variant's expert-recorder cost",
                           "results/decode/{variant}/recorder.csv",
                           _decode("recorder")),
+        "step_model": Table("step_model", "the step-model table",
+                            "results/tables/step_model.csv", _step_model),
         "recorder_table": Table("recorder_table", "the decode recorder table",
                                 "results/tables/decode_recorder.csv",
                                 _decode("recorder", first=("variant",))),
@@ -374,6 +383,7 @@ STUDY_FILES = {
     "decode": ("decode_table", "tables/decode.csv"),
     "expert_m": ("expert_m_table", "tables/expert_m.csv"),
     "decode_recorder": ("recorder_table", "tables/decode_recorder.csv"),
+    "step_model": ("step_model", "tables/step_model.csv"),
 }
 
 
@@ -389,6 +399,7 @@ class StudyTables:
     decode: pd.DataFrame | None = None
     expert_m: pd.DataFrame | None = None
     decode_recorder: pd.DataFrame | None = None
+    step_model: pd.DataFrame | None = None
 
     @classmethod
     def read(cls, paths, checked: bool = True) -> StudyTables:

@@ -8,7 +8,8 @@ computed and why, never an exception.
 Questions (see ``STUDY.md`` and :data:`QUESTIONS`), one module per group: ``sweep`` (1 fastest
 backend and failures, 2 launch vs memory vs math at decode sizes), ``power`` (3 power, clocks
 and throttling of kernel loops), ``experts`` (4 per-expert M during decode), ``decode`` (5
-decode throughput and energy per server variant) and ``seed`` (the seed write-up's figures
+decode throughput and energy per server variant), ``step`` (6 where a decode step's time and
+energy go: the step model against the server) and ``seed`` (the seed write-up's figures
 beside this machine's); ``common`` holds the records, shared thresholds and text helpers.
 
 Public API: :func:`compute_findings` (all questions, from one :class:`StudyTables`), one
@@ -34,6 +35,7 @@ from .decode import dummy_weights_note, graphs_pairs, q5_decode, regime, tp_pair
 from .experts import q4_experts
 from .power import q3_power
 from .seed import SEED, SEED_SOURCE, seed_comparison
+from .step import q6_step
 from .sweep import pick_expert_shape, q1_backends, q2_bounds
 
 #: The report's questions, in order, with their titles.
@@ -44,12 +46,13 @@ QUESTIONS: dict[Question, str] = {
     "throttling?",
     4: "How are tokens spread over experts during decode, against the balanced assumption?",
     5: "How do server settings and concurrency change decode throughput and energy per token?",
+    6: "Where do a decode step's time and energy go: kernels, launches or the host?",
     "seed": "The seed's figures beside this machine",
 }
 
 
 def compute_findings(tables: StudyTables | None = None) -> Findings:
-    """Every question's findings and missing notes, in question order (1–5, then "seed")."""
+    """Every question's findings and missing notes, in question order (1–6, then "seed")."""
     t = tables or StudyTables()
     out = Findings()
     for part in (
@@ -58,6 +61,7 @@ def compute_findings(tables: StudyTables | None = None) -> Findings:
         q3_power(t.kernel_power, t.hardware),
         q4_experts(t.expert_m, t.decode),
         q5_decode(t.decode, t.hardware),
+        q6_step(t.step_model),
         seed_comparison(t),
     ):
         out.extend(part)
@@ -68,6 +72,6 @@ __all__ = [
     "DECODE_M", "DECODE_MAX_M", "PREFILL_MIN_M", "QUESTIONS", "SEED", "SEED_SOURCE", "Finding",
     "Findings", "Missing", "StudyTables", "compute_findings", "describe_machine",
     "dummy_weights_note", "fmt_us", "graphs_pairs", "pick_expert_shape", "q1_backends",
-    "q2_bounds", "q3_power", "q4_experts", "q5_decode", "regime", "seed_comparison",
+    "q2_bounds", "q3_power", "q4_experts", "q5_decode", "q6_step", "regime", "seed_comparison",
     "tp_pairs", "weights_name",
 ]  # fmt: skip

@@ -1,0 +1,42 @@
+# Where a decode step's time and energy go: the kernel tables predict the server's step.
+rule step_model:
+    input:
+        sweep="results/tables/sweep.csv",
+        decode="results/tables/decode.csv",
+        kernel_power="results/tables/kernel_power.csv",
+    output:
+        table=report(
+            "results/tables/step_model.csv",
+            caption="../report/captions/step_model.rst",
+            category="Tables",
+            labels={"table": "step model"},
+        ),
+    log:
+        "results/logs/step_model.log",
+    conda:
+        "../envs/study.yaml"
+    params:
+        geometry=step_geometry(),
+        mode="cold",
+    script:
+        "../scripts/build_step_model.py"
+
+
+rule plot_step_model:
+    input:
+        table="results/tables/step_model.csv",
+    output:
+        html=report(
+            "results/figures/step_model.html",
+            caption="../report/captions/step_model.rst",
+            category="Decode power",
+            labels={"figure": "decode step model"},
+        ),
+        png="results/figures/step_model.png",
+        spec="results/figures/step_model.vl.json",
+    log:
+        "results/logs/figures/step_model.log",
+    conda:
+        "../envs/study.yaml"
+    script:
+        "../scripts/plot_step_model.py"

@@ -1,0 +1,25 @@
+"""Snakemake entry: the step model (results/tables/step_model.csv) from the sweep table, the
+decode table, the kernel-power table and each variant's profiled breakdown, for the served
+model's geometry (``params.geometry``): see studylib.step_model."""
+
+import pandas as pd
+from studylib.entry import setup_logging
+from studylib.io import write_frame
+from studylib.step_model import step_model
+from studylib.tables import read_optional
+
+log = setup_logging(snakemake)
+inp, out = snakemake.input, snakemake.output
+breakdowns = [read_optional(p) for p in inp.get("breakdowns", [])]
+breakdowns = [b for b in breakdowns if not b.empty]
+table = step_model(
+    read_optional(inp.sweep),
+    read_optional(inp.decode),
+    snakemake.params.geometry,
+    windows=read_optional(inp.kernel_power),
+    breakdown=pd.concat(breakdowns, ignore_index=True) if breakdowns else None,
+    mode=snakemake.params.mode,
+)
+write_frame(table, out.table)
+missing = sorted({m for m in table.get("missing", pd.Series(dtype=str)).dropna() if m})
+log.info("%d step-model rows; kernels the sweep lacks: %s", len(table), missing or "none")

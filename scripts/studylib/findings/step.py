@@ -1,0 +1,95 @@
+"""Question 6: where a decode step's time and energy go, from the step model (kernel tables
+against the server, :mod:`studylib.step_model`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .common import Findings
+
+#: The step model's targets (issue 16): predicted TPOT and J/token within these of measured
+#: at C ≥ STEP_MIN_C with CUDA graphs on; the launch share explaining the graphs-off gap.
+STEP_MIN_C = 16
+TPOT_TOLERANCE = 0.20
+COMPONENT_TOLERANCE = 0.25
+ENERGY_TOLERANCE = 0.25
+
+
+def _num(series) -> pd.Series:
+    return pd.to_numeric(series, errors="coerce")
+
+
+def _graphs(value) -> bool:
+    return str(value).strip().lower() not in ("false", "0", "no")
+
+
+def q6_step(table: pd.DataFrame | None) -> Findings:
+    out = Findings()
+    if table is None or table.empty or "predicted_step_us" not in table.columns:
+        out.miss(6, "no step model (results/tables/step_model.csv): it needs a one-GPU SGLang "
+                    "decode variant and the sweep's fused-MoE, attention and dense kernels",
+                 expected=True)  # fmt: skip
+        return out
+    df = table[table["routing"] == "balanced"].copy()
+    for col in ("predicted_us", "measured_us", "predicted_step_us", "tpot_us",
+                "predicted_j_per_token", "j_per_token", "hbm_floor_us", "concurrency"):  # fmt: skip
+        df[col] = _num(df[col])
+    df["graphs"] = df["cuda_graphs"].map(_graphs)
+    steps = df.drop_duplicates(["variant", "concurrency"]).dropna(subset=["predicted_step_us"])
+    if steps.empty:
+        missing = sorted({m for m in table["missing"].dropna() if m})
+        out.miss(6, "the sweep lacks kernels the step model needs: " + "; ".join(missing[:4]))
+        return out
+    for variant, g in steps.groupby("variant", sort=True):
+        g = g.sort_values("concurrency")
+        parts = df[df["variant"] == variant]
+        moe = parts[parts["component"] == "moe"].set_index("concurrency")["predicted_us"]
+        bits = []
+        for _, r in g.iterrows():
+            c = int(r["concurrency"])
+            ratio = r["predicted_step_us"] / r["tpot_us"] if r["tpot_us"] else float("nan")
+            bit = (f"C = {c}: predicted {r['predicted_step_us'] / 1e3:.2f} ms against TPOT "
+                   f"{r['tpot_us'] / 1e3:.2f} ms ({ratio:.2f}×)")  # fmt: skip
+            if c in moe.index and r["predicted_step_us"]:
+                bit += f", MoE {100 * moe[c] / r['predicted_step_us']:.0f} % of it"
+            if pd.notna(r["hbm_floor_us"]) and r["hbm_floor_us"] > 0:
+                bit += f", TPOT {r['tpot_us'] / r['hbm_floor_us']:.2f}× the HBM floor"
+            if pd.notna(r["predicted_j_per_token"]) and pd.notna(r["j_per_token"]):
+                bit += (f"; J/token {r['predicted_j_per_token']:.3f} predicted against "
+                        f"{r['j_per_token']:.3f}")  # fmt: skip
+            bits.append(bit)
+        graphs = "CUDA graphs on" if g["graphs"].iloc[0] else "CUDA graphs off"
+        ok = g[(g["concurrency"] >= STEP_MIN_C) & g["graphs"]]
+        within = (ok["predicted_step_us"] / ok["tpot_us"] - 1).abs() <= TPOT_TOLERANCE
+        tail = ""
+        if len(ok):
+            tail = (f" Within ±{TPOT_TOLERANCE:.0%} of TPOT at {int(within.sum())} of "
+                    f"{len(ok)} concurrencies ≥ {STEP_MIN_C}.")  # fmt: skip
+        out.add(6, f"{variant} ({graphs}), the step from the HBM-cold kernel times with "
+                   f"balanced routing: " + "; ".join(bits) + "." + tail,
+                variant=variant, within=int(within.sum()), points=len(ok))  # fmt: skip
+    _launch_gap(out, df)
+    return out
+
+
+def _launch_gap(out: Findings, df: pd.DataFrame) -> None:
+    """Graphs off against on (same weights, same C): the TPOT gap against the launch cost the
+    model predicts and the host time the profiler measured."""
+    steps = df.drop_duplicates(["variant", "concurrency"])
+    other = df[df["component"] == "other"].set_index(["variant", "concurrency"])
+    for weights, g in steps.groupby("weights", sort=True):
+        on, off = g[g["graphs"]], g[~g["graphs"]]
+        pairs = on.merge(off, on="concurrency", suffixes=("_on", "_off"))
+        bits = []
+        for _, r in pairs.sort_values("concurrency").iterrows():
+            gap = r["tpot_us_off"] - r["tpot_us_on"]
+            c = int(r["concurrency"])
+            launch = other["predicted_us"].get((r["variant_off"], c), float("nan"))
+            if pd.isna(gap) or pd.isna(launch) or gap <= 0:
+                continue
+            bits.append(f"C = {c}: {gap / 1e3:.2f} ms slower, of which the kernels' launches "
+                        f"explain {launch / 1e3:.2f} ms ({launch / gap:.0%})")  # fmt: skip
+        if bits:
+            out.add(6, f"{weights} weights, CUDA graphs off against on: " + "; ".join(bits)
+                    + "; the rest is the server's host work per step (and kernels the model "
+                    "leaves out).", weights=weights)  # fmt: skip
