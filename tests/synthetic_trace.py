@@ -41,7 +41,7 @@ LAYER = [
     ("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, "
      "false, true, false, false, false, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched"
      "<float const>, cublasGemvTensorStridedBatched<float const>, "
-     "cublasGemvTensorStridedBatched<float>, float> >(...)", 4.0, "moe"),
+     "cublasGemvTensorStridedBatched<float>, float> >(...)", 4.0, "dense"),  # the router
     ("triton_poi_fused__to_copy_add_sigmoid_0", 1.0, "moe"),
     ("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>("
      "at::cuda::detail::TensorInfo<float const, unsigned int>, ...)", 2.0, "moe"),

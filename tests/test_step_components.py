@@ -48,12 +48,6 @@ NAMES = [
     ("triton_per_fused_mul_sum_0", "moe"),
     ("_fill_padded_rows_kernel", "moe"),
     ("_fused_append_shared_experts_kernel", "moe"),
-    ("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, "
-     "false, true, false, false, false, cublasGemvParamsEx<int, "
-     "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>,"
-     " cublasGemvTensorStridedBatched<float>, float> >(...)", "moe"),
-    ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x2x1_ffma"
-     "_aligna4_alignc4_execute_kernel_trt", "moe"),
     ("void deep_gemm::sm90_fp8_gemm_1d2d_impl<0u, 512u, 7168u, 64u, 128u, 128u, 1u, 5u, "
      "128u, 128u, 1u, false, (deep_gemm::GemmType)1>(...)", "moe"),
     ("void deep_gemm::sm90_fp8_gemm_1d2d_impl<0u, 4096u, 7168u, 128u, 64u, 128u, 8u, 5u, "
@@ -95,6 +89,14 @@ NAMES = [
      "__nv_bfloat16*, float const*, float const*, __nv_bfloat16 const*, float const*, "
      "__nv_bfloat16*, void*, long, float*, int*)", "dense"),
     ("_w8a8_block_fp8_matmul", "dense"),
+    # the router's fp32 GEMM (Glm4MoeGate), dense as in the step model
+    ("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, "
+     "false, true, false, false, false, cublasGemvParamsEx<int, "
+     "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>,"
+     " cublasGemvTensorStridedBatched<float>, float> >(...)", "dense"),
+    ("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x2x1_ffma"
+     "_aligna4_alignc4_execute_kernel_trt", "dense"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_tn_align1>(...)", "dense"),
     ("_w8a8_block_fp8_matmul_unrolledx4", "dense"),
     # communication
     ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",

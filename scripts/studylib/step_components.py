@@ -2,7 +2,8 @@
 
 A decode step's GPU time splits into the same groups as a step model of it:
 
-- ``moe``: the routed (and fused shared) experts and everything that routes tokens to them,
+- ``moe``: the routed (and fused shared) experts, the top-k selection, alignment and combine
+  around them (the router's GEMM: ``dense``, see below),
 - ``attention``: the attention kernels, rotary embedding and the KV-cache store,
 - ``dense``: the dense projections (QKV, output, lm_head) as GEMMs,
 - ``communication``: tensor-parallel collectives (NCCL, custom all-reduce),
@@ -25,8 +26,14 @@ its kernels come from. Known limits, all by name alone:
 - The SiLU-and-mul of the experts (``act_and_mul_kernel``) is the same kernel a dense MLP
   would run; it counts as ``moe`` because this model has no dense MLP (first_k_dense_replace
   = 0 and the shared expert runs inside ``fused_moe_kernel``).
-- The router's fp32 GEMM (``Glm4MoeGate`` runs ``F.linear`` in fp32) counts as ``moe`` by
-  the fp32 marks cuBLAS puts in its kernel names; those exact names are not verified on a GPU.
+- The router's GEMM is a cuBLAS GEMM like the projections' and counts as ``dense``, where the
+  step model (step_model.py) puts the router too. In SGLang it runs in fp32
+  (srt/models/glm4_moe.py ``Glm4MoeGate``: ``F.linear`` of fp32-cast weights and
+  activations), so it reads 4 bytes per weight, not 2.
+- The shared expert runs inside ``fused_moe_kernel`` (SGLang fuses it into the routed experts
+  on sm_80+, glm4_moe.py ``determine_num_fused_shared_experts``): ``moe``. Only where the
+  fusion is off (expert parallelism on NVIDIA GPUs, ``--disable-shared-experts-fusion``) do
+  its GEMMs show as ``dense``.
 - ``SGLANG_SIMULATE_UNIFORM_EXPERTS`` (the study's uniform routing) replaces the top-k ids
   with plain ATen elementwise kernels (randint, arange, remainder: srt/layers/moe/topk.py
   select_experts): those count as ``other``.
@@ -108,14 +115,9 @@ RULES: tuple[tuple[str, str], ...] = (
     # nv_internal/tensorrt_llm/deep_gemm/scheduler.cuh) and the grouped types follow.
     # NOT VERIFIED on a GPU.
     ("moe", r"MGrouped|m_grouped|KGrouped|GemmType\)[1-9]"),
-    # The router GEMM in fp32 (srt/models/glm4_moe.py Glm4MoeGate: F.linear of fp32 weights
-    # and activations), the step's only fp32 GEMM: cuBLAS names fp32 kernels sgemm, *f32f32_
-    # f32f32*, nvjet_sss*, gemv*<..., float, ...> (tf32 with --enable-tf32-matmul).
-    # NOT VERIFIED on a GPU.
-    ("moe", r"sgemm|f32f32_f32f32|nvjet_sss|tf32|gemv\w*<(int, int, )?float,"),
     # Anything else that names itself MoE (other MoE runners: FlashInfer/TensorRT-LLM CUTLASS
     # MoE, DeepEP, ...).
-    ("moe", r"(?i)moe|expert|topk|router"),
+    ("moe", r"(?i)moe|expert|topk"),
     # --- attention ------------------------------------------------------------------------
     # Triton decode attention (kernels/ops/attention/decode_attention.py, called from
     # srt/layers/attention/triton_backend.py forward_decode): split-KV stage 1
