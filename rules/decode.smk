@@ -42,6 +42,7 @@ rule decode:
         run="results/decode/{variant}/run.json",
         expert_m="results/decode/{variant}/expert_m.csv",
         recorder="results/decode/{variant}/recorder.csv",
+        breakdown="results/decode/{variant}/breakdown.csv",
     log:
         "results/logs/decode/{variant}.log",
     benchmark:

@@ -10,7 +10,14 @@ POST /v1/completions: an OpenAI completion of max_tokens tokens (streamed as SSE
 "stream" is true), stopping early at "EOS" unless ignore_eos is set; a request naming
 another model gets 404, as from vLLM. POST /start|stop|dump_expert_distribution_record:
 SGLang's recorder (the dump gives per-layer per-expert token counts; --crash-when-recording
-kills the server when recording starts).
+kills the server when recording starts). POST /start_profile: SGLang's profiler with
+num_steps; here a "step" is one streamed token of any request, and after num_steps of them
+each TP rank (--tp / --tp-size) gets a synthetic trace (tests/synthetic_trace.py) of
+num_steps decode steps of the model's layers (num_hidden_layers of --model-path's
+config.json, else 2), named as SGLang names it. --profile-prefill puts a prefill pass in it,
+--profile-garbage writes a file that is no trace; with --profile-never a profile never
+ends by itself. POST /stop_profile ends a running profile (writing its trace, unless
+--profile-never).
 """
 
 import argparse
@@ -22,8 +29,50 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
-STATE = {"requests": 0, "recording": False}
+from synthetic_trace import write_trace
+
+STATE = {"requests": 0, "recording": False, "tokens": 0, "profile": None}
+LOCK = threading.Lock()
+
+
+def model_layers(model_path: str) -> int:
+    try:
+        return int(json.loads((Path(model_path) / "config.json").read_text())["num_hidden_layers"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 2
+
+
+def write_profile(profile: dict, args) -> None:
+    """The trace files SGLang's _stop_profile writes, one per TP rank."""
+    folder = Path(profile["output_dir"])
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in range(args.tp):
+        prefix = f"{profile['prefix']}-" if profile["prefix"] else ""
+        name = f"{prefix}{profile['id']}-TP-{rank}"
+        name += f"-EP-{rank}" if args.ep_size > 1 else ""
+        path = folder / f"{name}.trace.json.gz"
+        if args.profile_garbage:
+            path.write_bytes(b"not a trace")
+        else:
+            write_trace(path, profile["steps"], model_layers(args.model_path), ranks=args.tp,
+                        prefill_after=1 if args.profile_prefill else None)  # fmt: skip
+    print(f"standin: profile {profile['id']} written to {folder}", flush=True)
+
+
+def count_token(args) -> None:
+    """One streamed token: one step of a running profile (--profile-never: one that never
+    reaches its last step)."""
+    with LOCK:
+        STATE["tokens"] += 1
+        profile = STATE["profile"]
+        if profile is None or args.profile_never:
+            return
+        if STATE["tokens"] - profile["start"] < profile["steps"]:
+            return
+        STATE["profile"] = None
+    write_profile(profile, args)
 
 
 def main() -> int:
@@ -43,6 +92,11 @@ def main() -> int:
     # With the recorder on, die at the first recorded request as SGLang did on the H200 when
     # fused shared-expert ids overran the recorder's buffer (a CUDA device-side assert).
     parser.add_argument("--crash-when-recording", action="store_true")
+    parser.add_argument("--tp", "--tp-size", dest="tp", type=int, default=1)
+    parser.add_argument("--ep-size", type=int, default=1)
+    parser.add_argument("--profile-prefill", action="store_true")
+    parser.add_argument("--profile-garbage", action="store_true")
+    parser.add_argument("--profile-never", action="store_true")
     args, _ = parser.parse_known_args()
     served_name = args.served_model_name or args.model_path
     started = time.monotonic()
@@ -97,6 +151,36 @@ def main() -> int:
                 else:
                     self._json(200, {"ok": True, "action": action})
                 return
+            if self.path == "/start_profile":
+                with LOCK:
+                    if STATE["profile"] is not None:
+                        self._json(500, {"error": "Profiling is already in progress."})
+                        return
+                    STATE["profile"] = {
+                        "output_dir": payload.get("output_dir") or "/tmp",
+                        "steps": int(payload.get("num_steps") or 1),
+                        "prefix": payload.get("profile_prefix") or "",
+                        "id": payload.get("profile_id") or str(time.time()),
+                        "start": STATE["tokens"],
+                    }  # fmt: skip
+                print(f"standin: profiling {payload}", flush=True)
+                body = b"Start profiling.\n"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            if self.path == "/stop_profile":
+                with LOCK:
+                    profile, STATE["profile"] = STATE["profile"], None
+                if profile is None:
+                    self._json(500, {"error": "Profiling is not in progress."})
+                    return
+                print(f"standin: profile {profile['id']} stopped", flush=True)
+                if not args.profile_never:
+                    write_profile(profile, args)
+                self._json(200, {"ok": True})
+                return
             if self.path != "/v1/completions":
                 self._json(404, {"error": "not found"})
                 return
@@ -129,6 +213,7 @@ def main() -> int:
                     chunk["usage"] = {"completion_tokens": n}
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
+                count_token(args)
             self.wfile.write(b"data: [DONE]\n\n")
 
     ThreadingHTTPServer.request_queue_size = 1024  # hundreds of clients connect at once

@@ -9,8 +9,11 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 
-from studylib.serving.decode import SUMMARY_COLUMNS, run_decode  # noqa: E402
+from studylib.serving.decode import BREAKDOWN_COLUMNS, SUMMARY_COLUMNS, run_decode  # noqa: E402
 from studylib.serving.model import build_moe_model  # noqa: E402
+from studylib.step_components import COMPONENTS  # noqa: E402
+from studylib.tables import read_table  # noqa: E402
+from synthetic_trace import expected_per_step  # noqa: E402
 from test_model import TINY  # noqa: E402
 from test_serving import STANDIN, free_port  # noqa: E402
 
@@ -22,7 +25,7 @@ def test_transformers_decode_on_cpu(tmp_path, monkeypatch):
         "args": ["--device", "cpu"], "host": "127.0.0.1", "port": free_port(),
         "concurrency": [1, 2], "input_len": 8, "output_len": 8, "min_steady_s": 0.3,
         "idle_s": 0.2, "warmup_requests": 1, "ready_timeout_s": 120, "sample_hz": 20,
-        "vocab_size": TINY["vocab_size"],
+        "vocab_size": TINY["vocab_size"], "profile_steps": 5,
     }  # fmt: skip
     summary = run_decode(plan, tmp_path / "out")
     assert list(summary.columns) == SUMMARY_COLUMNS
@@ -47,6 +50,11 @@ def test_transformers_decode_on_cpu(tmp_path, monkeypatch):
     assert run["teardown"]["left_behind"] is False and run["ready_s"] > 0
     assert "Uvicorn running" in (tmp_path / "out" / "server.log").read_text()
     assert pd.read_csv(tmp_path / "out" / "expert_m.csv").empty  # no recorder: header only
+    # transformers serve has no profiler endpoint: no profile pass, a breakdown of its header.
+    breakdown = pd.read_csv(tmp_path / "out" / "breakdown.csv")
+    assert breakdown.empty and list(breakdown.columns) == BREAKDOWN_COLUMNS
+    assert "no profiler endpoint" in run["profile"]["skipped"]
+    assert not (tmp_path / "out" / "profile").exists()
 
 
 def _standin_sglang(monkeypatch):
@@ -131,6 +139,123 @@ def test_a_failed_recorder_pass_keeps_the_main_pass(tmp_path, monkeypatch):
     assert "--disable-shared-experts-fusion" not in (out / "server.log").read_text()
     assert summary["routing"].tolist() == ["uniform"]
     assert "standin: uniform expert routing" in (out / "server.log").read_text()
+
+
+def _profile_plan(tmp_path, args, concurrency=(2, 4), **extra) -> dict:
+    # A local model folder whose config.json gives the layers (3), as a path model's would.
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps({"num_hidden_layers": 3}))
+    return {
+        "engine": "sglang", "variant": "graphs-on", "model": str(model), "model_kind": "path",
+        "args": list(args), "host": "127.0.0.1", "port": free_port(),
+        "concurrency": list(concurrency), "input_len": 4, "output_len": 12,
+        "min_steady_s": 0.3, "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20,
+        "vocab_size": 1000, "weights": "fp8", "profile_steps": 6, **extra,
+    }  # fmt: skip
+
+
+def test_the_profile_pass_gives_the_measured_breakdown_of_every_rank(tmp_path, monkeypatch):
+    """After the steady windows the server profiles 6 steps at each C; the stand-in writes
+    a synthetic trace per TP rank (3 layers, 2 ranks), whose kernels breakdown.csv holds."""
+    import studylib.serving.decode as decode
+
+    _standin_sglang(monkeypatch)
+    order = []
+    steady, start = decode._one_concurrency, decode.start_profile
+
+    def steady_window(pas, c, *args):
+        order.append(("steady", c))
+        return steady(pas, c, *args)
+
+    def start_profile(url, folder, *args, **kwargs):
+        order.append(("profile", folder.name))
+        return start(url, folder, *args, **kwargs)
+
+    monkeypatch.setattr(decode, "_one_concurrency", steady_window)
+    monkeypatch.setattr(decode, "start_profile", start_profile)
+    plan = _profile_plan(tmp_path, ["--tp", "2"])
+    summary = run_decode(plan, tmp_path / "out")
+    assert summary["valid"].all()
+    # Every steady window first: no measured window runs in a process already traced.
+    assert order == [("steady", 2), ("steady", 4), ("profile", "c2"), ("profile", "c4")]
+    out = tmp_path / "out"
+    breakdown = read_table("breakdown", out / "breakdown.csv")  # the checked reader
+    assert list(breakdown.columns) == BREAKDOWN_COLUMNS
+    assert len(breakdown) == 2 * 2 * len(COMPONENTS)  # C x ranks x components
+    assert sorted(set(breakdown["concurrency"])) == [2, 4]
+    assert sorted(set(breakdown["rank"])) == [0, 1]
+    assert (breakdown["steps"] == 6).all()
+    assert (breakdown[["engine", "variant", "weights"]].drop_duplicates().values.tolist()
+            == [["sglang", "graphs-on", "fp8"]])  # fmt: skip
+    assert breakdown["cuda_graphs"].all() and not breakdown["prefill_in_window"].any()
+    expected = expected_per_step(layers=3, ranks=2)
+    for (c, component), rows in breakdown.groupby(["concurrency", "component"]):
+        us, count = expected.get(component, (0.0, 0))
+        assert rows["us_per_step"].tolist() == pytest.approx([us, us]), (c, component)
+        assert rows["kernels_per_step"].tolist() == pytest.approx([count, count])
+    busy = sum(us for us, _ in expected.values())  # the synthetic kernels never overlap
+    assert breakdown["busy_us_per_step"].tolist() == pytest.approx([busy] * len(breakdown))
+    assert (breakdown["idle_us_per_step"] > 0).all()
+    assert breakdown["idle_us_per_step"].tolist() == pytest.approx(
+        (breakdown["span_us_per_step"] - breakdown["busy_us_per_step"]).tolist()
+    )
+    tpot = dict(zip(summary["concurrency"], summary["tpot_ms"], strict=True))
+    assert breakdown.groupby("concurrency")["tpot_ms"].first().to_dict() == pytest.approx(tpot)
+    # The traces stay, and run.json says where and how big they are.
+    run = json.loads((out / "run.json").read_text())
+    profile = run["profile"]
+    assert profile["errors"] == {} and profile["layers"] == 3 and profile["ranks"] == 2
+    files = [t["file"] for t in profile["traces"]]
+    assert len(files) == 4 and all((out / f).is_file() for f in files)
+    assert all(f.startswith(("profile/c2/decode-c2-", "profile/c4/decode-c4-")) for f in files)
+    assert profile["trace_bytes"] == sum((out / f).stat().st_size for f in files) > 0
+    log = (out / "server.log").read_text()
+    assert "'num_steps': 6" in log and "'activities': ['GPU']" in log
+
+
+def test_a_prefill_pass_in_the_profiled_window_is_flagged(tmp_path, monkeypatch):
+    _standin_sglang(monkeypatch)
+    plan = _profile_plan(tmp_path, ["--profile-prefill"], concurrency=[2])
+    run_decode(plan, tmp_path / "out")
+    breakdown = pd.read_csv(tmp_path / "out" / "breakdown.csv")
+    assert len(breakdown) == len(COMPONENTS) and (breakdown["rank"] == 0).all()
+    assert breakdown["prefill_in_window"].all()
+    assert breakdown["prefill_us"].tolist() == pytest.approx([3 * 40.0] * len(COMPONENTS))
+    assert (breakdown["steps"] == 6).all()
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--profile-garbage", "not a readable trace (damaged): not gzip data"),
+    ("--profile-never", "no trace in"),
+])  # fmt: skip
+def test_a_failed_profile_is_a_warning_and_the_run_stands(tmp_path, monkeypatch, flag, message):
+    # A trace that is no trace fails at once; one never written, at profile_timeout_s (the
+    # stand-in never writes it, so the bound's length changes nothing but the test's time).
+    _standin_sglang(monkeypatch)
+    plan = _profile_plan(tmp_path, [flag], concurrency=[2], profile_timeout_s=2)
+    summary = run_decode(plan, tmp_path / "out")
+    assert summary["valid"].all() and summary["tpot_ms"].notna().all()
+    out = tmp_path / "out"
+    breakdown = pd.read_csv(out / "breakdown.csv")
+    assert breakdown.empty and list(breakdown.columns) == BREAKDOWN_COLUMNS
+    run = json.loads((out / "run.json").read_text())
+    assert message in run["profile"]["errors"]["2"]
+    assert run["teardown"]["left_behind"] is False
+    if flag == "--profile-garbage":  # kept, as every trace file is
+        assert [t["bytes"] for t in run["profile"]["traces"]] == [len(b"not a trace")]
+    else:  # the unfinished profile was stopped, so a next one could start
+        assert "stopped" in (out / "server.log").read_text()
+
+
+def test_without_a_layer_count_there_is_no_profile(tmp_path, monkeypatch):
+    _standin_sglang(monkeypatch)
+    plan = _profile_plan(tmp_path, [], concurrency=[1], model="standin")
+    run_decode(plan, tmp_path / "out")
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert "layer count is unknown" in run["profile"]["skipped"]
+    assert pd.read_csv(tmp_path / "out" / "breakdown.csv").empty
+    assert "standin: profiling" not in (tmp_path / "out" / "server.log").read_text()
 
 
 def test_power_per_gpu_and_its_spread_across_the_jobs_gpus():

@@ -397,6 +397,7 @@ def test_make_clean_results_removes_everything_but_the_readme(tmp_path):
      ("results/kernel_power/torch_timeline.parquet", "timeline"),
      ("results/decode/sglang-bf16-graphs/summary.csv", "decode_summary"),
      ("results/tables/decode_recorder.csv", "recorder_table"), ("results/peaks.json", "peaks"),
+     ("results/decode/x/breakdown.csv", "breakdown"),
      ("results/decode/x/requests.parquet", None), ("results/figures/support.vl.json", None)],
 )  # fmt: skip
 def test_every_study_file_is_known_by_where_it_lives(path, name):

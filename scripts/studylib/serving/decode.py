@@ -10,6 +10,14 @@ SGLang's expert-distribution recorder is not free (with CUDA graphs its hooks ar
 into every replayed step), so the power and latency windows run with it off, and the
 per-expert token counts come from a second server start with the recorder on: the
 recorder pass. Its TPOT and watts beside the main pass's give the recorder's cost.
+
+With ``profile_steps`` > 0 (SGLang only), the main pass's server then profiles
+``profile_steps`` decode steps at each C (the profile pass, after every steady window: a
+process once traced by torch.profiler/CUPTI can run slower afterwards, see the H200 timer
+test of 2026-12-01, so no measured window follows a trace): a short closed-loop load at C,
+``/start_profile`` once its first C requests all stream, the traces of every TP rank read
+into breakdown.csv (profile.py: per decode step, kernel time per step component, busy and
+idle GPU time). A profile that fails at one C is a warning in run.json; nothing else is lost.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import json
 import logging
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,11 +37,13 @@ from ..power import Sampler, open_readers, visible_nvml_indices
 from ..progress import Progress
 from .engines import engine as get_engine
 from .engines.base import run_served_name
-from .engines.sglang_engine import expert_recorder
+from .engines.sglang_engine import expert_recorder, start_profile, stop_profile
 from .experts import EXPERT_M_COLUMNS, RECORDER_DIR_ENV, expert_m, load_logical_count
 from .launcher import ServerProcess, flag_value
-from .load import LoadSpec, run_load, steady_window, summarize_load
+from .load import LoadControl, LoadSpec, run_load, steady_window, summarize_load
 from .model import step_bytes
+from .profile import RANK_COLUMNS, TraceError, breakdown_rows, rank_breakdown, read_kernels
+from .profile import trace_files as find_traces
 
 log = logging.getLogger("study.decode")
 
@@ -54,6 +65,18 @@ RECORDER_COLUMNS = [
     "output_tok_s", "output_tok_s_off", "avg_w_per_gpu", "avg_w_per_gpu_off", "errors",
     "error",
 ]  # fmt: skip
+
+
+#: The profile pass's measured breakdown, per concurrency, TP rank and step component
+#: (step_components.COMPONENTS); tpot_ms is the main pass's at that C, for reference.
+BREAKDOWN_COLUMNS = ["engine", "variant", "weights", "cuda_graphs", "concurrency", "rank",
+                     "steps", "component", "us_per_step", "kernels_per_step", *RANK_COLUMNS[1:],
+                     "tpot_ms"]  # fmt: skip
+
+#: The profile_prefix of the study's traces: {prefix}-{profile_id}-TP-{rank}.trace.json.gz.
+PROFILE_PREFIX = "decode"
+#: How long a profile may take at one C (its load, the steps, the trace files) by default.
+PROFILE_TIMEOUT_S = 120.0
 
 
 def _combine(windows: list[dict], tokens: int, idle_w_total: float | None, seconds: float):
@@ -175,10 +198,10 @@ class _Pass:
             stop_grace_s=plan.get("stop_grace_s", 30),
         )
 
-    def load(self, spec: LoadSpec):
+    def load(self, spec: LoadSpec, control: LoadControl | None = None):
         model = self.eng.request_model(self.plan["model"], self.served_name)
         return run_load(self.base_url, model, spec, self.eng.request_extras,
-                        self.eng.prompt_format)  # fmt: skip
+                        self.eng.prompt_format, control)  # fmt: skip
 
 
 def _specs(plan: dict, c: int, seconds: float) -> tuple[LoadSpec, LoadSpec]:
@@ -196,7 +219,8 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
     ``plan`` (resolved for the device): engine, variant, model, model_kind (local, dummy or
     a path), args, env, host, port, concurrency (list), input_len, output_len,
     min_steady_s, idle_s, ready_timeout_s, sample_hz, vocab_size, weights,
-    expert_distribution (bool), expert_distribution_s, top_k. ``model_facts``: the served
+    expert_distribution (bool), expert_distribution_s, top_k, profile_steps (0 or absent: no
+    profile pass), profile_timeout_s, layers (else the model's). ``model_facts``: the served
     model's geometry (for the HBM bytes of a step), when the study built the model.
     """
     out_dir = Path(out_dir)
@@ -207,7 +231,7 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
         log.info("power source %s (%s)", source, why)
     sampler = Sampler(readers, rate_hz=plan["sample_hz"])
     main = _Pass(plan, eng, out_dir, "server.log")
-    rows, windows, requests, recorder_rows = [], [], [], []
+    rows, windows, requests, recorder_rows, breakdown = [], [], [], [], []
     expert_frames = []
     facts = {"argv": main.argv, "served_name": main.served_name,
              "engine_version": eng.version(), "power_source": source}  # fmt: skip
@@ -229,6 +253,7 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
                 rows.append(_one_concurrency(main, c, sampler, source, windows, requests,
                                              idle_w_total, model_facts))  # fmt: skip
                 log.info("%s main pass, C=%d done", progress.step(), c)
+            facts["profile"] = _profile_pass(main, rows, model_facts, out_dir, breakdown)
         facts["teardown"] = main.server.stop_result
         facts["main_pass_s"] = time.monotonic() - started
         if plan.get("expert_distribution") and plan["engine"] == "sglang":
@@ -263,6 +288,8 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
     experts = (pd.concat(expert_frames, ignore_index=True) if expert_frames
                else pd.DataFrame(columns=EXPERT_M_COLUMNS))  # fmt: skip
     write_frame(experts.reindex(columns=EXPERT_M_COLUMNS), out_dir / "expert_m.csv")
+    write_frame(pd.DataFrame(breakdown).reindex(columns=BREAKDOWN_COLUMNS),
+                out_dir / "breakdown.csv")  # fmt: skip
     write_frame(pd.DataFrame(requests), out_dir / "requests.parquet")
     write_frame(pd.DataFrame(windows), out_dir / "windows.parquet")
     timeline = pd.DataFrame(sampler.timeline())
@@ -381,3 +408,196 @@ def _read_counts(dump, new_files, c: int):
     except Exception as exc:  # noqa: BLE001 - the decode results stand without it
         log.warning("C=%d: cannot read the expert distribution record: %s", c, exc)
         return None
+
+
+#: SGLang's tensor-parallel size flags: one scheduler process, so one trace, per TP rank.
+TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
+
+
+def tensor_parallel(args: list) -> int:
+    """The server's TP size (1 without a flag): the trace files a profile writes."""
+    args = [str(a) for a in args]
+    return int(next((v for f in TP_FLAGS if (v := flag_value(args, f)) is not None), 1))
+
+
+def model_layers(plan: dict, model_facts: dict | None) -> int | None:
+    """The served model's decoder layers: the variant's ``layers``, the study model's
+    geometry, or the local model folder's config.json; None when none says."""
+    if plan.get("layers"):
+        return int(plan["layers"])
+    if model_facts and model_facts.get("layers"):
+        return int(model_facts["layers"])
+    try:
+        config = json.loads((Path(str(plan.get("model"))) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    value = config.get("num_hidden_layers") or (config.get("text_config") or {}).get(
+        "num_hidden_layers"
+    )
+    return int(value) if value else None
+
+
+def _profile_pass(pas: _Pass, main_rows: list[dict], model_facts, out_dir: Path,
+                  breakdown: list) -> dict:  # fmt: skip
+    """Profile ``profile_steps`` decode steps at each C (module docstring): the breakdown
+    rows go into ``breakdown``; the record for run.json is returned. Never raises for a
+    failed profile: its reason is the C's entry under ``errors``."""
+    plan = pas.plan
+    steps = int(plan.get("profile_steps") or 0)
+    if steps <= 0:
+        return {"num_steps": 0}
+    if plan["engine"] != "sglang":
+        why = f"the {plan['engine']} engine has no profiler endpoint: no breakdown"
+        log.info("profile pass skipped: %s", why)
+        return {"num_steps": steps, "skipped": why}
+    layers = model_layers(plan, model_facts)
+    if not layers:
+        why = ("the served model's layer count is unknown (no layers in the variant, no "
+               "study_model.json or local config.json): no breakdown")  # fmt: skip
+        log.warning("profile pass skipped: %s", why)
+        return {"num_steps": steps, "skipped": why}
+    ranks = tensor_parallel(plan.get("args") or [])
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    record = {"num_steps": steps, "layers": layers, "ranks": ranks, "prefix": PROFILE_PREFIX,
+              "traces": [], "errors": {}, "warnings": {}}  # fmt: skip
+    common = {"engine": plan["engine"], "variant": plan["variant"], "weights": plan.get("weights"),
+              "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or [])}  # fmt: skip
+    started = time.monotonic()
+    for c, main_row in zip(plan["concurrency"], main_rows, strict=True):
+        folder = out_dir / "profile" / f"c{c}"
+        profile_id = f"c{c}-{stamp}"
+        try:
+            if not pas.server.alive():
+                raise RuntimeError("the server is no longer running")
+            by_rank, notes = _profile_concurrency(pas, c, steps, layers, ranks, folder,
+                                                  profile_id)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the decode results stand without it
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            log.warning("C=%d: no measured breakdown: %s", c, why)
+            record["errors"][str(c)] = why
+        else:
+            if notes:
+                record["warnings"][str(c)] = "; ".join(notes)
+            at_c = {**common, "concurrency": c, "tpot_ms": main_row.get("tpot_ms")}
+            breakdown.extend(breakdown_rows(by_rank, at_c))
+            first = by_rank[min(by_rank)]
+            flag = " (a prefill pass in the window)" if first["prefill_in_window"] else ""
+            log.info("C=%d: %.1f decode steps profiled: busy %.0f us, idle %.0f us per step%s",
+                     c, first["steps"], first["busy_us_per_step"], first["idle_us_per_step"],
+                     flag)  # fmt: skip
+        for path in sorted(folder.glob(f"{PROFILE_PREFIX}-{profile_id}-*")):
+            record["traces"].append({"concurrency": c, "file": str(path.relative_to(out_dir)),
+                                     "bytes": path.stat().st_size})  # fmt: skip
+    record["trace_bytes"] = sum(t["bytes"] for t in record["traces"])
+    record["profile_pass_s"] = time.monotonic() - started
+    log.info("profile pass: %d trace files (%.1f MB) kept under %s", len(record["traces"]),
+             record["trace_bytes"] / 1e6, out_dir / "profile")  # fmt: skip
+    return record
+
+
+def _profile_concurrency(pas: _Pass, c: int, steps: int, layers: int, ranks: int,
+                         folder: Path, profile_id: str) -> tuple[dict, list[str]]:  # fmt: skip
+    """One profile at C: a closed-loop load at C in a thread; once its first C requests all
+    stream (the start's prefill burst is over), /start_profile for ``steps`` passes; the
+    traces of all ``ranks`` read, the load stopped. Bounded by ``profile_timeout_s``.
+    {rank: breakdown} and notes on what is missing."""
+    plan = pas.plan
+    timeout = float(plan.get("profile_timeout_s") or PROFILE_TIMEOUT_S)
+    folder.mkdir(parents=True, exist_ok=True)
+    # Timed only as a bound: the load is stopped once the traces are in.
+    spec = LoadSpec(concurrency=c, input_len=plan["input_len"], output_len=plan["output_len"],
+                    duration_s=timeout, vocab_size=plan["vocab_size"], seed=c)  # fmt: skip
+    control, outcome = LoadControl(), {}
+
+    def drive():
+        try:
+            outcome["load"] = pas.load(spec, control)
+        except Exception as exc:  # noqa: BLE001 - reported by the waiting thread
+            outcome["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            outcome["done"] = True
+            control.streaming.set()  # the waiter learns the load ended
+
+    deadline = time.monotonic() + timeout
+    thread = threading.Thread(target=drive, name=f"profile-load-c{c}", daemon=True)
+    thread.start()
+    try:
+        if not control.streaming.wait(timeout) or outcome.get("done"):
+            raise RuntimeError(f"the profile load never had its {c} requests streaming "
+                               f"({_load_problem(outcome, timeout)})")  # fmt: skip
+        start_profile(pas.base_url, folder.resolve(), steps, PROFILE_PREFIX, profile_id,
+                      timeout=max(deadline - time.monotonic(), 1.0))  # fmt: skip
+        try:
+            traces, notes = _wait_for_traces(folder, profile_id, ranks, deadline,
+                                             running=lambda: not outcome.get("done")
+                                             and pas.server.alive())  # fmt: skip
+        except Exception:
+            _end_profile(pas)  # else the next C's /start_profile finds it still running
+            raise
+    finally:
+        control.stop.set()
+        thread.join(timeout=60)
+    if thread.is_alive():
+        notes.append("the profile load did not stop within 60 s")
+    by_rank = {}
+    for rank, (path, kernels) in sorted(traces.items()):
+        try:
+            by_rank[rank] = rank_breakdown(kernels, layers, where=str(path))
+        except TraceError as exc:
+            notes.append(f"rank {rank}: {exc}")
+    if not by_rank:
+        raise TraceError("; ".join(notes))
+    return by_rank, notes
+
+
+def _end_profile(pas: _Pass) -> None:
+    """Best effort: stop a profile that did not finish (nothing to do if it did)."""
+    if not pas.server.alive():
+        return
+    try:
+        stop_profile(pas.base_url)
+    except Exception as exc:  # noqa: BLE001 - HTTP 500 "not in progress" included
+        log.info("/stop_profile: %s", exc)
+
+
+def _load_problem(outcome: dict, timeout: float) -> str:
+    if "error" in outcome:
+        return outcome["error"]
+    load = outcome.get("load")
+    if load is not None:
+        failed = next((r.error for r in load.records if r.error), "")
+        return f"the load ended: {failed}" if failed else "the load ended early"
+    return f"no first tokens after {timeout:g} s"
+
+
+def _wait_for_traces(folder: Path, profile_id: str, ranks: int, deadline: float, running):
+    """{rank: (file, kernels)} once every rank's trace is complete (SGLang writes it only
+    after the profiled steps, and gzips it in place: a file still being written is read again
+    later). At ``deadline``, or once ``running()`` is false (no more steps coming), the
+    ranks there are, with a note naming the missing ones; none is an error."""
+    found, partial = {}, {}
+    while True:
+        for rank, path in find_traces(folder, PROFILE_PREFIX, profile_id).items():
+            if rank in found:
+                continue
+            try:
+                found[rank] = (path, read_kernels(path))
+                partial.pop(rank, None)
+            except TraceError as exc:
+                if not exc.incomplete:
+                    raise
+                partial[rank] = str(exc)
+        if len(found) >= ranks or time.monotonic() >= deadline or not running():
+            break
+        time.sleep(0.2)
+    missing = [r for r in range(ranks) if r not in found]
+    why = "; ".join(partial.values()) or "no file written"
+    if not found:
+        raise TimeoutError(f"no trace in {folder} for profile {profile_id} ({why})")
+    notes = []
+    if missing:
+        notes.append(f"no complete trace of rank(s) {', '.join(map(str, missing))} ({why})")
+        log.warning("profile %s: %s", profile_id, notes[-1])
+    return found, notes

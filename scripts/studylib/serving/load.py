@@ -23,6 +23,7 @@ import asyncio
 import json
 import random
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -47,6 +48,17 @@ class LoadSpec:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.duration_s <= 0 and not self.num_prompts:
             raise ValueError("a load needs duration_s > 0 or num_prompts")
+
+
+@dataclass
+class LoadControl:
+    """Control of a running load from another thread: ``streaming`` is set once each of the
+    first C requests has its first token (or has ended), that is once the prefill burst of
+    the load's start is over; setting ``stop`` ends the load as a timed load's deadline does
+    (no new request, the streaming ones cancelled)."""
+
+    streaming: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -188,7 +200,7 @@ async def _timed(func, timeout_s, *args):
     return await asyncio.wait_for(func(*args), timeout_s)
 
 
-async def _run(base_url, model, spec, extras, make_prompt) -> LoadResult:
+async def _run(base_url, model, spec, extras, make_prompt, control=None) -> LoadResult:
     parts = urlsplit(base_url)
     records: list[RequestRecord] = []
     active: list[tuple[float, int]] = [(time.monotonic(), 0)]
@@ -261,13 +273,28 @@ async def _run(base_url, model, spec, extras, make_prompt) -> LoadResult:
         for task in list(streaming):
             task.cancel()
 
+    async def watch() -> None:
+        # Polled: the other thread's events cannot wake this loop.
+        first = records[: spec.concurrency]
+        while not control.stop.is_set():
+            if not control.streaming.is_set():
+                first = first if len(first) == spec.concurrency else records[: spec.concurrency]
+                if len(first) == spec.concurrency and all(
+                    r.first_token is not None or r.end is not None for r in first
+                ):
+                    control.streaming.set()
+            await asyncio.sleep(0.01)
+        state["stop"] = True
+        for task in list(streaming):
+            task.cancel()
+
     clients = asyncio.gather(*(client() for _ in range(spec.concurrency)))
-    if spec.duration_s > 0:
-        ender = asyncio.ensure_future(end_at_deadline())
-        await clients
-        ender.cancel()
-    else:
-        await clients
+    helpers = [asyncio.ensure_future(end_at_deadline())] if spec.duration_s > 0 else []
+    if control is not None:
+        helpers.append(asyncio.ensure_future(watch()))
+    await clients
+    for helper in helpers:
+        helper.cancel()
     records.sort(key=lambda r: r.index)
     return LoadResult(records, active, 0.0, 0.0)
 
@@ -278,11 +305,13 @@ def run_load(
     spec: LoadSpec,
     extras: dict | None = None,
     prompt_format: str = "ids",
+    control: LoadControl | None = None,
 ) -> LoadResult:
     """Drive the closed-loop load; the records, in-flight counts and the generator's CPU.
 
     ``prompt_format`` "text" sends each prompt as the text the study's tokenizer maps back
-    to its token ids (for servers that take strings only)."""
+    to its token ids (for servers that take strings only); ``control`` lets another thread
+    see when the load streams and end it (:class:`LoadControl`)."""
     if prompt_format == "text":
         from .model import prompt_text
 
@@ -294,7 +323,7 @@ def run_load(
             return prompt_ids(spec, index)
 
     wall0, cpu0 = time.monotonic(), time.thread_time()
-    result = asyncio.run(_run(base_url, model, spec, extras or {}, make_prompt))
+    result = asyncio.run(_run(base_url, model, spec, extras or {}, make_prompt, control))
     result.cpu_s = time.thread_time() - cpu0
     result.wall_s = time.monotonic() - wall0
     return result

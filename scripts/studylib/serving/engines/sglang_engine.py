@@ -1,7 +1,8 @@
 """SGLang: ``python -m sglang.launch_server``; ``/health`` is 200 only after its warm-up.
 
 The expert-distribution recorder (server started with
-``--expert-distribution-recorder-mode stat``) is driven through its HTTP endpoints.
+``--expert-distribution-recorder-mode stat``) and the torch profiler (``/start_profile``)
+are driven through their HTTP endpoints.
 """
 
 from __future__ import annotations
@@ -36,3 +37,27 @@ def expert_recorder(base_url: str, action: str, timeout: float = 60.0) -> dict |
         return json.loads(body)
     except json.JSONDecodeError:
         return body
+
+
+def start_profile(base_url: str, output_dir, num_steps: int, prefix: str, profile_id: str,
+                  timeout: float = 60.0) -> str:  # fmt: skip
+    """POST /start_profile: torch.profiler over the next ``num_steps`` forward passes, GPU
+    kernels only, no stacks or shapes (smaller traces); SGLang stops by itself and each TP
+    rank writes ``{prefix}-{profile_id}-TP-{rank}....trace.json.gz`` into ``output_dir``
+    (srt/managers/io_struct.py ProfileReq, scheduler_components/profiler_manager.py)."""
+    body = json.dumps({
+        "output_dir": str(output_dir), "num_steps": int(num_steps), "activities": ["GPU"],
+        "profile_prefix": prefix, "profile_id": profile_id, "with_stack": False,
+        "record_shapes": False,
+    }).encode()  # fmt: skip
+    request = urllib.request.Request(base_url + "/start_profile", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.read().decode("utf-8", errors="replace")
+
+
+def stop_profile(base_url: str, timeout: float = 60.0) -> str:
+    """POST /stop_profile: end a profile still running (it writes what it recorded)."""
+    request = urllib.request.Request(base_url + "/stop_profile", data=b"", method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.read().decode("utf-8", errors="replace")
