@@ -4,6 +4,9 @@ rule step_model:
         sweep="results/tables/sweep.csv",
         decode="results/tables/decode.csv",
         kernel_power="results/tables/kernel_power.csv",
+        breakdowns=expand(
+            "results/decode/{variant}/breakdown.csv", variant=DECODE_VARIANTS
+        ),
     output:
         table=report(
             "results/tables/step_model.csv",

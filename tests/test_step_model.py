@@ -58,14 +58,15 @@ def decode(graphs=True, weights="bf16"):
 
 def test_predicted_step_adds_layers_of_moe_attention_dense_and_one_lm_head():
     parts = predict_step(sweep(), GEOMETRY, "bf16", 16, "balanced")
-    assert parts["moe"]["us"] == pytest.approx(4 * 1600)
+    # the routed experts' layer and the shared expert's gate_up and down (fused in SGLang)
+    assert parts["moe"]["us"] == pytest.approx(4 * (1600 + 2 * 2))
     assert parts["attention"]["us"] == pytest.approx(4 * 10)
-    # per layer qkv, o_proj, router and the shared expert's gate_up and down; lm_head once
-    assert parts["dense"]["us"] == pytest.approx(4 * 5 * 2 + 5)
+    # per layer qkv, o_proj and router; lm_head once
+    assert parts["dense"]["us"] == pytest.approx(4 * 3 * 2 + 5)
     assert parts["other"]["us"] == 0  # one graph replay: no launches
     assert {p["basis"] for n, p in parts.items() if n != "other"} == {"cold"}
     recorded = predict_step(sweep(), GEOMETRY, "bf16", 16, "recorded")
-    assert recorded["moe"]["us"] == pytest.approx(4 * 1920)
+    assert recorded["moe"]["us"] == pytest.approx(4 * (1920 + 2 * 2))
 
 
 def test_graphs_off_adds_each_kernels_launch_cost_from_the_eager_sweep():
@@ -79,13 +80,14 @@ def test_fp8_weights_use_the_fp8_gemms_but_keep_router_and_lm_head_bf16():
     frame = pd.concat([sweep("fp8_e4m3"), sweep("bf16")])
     frame.loc[(frame["op"] == "fp8_scaled_mm"), "cold_us"] = 1.0
     parts = predict_step(frame, GEOMETRY, "fp8", 1, "balanced")
-    assert parts["dense"]["us"] == pytest.approx(4 * (4 * 1.0 + 2) + 5)
+    assert parts["dense"]["us"] == pytest.approx(4 * (2 * 1.0 + 2) + 5)
+    assert parts["moe"]["us"] == pytest.approx(4 * (100 + 2 * 1.0))
 
 
 def test_a_missing_kernel_names_itself_and_leaves_its_component_unknown():
     parts = predict_step(sweep(drop=("lm_head",)), GEOMETRY, "bf16", 1, "balanced")
     assert math.isnan(parts["dense"]["us"]) and "lm_head" in parts["dense"]["missing"]
-    assert parts["moe"]["us"] == pytest.approx(400)
+    assert parts["moe"]["us"] == pytest.approx(4 * (100 + 4))
 
 
 def test_a_point_without_cold_time_falls_back_to_graph_and_says_so():
@@ -114,7 +116,7 @@ def test_table_rows_per_component_and_routing_for_one_gpu_variants_only():
     assert len(table) == len(CS) * 2 * len(MODEL_COMPONENTS)
     one = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")]
     step = one["predicted_step_us"].iloc[0]
-    assert step == pytest.approx(4 * 1600 + 40 + 45)
+    assert step == pytest.approx(4 * 1604 + 40 + 29)
     assert one["predicted_over_tpot"].iloc[0] == pytest.approx(step / 2600)
     # Without a profile the measured side is TPOT less the predicted kernels, under other.
     other = one[one["component"] == "other"].iloc[0]

@@ -6,8 +6,11 @@ the served model's layers, of the kernels SGLang runs per layer at C tokens, plu
 * ``moe``: SGLang's Triton fused-MoE layer (``fused_moe``) at C tokens over the model's
   experts, with balanced routing and with the recorded expert histogram (both shown);
 * ``attention``: SGLang's Triton decode attention at batch C over the configured context;
-* ``dense``: the attention's qkv and output projections, the shared experts' gate_up and
-  down, the router (bf16 in every served weight type), and lm_head once per step.
+* ``dense``: the attention's qkv and output projections, the router (SGLang's runs in fp32:
+  the bf16 GEMM of its shape stands in, a few µs), and lm_head once per step.
+
+The shared experts' gate_up and down GEMMs count as ``moe``: SGLang fuses them into the
+routed experts' kernel on sm_90, where the profiler sees them (step_components).
 
 Each kernel's time is its HBM-cold time from the sweep (weights streamed every call, as a
 decode step runs); a row without a cold time takes its graph time and says so (``basis``).
@@ -31,9 +34,11 @@ import math
 
 import pandas as pd
 
-#: The step's parts as the model predicts them (the profiler's classes are in
-#: step_components; ``other`` there holds unmodelled kernels, ``idle`` the gaps).
-MODEL_COMPONENTS = ("moe", "attention", "dense", "other")
+from .step_components import COMPONENTS
+
+#: The step's parts as the model predicts them: the profiler's classes (step_components),
+#: whose communication, unmodelled kernels and idle gaps are together the model's ``other``.
+MODEL_COMPONENTS = tuple(c for c in COMPONENTS if c != "communication")
 
 #: The served weight type -> the sweep's dtype of its quantised GEMMs.
 WEIGHT_DTYPES = {"bf16": "bf16", "fp8": "fp8_e4m3"}
@@ -136,8 +141,8 @@ def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
         add("dense", layers * count, {**gemm, "shape": shape, "M": c})
     shared = int(geometry.get("shared_experts", 0))
     for shape in SHARED_EXPERT_SHAPES if shared else ():
-        add("dense", layers * shared, {**dense.get(weights, dense["bf16"]), "shape": shape,
-                                       "M": c})  # fmt: skip
+        add("moe", layers * shared, {**dense.get(weights, dense["bf16"]), "shape": shape,
+                                     "M": c})  # fmt: skip
     add("dense", 1, {**dense["bf16"], "shape": LM_HEAD, "M": c})
     parts["other"]["basis"] = {"launch: eager - graph" if not graphs else "one graph replay"}
     out = {}
