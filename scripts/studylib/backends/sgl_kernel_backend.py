@@ -1,5 +1,6 @@
 """sgl-kernel's GEMMs: NVFP4 ``cutlass_scaled_fp4_mm``, FP8 ``fp8_scaled_mm`` (row-wise
-scales) and ``fp8_blockwise_scaled_mm`` (128-wide block scales, DeepSeek style).
+scales) and ``fp8_blockwise_scaled_mm`` (128-wide block scales, DeepSeek style); and SGLang's
+Triton kernels its server runs: the fused MoE and the decode attention.
 
 sgl-kernel's 0.4 series moved these ops out of ``sgl_kernel`` into SGLang. Each op is looked
 up in ``LOCATIONS`` order, ``sgl_kernel`` first, and called with the conventions of the module
@@ -18,9 +19,10 @@ scaled_fp4_quant,          absent                      absent (0.5.16 quantises 
 cutlass_scaled_fp4_mm                                  NVFP4 with FlashInfer's fp4_quantize /
                                                        mm_fp4); some SGLang releases have them
                                                        in ``sglang.jit_kernel.nvfp4`` (sm_100+)
-decode_attention_fwd       absent                      ``sglang.kernels.ops.attention.decode_
-                                                       attention`` (Triton: the kernel of
-                                                       ``--attention-backend triton``)
+decode_attention_fwd,      absent                      ``sglang.kernels.ops.attention.decode_
+get_num_kv_splits_triton                               attention`` and ``.metadata`` (Triton:
+                                                       the kernels of ``--attention-backend
+                                                       triton``)
 =========================  ==========================  =====================================
 
 An arch the library refuses (e.g. FP4 or SM120-only kernels on Hopper) gives an
