@@ -14,18 +14,29 @@ def default_config() -> dict:
     return load_config(ROOT / "config" / "config.yaml")
 
 
+#: The tiny config's decode attention shape: 4 query heads on 2 KV heads of 16, 32 tokens.
+TINY_ATTENTION = {"kind": "attention", "heads": 4, "kv_heads": 2, "head_dim": 16, "context": 32}
+#: The default config's shapes of the decode step's dense projections (tiny_config drops the
+#: cases that name them: the same ops run on its two GEMM shapes).
+DECODE_PROJECTIONS = {"qkv", "o_proj", "router", "lm_head"}
+
+
 def tiny_config() -> dict:
-    """A CPU study that runs in seconds: two M values, one shape, quick timing."""
+    """A CPU study that runs in seconds: two M values, two GEMM shapes and a small attention
+    shape, quick timing."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config["shapes"] = {"down": {"N": 256, "K": 128}, "gate_up": {"N": 128, "K": 256}}
+    config["shapes"] = {"down": {"N": 256, "K": 128}, "gate_up": {"N": 128, "K": 256},
+                        "attention": dict(TINY_ATTENTION)}  # fmt: skip
     config["m_grid"] = {"cuda": [1, 16], "cpu": [1, 16]}
     config["timing"] = {
         "warmup_iters": 1, "min_samples": 5, "max_samples": 50, "min_time_s": 0.0,
         "max_time_s": {"cuda": 0.05, "cpu": 0.05}, "rel_noise": 0.05, "point_timeout_s": 60,
     }  # fmt: skip
     for spec in config["backends"].values():
+        spec["cases"] = [c for c in spec["cases"] if not DECODE_PROJECTIONS & set(c["shapes"])]
         for case in spec["cases"]:
-            case["shapes"] = ["down", "gate_up"]
+            attention = case["op"] == "decode_attention"
+            case["shapes"] = ["attention"] if attention else ["down", "gate_up"]
     config["kernel_power"].update(
         seconds={"cuda": 1, "cpu": 0.3}, idle_s={"cuda": 1, "cpu": 0.3},
         cooldown_s={"cuda": 0.5, "cpu": 0.1},

@@ -257,6 +257,22 @@ def test_latency_panels_split_fused_layers_by_routing():
     assert [len(t) for t in titles] == [1, 1, 1, 1, 2, 2, 2, 2]
 
 
+def test_latency_panels_name_decode_attention_by_heads_and_context():
+    """A decode attention row's M is the batch: its panel names its heads and context, and
+    comes after the GEMM panels; GEMM rows of a sweep with attention rows keep theirs."""
+    df = make_sweep(graph=True)
+    attention = df[(df["impl"] == "cudnn") & (df["shape"] == "expert_up")].assign(
+        op="decode_attention", impl="fa2", dtype="nvfp4", shape="attention", N=6144, K=640,
+        heads=48, kv_heads=8, head_dim=128, context=640)  # fmt: skip
+    df = pd.concat([df, attention])
+    spec = charts.chart_spec(sweep_figures.latency_chart(df))
+    titles = [p["title"]["text"] for p in panels(spec)]
+    assert titles[-1] == ["attention · 48 q / 8 KV heads × 128",
+                          "decode attention, context 640, M = batch"]  # fmt: skip
+    assert ["expert_up · N×K = 6144×2048"] in titles
+    assert len(titles) == 5
+
+
 def test_all_unsupported_backend_latency_is_a_no_data_chart(tmp_path):
     stem = tmp_path / "latency_flashinfer"
     df = all_unsupported()

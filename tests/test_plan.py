@@ -61,8 +61,10 @@ def test_expand_points_follows_device_and_overrides():
     plan = sweep_plan(config, "torch")
     cpu = expand_points(plan, "cpu")
     cuda = expand_points(plan, "cuda")
-    matmul_cpu = [p for p in cpu if p["op"] == "matmul"]
-    matmul_cuda = [p for p in cuda if p["op"] == "matmul"]
+    # the seed's GEMM shapes (the decode projections' cases have their own grid, below)
+    seed_shapes = {"down", "gate_up", "dense_square"}
+    matmul_cpu = [p for p in cpu if p["op"] == "matmul" and p["shape"] in seed_shapes]
+    matmul_cuda = [p for p in cuda if p["op"] == "matmul" and p["shape"] in seed_shapes]
     # fp32 is declared for the CPU only
     assert {p["dtype"] for p in matmul_cpu} == {"bf16", "fp32"}
     assert {p["dtype"] for p in matmul_cuda} == {"bf16"}
@@ -78,6 +80,153 @@ def test_expand_points_follows_device_and_overrides():
     fi = expand_points(sweep_plan(config, "flashinfer"), "cuda")
     assert {p["impl"] for p in fi if p["op"] == "mm_fp4"} == {"cutlass", "cudnn", "trtllm", "auto"}
     assert all(p["G"] is None for p in fi if p["op"] not in ("grouped_mm_bf16", "fused_moe"))
+
+
+DECODE_C = {"cuda": [1, 4, 16, 64, 128, 256], "cpu": [1, 4]}
+PROJECTIONS = {"qkv": (8192, 6144), "o_proj": (6144, 6144), "router": (256, 6144),
+               "lm_head": (32000, 6144)}  # fmt: skip
+
+
+def test_decode_projections_run_at_the_decode_concurrencies():
+    config = default_config()
+    for name, (n, k) in PROJECTIONS.items():
+        assert (config["shapes"][name]["N"], config["shapes"][name]["K"]) == (n, k)
+        assert config["shapes"][name]["note"]
+    kinds = {}
+    for backend in ("torch", "sgl_kernel"):
+        plan = sweep_plan(config, backend)
+        for device in ("cuda", "cpu"):
+            for p in expand_points(plan, device):
+                if p["shape"] in PROJECTIONS:
+                    key = (backend, p["op"], p["dtype"], device)
+                    kinds.setdefault(key, set()).add((p["shape"], p["M"]))
+    everything = {(s, m) for s in PROJECTIONS for m in DECODE_C["cuda"]}
+    assert kinds[("torch", "matmul", "bf16", "cuda")] == everything
+    assert kinds[("torch", "scaled_mm", "fp8_e4m3", "cuda")] == everything
+    assert kinds[("sgl_kernel", "fp8_scaled_mm", "fp8_e4m3", "cuda")] == everything
+    # A CPU runs them in fp32 at two sizes only (bf16 there takes seconds per call).
+    assert kinds[("torch", "matmul", "fp32", "cpu")] == {(s, m) for s in PROJECTIONS
+                                                         for m in DECODE_C["cpu"]}  # fmt: skip
+    assert ("torch", "matmul", "bf16", "cpu") not in kinds
+
+
+def test_attention_points_carry_their_geometry():
+    config = default_config()
+    assert config["shapes"]["attention"] == {
+        "kind": "attention", "heads": 48, "kv_heads": 8, "head_dim": 128, "context": 640,
+        "note": config["shapes"]["attention"]["note"]}  # fmt: skip
+    seen = {}
+    for backend in ("torch", "flashinfer", "sgl_kernel"):
+        plan = sweep_plan(config, backend)
+        for device in ("cuda", "cpu"):
+            points = [p for p in expand_points(plan, device) if p["op"] == "decode_attention"]
+            for p in points:
+                # M is the batch, N = heads x head_dim, K = the context; no groups
+                assert (p["shape"], p["N"], p["K"], p["G"]) == ("attention", 48 * 128, 640, None)
+                geometry = (p["heads"], p["kv_heads"], p["head_dim"], p["context"])
+                assert geometry == (48, 8, 128, 640)
+                assert "top_k" not in p and "routing" not in p
+            seen[(backend, device)] = sorted((p["impl"], p["dtype"], p["M"]) for p in points)
+    for device, grid in DECODE_C.items():
+        assert seen[("sgl_kernel", device)] == [("triton", "bf16", m) for m in grid]
+        assert seen[("flashinfer", device)] == [("fa2", "bf16", m) for m in grid]
+    # torch: bf16 on a GPU, fp32 on a CPU (as its matmul cases)
+    assert seen[("torch", "cuda")] == [("sdpa", "bf16", m) for m in DECODE_C["cuda"]]
+    assert seen[("torch", "cpu")] == [("sdpa", "fp32", m) for m in DECODE_C["cpu"]]
+    # GEMM points carry no attention keys
+    gemm = [p for p in expand_points(sweep_plan(config, "torch"), "cuda") if p["op"] == "matmul"]
+    assert gemm and not any("heads" in p or "context" in p for p in gemm)
+
+
+def test_gemm_shapes_resolve_as_before_the_attention_kind():
+    """A GEMM shape's resolved form (and so every GEMM case's plan and its Snakemake params)
+    is what it was before attention shapes existed."""
+    plan = sweep_plan(default_config(), "torch")
+    resolved = {s["name"]: s for case in plan["cases"] for s in case["shapes"]}
+    assert resolved["down"] == {"name": "down", "N": 6144, "K": 2048}
+    assert resolved["attention"] == {"name": "attention", "kind": "attention", "N": 6144,
+                                     "K": 640, "heads": 48, "kv_heads": 8, "head_dim": 128,
+                                     "context": 640}  # fmt: skip
+
+
+def _case_index(config, backend, op):
+    return next(i for i, c in enumerate(config["backends"][backend]["cases"]) if c["op"] == op)
+
+
+def test_an_attention_shape_on_a_gemm_op_is_refused_naming_the_case():
+    config = default_config()
+    config["backends"]["torch"]["cases"][0]["shapes"] = ["down", "attention"]
+    assert check_config(config) == [
+        "backends.torch.cases[0].shapes: 'attention' is an attention shape (kind: attention) "
+        "but torch matmul is a GEMM and takes GEMM shapes (N, K)"
+    ]
+
+
+def test_a_gemm_shape_on_decode_attention_is_refused_naming_the_case():
+    config = default_config()
+    i = _case_index(config, "sgl_kernel", "decode_attention")
+    config["backends"]["sgl_kernel"]["cases"][i]["shapes"] = ["attention", "down"]
+    assert check_config(config) == [
+        f"backends.sgl_kernel.cases[{i}].shapes: 'down' is a GEMM shape (N, K) but sgl_kernel "
+        "decode_attention is decode attention and takes attention shapes (kind: attention, "
+        "with heads, kv_heads, head_dim, context)"
+    ]
+
+
+def test_kernel_power_points_are_checked_for_their_shape_kind_too():
+    config = default_config()
+    config["kernel_power"]["backends"]["torch"][0]["shape"] = "attention"
+    assert check_config(config) == [
+        "kernel_power.backends.torch[0].shape: 'attention' is an attention shape (kind: "
+        "attention) but torch matmul is a GEMM and takes GEMM shapes (N, K)"
+    ]
+    config = default_config()
+    config["kernel_power"]["backends"]["sgl_kernel"].append(
+        {"op": "decode_attention", "dtype": "bf16", "impl": "triton", "shape": "attention",
+         "M": [16]})  # fmt: skip
+    assert check_config(config) == []
+    from studylib.plan import kernel_power_plan
+
+    (loop,) = [p for p in kernel_power_plan(config, "sgl_kernel")["points"]
+               if p["op"] == "decode_attention"]  # fmt: skip
+    geometry = (loop["M"], loop["N"], loop["K"], loop["heads"], loop["context"])
+    assert geometry == (16, 6144, 640, 48, 640)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: s["attention"].update(N=6144),
+         "shapes.attention: an attention shape derives N (heads x head_dim) and K (context); "
+         "remove N"),
+        (lambda s: s["down"].update(heads=4),
+         "shapes.down: heads belong to an attention shape: add kind: attention (and drop N, K), "
+         "or remove them"),
+        (lambda s: s["attention"].update(kv_heads=5),
+         "shapes.attention.heads (48) is not a multiple of kv_heads (5)"),
+    ],
+)  # fmt: skip
+def test_a_shape_with_the_other_kinds_keys_is_refused(change, message):
+    config = default_config()
+    change(config["shapes"])
+    assert message in check_config(config)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: s["attention"].pop("context"),
+         "config key shapes.attention: 'context' is a required property"),
+        (lambda s: s["down"].pop("K"), "config key shapes.down: 'K' is a required property"),
+        (lambda s: s.update(tiny={"kind": "attention", "heads": 2, "kv_heads": 1,
+                                  "head_dim": 0, "context": 8}),
+         "config key shapes.tiny.head_dim: 0 is less than the minimum of 1"),
+    ],
+)  # fmt: skip
+def test_the_schema_requires_each_kinds_keys(change, message):
+    config = default_config()
+    change(config["shapes"])
+    assert schema_problem(config, str(ROOT / "config" / "schema.yaml")) == message
 
 
 def test_a_case_m_naming_one_device_keeps_the_grid_for_the_other():

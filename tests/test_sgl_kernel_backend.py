@@ -44,10 +44,18 @@ def never(*args, **kwargs):
 
 
 def test_locations_are_sgl_kernel_then_where_sglang_0_5_16_keeps_them():
+    sglang_only = {
+        # SGLang's Triton MoE and decode attention (with its KV-split scheduler): only SGLang
+        # has them
+        "fused_experts": ["sglang.srt.layers.moe.fused_moe_triton"],
+        "decode_attention_fwd": ["sglang.kernels.ops.attention.decode_attention"],
+        "get_num_kv_splits_triton": ["sglang.kernels.ops.attention.metadata"],
+    }
     for op, places in sgl.LOCATIONS.items():
-        if op != "fused_experts":  # SGLang's Triton MoE: only SGLang has it
+        if op not in sglang_only:
             assert places[0] == "sgl_kernel", op
-    assert sgl.LOCATIONS["fused_experts"] == ["sglang.srt.layers.moe.fused_moe_triton"]
+        else:
+            assert places == sglang_only[op], op
     assert sgl.LOCATIONS["fp8_blockwise_scaled_mm"][1] == JIT_BLOCKWISE
     assert sgl.LOCATIONS["fp8_scaled_mm"][1] == "sglang.kernels.ops.gemm"
     assert sgl.LOCATIONS["scaled_fp4_quant"][1] == "sglang.jit_kernel.nvfp4"

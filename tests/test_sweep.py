@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 import pytest
-from helpers import ROOT, tiny_config
+from helpers import ROOT, TINY_ATTENTION, tiny_config
 from snakemake.utils import validate
 from studylib.plan import sweep_plan
 from studylib.sweep import COLUMNS, run_sweep
@@ -29,7 +29,7 @@ def test_torch_cpu_sweep_rows_are_valid(tmp_path, log_file):
     out = tmp_path / "torch.parquet"
     frame = run_sweep(plan_for(), out, log_stream=log_file)
     assert list(frame.columns[: len(COLUMNS)]) == COLUMNS
-    cuda_only = frame[frame.op != "matmul"]
+    cuda_only = frame[~frame.op.isin(["matmul", "decode_attention"])]
     assert (cuda_only["status"] == "unsupported").all()
     assert (cuda_only["error"] == "no CUDA device").all()
     frame = frame[frame.op == "matmul"]
@@ -45,12 +45,41 @@ def test_torch_cpu_sweep_rows_are_valid(tmp_path, log_file):
     assert not (tmp_path / ".torch.work").exists()
 
 
-def test_gpu_only_backend_on_cpu_is_unsupported(tmp_path, log_file):
-    frame = run_sweep(plan_for("flashinfer"), tmp_path / "fi.parquet", log_stream=log_file)
+def test_torch_decode_attention_runs_through_the_harness_on_cpu(tmp_path, log_file):
+    """The SDPA op at the CPU's decode concurrencies (B = 1, 4) over the tiny attention shape,
+    measured and checked against the fp64 reference by the worker, as every point is."""
+    frame = run_sweep(plan_for(), tmp_path / "torch.parquet", log_stream=log_file)
+    rows = frame[frame.op == "decode_attention"].reset_index(drop=True)
+    geo = TINY_ATTENTION
+    assert rows["M"].tolist() == [1, 4] and (rows["dtype"] == "fp32").all()
+    assert (rows["impl"] == "sdpa").all() and (rows["shape"] == "attention").all()
+    assert (rows["status"] == "ok").all(), rows[["status", "error"]]
+    # M is the batch, N = heads x head_dim, K = the context; the geometry rides along
+    assert (rows["N"] == geo["heads"] * geo["head_dim"]).all()
+    assert (rows["K"] == geo["context"]).all() and rows["G"].isna().all()
+    for key in ("heads", "kv_heads", "head_dim", "context"):
+        assert str(rows[key].dtype) == "Int64" and (rows[key] == geo[key]).all()
+    assert (rows["rel_err"] < 1e-5).all() and (rows["cos_sim"] > 0.9999).all()
+    assert (rows["eager_us"] > 0).all() and rows["graph_us"].isna().all()  # no graphs on a CPU
+    flops = 4.0 * rows.M * geo["heads"] * geo["context"] * geo["head_dim"]
+    assert rows["flops"].tolist() == flops.tolist()
+    kv = 2.0 * rows.M * geo["context"] * geo["kv_heads"] * geo["head_dim"] * 4
+    q_and_out = 2.0 * rows.M * geo["heads"] * geo["head_dim"] * 4
+    assert rows["bytes"].tolist() == (kv + q_and_out).tolist()
+    # GEMM rows leave the attention geometry empty
+    assert frame.loc[frame.op == "matmul", "heads"].isna().all()
+
+
+@pytest.mark.parametrize("backend", ["flashinfer", "sgl_kernel"])
+def test_gpu_only_backend_on_cpu_is_unsupported(tmp_path, log_file, backend):
+    frame = run_sweep(plan_for(backend), tmp_path / "fi.parquet", log_stream=log_file)
     assert len(frame) > 0
     assert (frame["status"] == "unsupported").all()
     assert (frame["error"] == "no CUDA device").all()
     assert frame["eager_us"].isna().all()
+    # their decode attention too, with its geometry
+    attention = frame[frame.op == "decode_attention"]
+    assert attention["M"].tolist() == [1, 4] and (attention["context"] == 32).all()
 
 
 @pytest.mark.parametrize(
@@ -106,4 +135,5 @@ def test_interrupted_sweep_resumes(tmp_path, log_file, monkeypatch):
     frame = run_sweep(plan, out, log_stream=log_file)
     frame = frame[frame.op == "matmul"]
     assert (frame["status"] == "ok").all()
-    assert sorted(frame["eager_us"]) == sorted(r["eager_us"] for r in measured if r.get("eager_us"))
+    timed = [r["eager_us"] for r in measured if r["op"] == "matmul" and r.get("eager_us")]
+    assert sorted(frame["eager_us"]) == sorted(timed)

@@ -84,8 +84,14 @@ def test_outputs_exist_and_hold_valid_rows(study):
     assert (pd.to_numeric(torch_rows.eager_us) > 0).all()
     assert (pd.to_numeric(torch_rows.floor_us) > 0).all()
     assert (pd.to_numeric(torch_rows.efficiency) > 0).all()
-    gpu_only = sweep[(sweep.backend != "torch") | (sweep.op != "matmul")]
+    # torch's decode attention (SDPA) runs on a CPU too, in fp32 at B = 1, 4
+    attention = sweep[(sweep.backend == "torch") & (sweep.op == "decode_attention")]
+    assert attention["M"].tolist() == [1, 4] and (attention.status == "ok").all()
+    assert (pd.to_numeric(attention["context"]) == 32).all()
+    assert (attention["dtype"] == "fp32").all()
+    gpu_only = sweep[(sweep.backend != "torch") | ~sweep.op.isin(["matmul", "decode_attention"])]
     assert len(gpu_only) > 0
+    assert {"decode_attention", "fused_moe"} <= set(gpu_only[gpu_only.backend == "sgl_kernel"].op)
     assert (gpu_only.status == "unsupported").all()
     assert (gpu_only.error == "no CUDA device").all()
     support = pd.read_csv(results / "tables" / "support.csv")

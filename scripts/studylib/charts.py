@@ -78,6 +78,7 @@ IMPL_COLORS: dict[tuple[str, str], str] = {
     ("torch", "per_tensor"): "#74b3e8",  # sky blue
     ("torch", "rowwise"): "#08306b",  # navy
     ("torch", "grouped_mm"): "#17a2b8",  # teal
+    ("torch", "sdpa"): "#4b3fb5",  # indigo
     ("flashinfer", "cublas"): "#d62728",  # red
     ("flashinfer", "cublaslt"): "#ff7f0e",  # orange
     ("flashinfer", "cudnn"): "#8c1c13",  # maroon
@@ -85,6 +86,7 @@ IMPL_COLORS: dict[tuple[str, str], str] = {
     ("flashinfer", "tinygemm"): "#c51b7d",  # crimson pink
     ("flashinfer", "trtllm"): "#b8860b",  # dark gold
     ("flashinfer", "auto"): "#fb9a99",  # salmon
+    ("flashinfer", "fa2"): "#e377c2",  # orchid
     ("sgl_kernel", "cutlass"): "#2ca02c",  # green
     ("sgl_kernel", "triton"): "#0b5d1e",  # dark green
 }

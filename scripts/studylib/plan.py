@@ -125,6 +125,9 @@ def check_config(config: dict) -> list[str]:
                         f"{where}.shapes: no shape named {shape!r} under shapes: "
                         f"(defined: {', '.join(sorted(shapes))})"
                     )
+                else:
+                    problems += shape_kind_problems(f"{where}.shapes", backend, op, shape,
+                                                    shapes[shape])  # fmt: skip
             if known.get("fused") and case.get("groups") and len(case["groups"]) != 1:
                 problems.append(f"{where}.groups: {backend} {op} is one MoE layer: give its "
                                 "expert count alone (e.g. [256])")  # fmt: skip
@@ -132,7 +135,67 @@ def check_config(config: dict) -> list[str]:
                 problems.append(f"{where}.groups: {backend} {op} is not a grouped GEMM")
             if known["grouped"] and not case.get("groups"):
                 problems.append(f"{where}.groups: {backend} {op} is grouped and needs groups")
+    problems += check_shapes(shapes)
     return problems + check_kernel_power(config) + check_contradictions(config) + check_moe(config)
+
+
+#: What an attention shape gives (kind: attention); N and K are derived from it.
+ATTENTION_KEYS = ("heads", "kv_heads", "head_dim", "context")
+
+
+def shape_kind(shape: dict) -> str:
+    """``gemm`` (N, K) or ``attention`` (heads, kv_heads, head_dim, context)."""
+    return shape.get("kind", "gemm")
+
+
+def is_attention(backend: str, op: str) -> bool:
+    """A decode-attention op (backends/attention.py): its shapes are attention shapes."""
+    return bool(catalogue()[backend].get(op, {}).get("attention"))
+
+
+def shape_kind_problems(where: str, backend: str, op: str, name: str, shape: dict) -> list[str]:
+    """A GEMM shape on an attention op, or an attention shape on a GEMM op."""
+    if is_attention(backend, op) and shape_kind(shape) != "attention":
+        return [f"{where}: {name!r} is a GEMM shape (N, K) but {backend} {op} is decode "
+                "attention and takes attention shapes (kind: attention, with heads, kv_heads, "
+                "head_dim, context)"]  # fmt: skip
+    if not is_attention(backend, op) and shape_kind(shape) == "attention":
+        return [f"{where}: {name!r} is an attention shape (kind: attention) but {backend} "
+                f"{op} is a GEMM and takes GEMM shapes (N, K)"]  # fmt: skip
+    return []
+
+
+def check_shapes(shapes: dict) -> list[str]:
+    """Each shape's keys fit its kind (the schema requires a kind's keys, not the absence of
+    the other kind's), and an attention shape's query heads share its KV heads evenly."""
+    problems = []
+    for name, shape in shapes.items():
+        where = f"shapes.{name}"
+        if shape_kind(shape) == "attention":
+            given = [key for key in ("N", "K") if key in shape]
+            if given:
+                problems.append(f"{where}: an attention shape derives N (heads x head_dim) and "
+                                f"K (context); remove {', '.join(given)}")  # fmt: skip
+            elif shape.get("kv_heads") and shape.get("heads", 0) % shape["kv_heads"]:
+                problems.append(f"{where}.heads ({shape['heads']}) is not a multiple of "
+                                f"kv_heads ({shape['kv_heads']})")  # fmt: skip
+        else:
+            given = [key for key in ATTENTION_KEYS if key in shape]
+            if given:
+                problems.append(f"{where}: {', '.join(given)} belong to an attention shape: "
+                                "add kind: attention (and drop N, K), or remove them")  # fmt: skip
+    return problems
+
+
+def resolve_shape(name: str, shape: dict) -> dict:
+    """A shape as plans and points carry it: name, N, K, and an attention shape's geometry
+    (N = heads x head_dim, K = context). A GEMM shape resolves as it always has (its plans,
+    and so Snakemake's params, are unchanged by the attention kind)."""
+    if shape_kind(shape) != "attention":
+        return {"name": name, "N": shape["N"], "K": shape["K"]}
+    geometry = {key: shape[key] for key in ATTENTION_KEYS}
+    return {"name": name, "kind": "attention", "N": shape["heads"] * shape["head_dim"],
+            "K": shape["context"], **geometry}  # fmt: skip
 
 
 def check_moe(config: dict) -> list[str]:
@@ -292,10 +355,7 @@ def sweep_plan(config: dict, backend: str) -> dict:
     cases = []
     for case in spec["cases"]:
         case = copy.deepcopy(case)
-        case["shapes"] = [
-            {"name": name, "N": config["shapes"][name]["N"], "K": config["shapes"][name]["K"]}
-            for name in case["shapes"]
-        ]
+        case["shapes"] = [resolve_shape(name, config["shapes"][name]) for name in case["shapes"]]
         # A case's m may name one device; the other keeps the top-level grid.
         case["m"] = {**config["m_grid"], **case.get("m", {})}
         cases.append(case)
@@ -360,7 +420,9 @@ def _expert_shares(path, mtime_ns) -> tuple[float, ...]:
 
 
 def expand_points(plan: dict, device: str) -> list[dict]:
-    """Every (impl, op, dtype, shape, G, M) point of ``plan`` that applies to ``device``."""
+    """Every (impl, op, dtype, shape, G, M) point of ``plan`` that applies to ``device``. An
+    attention shape's points carry its geometry too (heads, kv_heads, head_dim, context;
+    M is the batch, N = heads x head_dim, K = context)."""
     ops = catalogue()[plan["backend"]]
     points = []
     for case in plan["cases"]:
@@ -390,8 +452,14 @@ def expand_points(plan: dict, device: str) -> list[dict]:
                                 if fused:
                                     point["top_k"] = plan["moe"]["top_k"]
                                     point["routing"] = routing
+                                point.update(attention_geometry(shape))
                                 points.append(point)
     return points
+
+
+def attention_geometry(shape: dict) -> dict:
+    """The keys an attention shape adds to its points (none for a GEMM shape)."""
+    return {key: shape[key] for key in ATTENTION_KEYS if key in shape}
 
 
 def stable_hash(data) -> str:
@@ -425,7 +493,7 @@ def kernel_power_plan(config: dict, backend: str) -> dict:
     points = []
     fused_any = False
     for entry in spec["backends"].get(backend, []):
-        shape = config["shapes"][entry["shape"]]
+        shape = resolve_shape(entry["shape"], config["shapes"][entry["shape"]])
         fused = is_fused(backend, entry["op"])
         fused_any = fused_any or fused
         for routing in entry.get("routings", ["balanced"]) if fused else [None]:
@@ -435,6 +503,7 @@ def kernel_power_plan(config: dict, backend: str) -> dict:
                          "N": shape["N"], "K": shape["K"], "G": entry.get("G")}  # fmt: skip
                 if fused:
                     point.update(top_k=config["moe"]["top_k"], routing=routing)
+                point.update(attention_geometry(shape))
                 if entry.get("modes"):
                     point["modes"] = list(entry["modes"])
                 if entry.get("devices"):
@@ -476,6 +545,10 @@ def check_kernel_power(config: dict) -> list[str]:
                                 f"{backend} {entry['op']}")  # fmt: skip
             if entry["shape"] not in config["shapes"]:
                 problems.append(f"{where}.shape: no shape named {entry['shape']!r}")
+            else:
+                problems += shape_kind_problems(f"{where}.shape", backend, entry["op"],
+                                                entry["shape"],
+                                                config["shapes"][entry["shape"]])  # fmt: skip
             if known["grouped"] != ("G" in entry):
                 problems.append(f"{where}.G: {'needed' if known['grouped'] else 'not allowed'} "
                                 f"for {backend} {entry['op']}")  # fmt: skip

@@ -92,11 +92,14 @@ def _panels(good: pd.DataFrame) -> pd.DataFrame:
     """``panel`` (one line), ``panel_title`` (its lines) and ``panel_order`` of each row.
 
     A panel is one shape: the shape label (N×K, G) and, for a fused-MoE layer, whose M counts
-    the layer's tokens rather than a GEMM's, its own panel per top_k and routing. Dense shapes
-    come first, then grouped ones, then fused layers, each in the order the sweep ran them.
+    the layer's tokens rather than a GEMM's, its own panel per top_k and routing; a decode
+    attention shape (M: the batch) is labelled by its heads and context. Dense shapes come
+    first, then grouped ones, then fused layers, then attention, each in the order the sweep
+    ran them.
     """
     out = pd.DataFrame(index=good.index)
     fused = _text(good, "op").str.contains("fused_moe")
+    attention = [_attention_label(row) for row in good.to_dict("records")]
     # Plain floats (NaN when absent): a parquet's nullable Int64 holds pd.NA, whose truth
     # value raises.
     g = (pd.to_numeric(good["G"], errors="coerce").astype(float) if "G" in good.columns
@@ -105,12 +108,12 @@ def _panels(good: pd.DataFrame) -> pd.DataFrame:
     top_k = top_k.astype(float)
     routing = _text(good, "routing")
     heads = [
-        shape_label(s, n, k, gg)
-        for s, n, k, gg in zip(good["shape"], good["N"], good["K"], g, strict=True)
+        a[0] if a else shape_label(s, n, k, gg)
+        for s, n, k, gg, a in zip(good["shape"], good["N"], good["K"], g, attention, strict=True)
     ]
     tails = []
-    for f, t, r in zip(fused, top_k, routing, strict=True):
-        tail = ""
+    for f, t, r, a in zip(fused, top_k, routing, attention, strict=True):
+        tail = a[1] if a else ""
         if f:
             tail = "fused MoE layer" + (f", top_k {int(t)}" if t == t else "")
             tail += f", {r} routing" if r else ""
@@ -118,12 +121,25 @@ def _panels(good: pd.DataFrame) -> pd.DataFrame:
     out["panel"] = [h + (f" · {t}" if t else "") for h, t in zip(heads, tails, strict=True)]
     out["panel_title"] = [[h, t] if t else [h] for h, t in zip(heads, tails, strict=True)]
     shapes = list(dict.fromkeys(good["shape"]))
-    kind = [2 if f else (1 if gg == gg else 0) for f, gg in zip(fused, g, strict=True)]
+    kind = [3 if a else (2 if f else (1 if gg == gg else 0))
+            for f, gg, a in zip(fused, g, attention, strict=True)]  # fmt: skip
     out["panel_order"] = [
         (k, shapes.index(s), gg if gg == gg else 0.0, r)
         for k, s, gg, r in zip(kind, good["shape"], pd.to_numeric(g), routing, strict=True)
     ]
     return out
+
+
+def _attention_label(row: dict) -> tuple[str, str] | None:
+    """A decode-attention row's panel head and tail (its geometry columns, from
+    plan.expand_points), or None for a GEMM row."""
+    values = [pd.to_numeric(row.get(c), errors="coerce") for c in
+              ("heads", "kv_heads", "head_dim", "context")]  # fmt: skip
+    if any(v is None or v != v for v in values):
+        return None
+    heads, kv_heads, head_dim, context = (int(v) for v in values)
+    return (f"{row.get('shape')} · {heads} q / {kv_heads} KV heads × {head_dim}",
+            f"decode attention, context {context}, M = batch")  # fmt: skip
 
 
 def _good_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -5,6 +5,9 @@ FP4 tensor-core GEMMs need Blackwell (sm_100/sm_120); on Hopper ``mm_fp4`` raise
 Inputs follow ``mm_fp4``'s documented recipe: ``nvfp4_quantize`` with 128x4 scale factors,
 B's scale factors shuffled for the trtllm backend; the reference dequantises the very same
 FP4 values and scales with FlashInfer's ``e2m1_and_ufp8sf_scale_to_float``.
+
+``decode_attention`` is ``BatchDecodeWithPagedKVCacheWrapper`` (backend ``fa2``) on a decode
+step's attention, planned once when the point is prepared and run per timed call.
 """
 
 from __future__ import annotations
@@ -40,11 +43,21 @@ OPS = {
         "grouped": True,
         "fused": True,
     },
+    # BatchDecodeWithPagedKVCacheWrapper, backend fa2, over a paged KV cache of page size 1
+    # (NHD); M is the batch (attention.py).
+    "decode_attention": {
+        "dtypes": ["bf16"],
+        "impls": ["fa2"],
+        "grouped": False,
+        "attention": True,
+    },
 }
 
 FP8_MAX = 448.0
 FP4_MAX = 6.0
 BLOCK = 16  # NVFP4: one e4m3 scale per 16 values
+# The decode wrapper's float workspace: SGLang's (SGLANG_FLASHINFER_WORKSPACE_SIZE, 384 MiB).
+DECODE_WORKSPACE_BYTES = 384 * 1024 * 1024
 
 
 def environment(device: str) -> dict:
@@ -79,6 +92,8 @@ def prepare(point: dict, device: str) -> Prepared:
         return _grouped_mm_bf16(point)
     if point["op"] == "fused_moe":
         return _fused_moe(point)
+    if point["op"] == "decode_attention":
+        return _decode_attention(point)
     raise Unsupported(f"flashinfer adapter has no op {point['op']!r}")
 
 
@@ -318,3 +333,66 @@ def _activation_amax(layer, ids):
         )
         amax = torch.maximum(amax, act.abs().amax())
     return amax
+
+
+def use_tensor_cores(heads: int, kv_heads: int) -> bool:
+    """SGLang's choice for its FlashInfer decode wrappers (``should_use_tensor_core`` in
+    sglang/srt/layers/attention/flashinfer_backend.py, bf16/fp16 KV): the tensor-core
+    (prefill-style) fa2 kernel from 4 query heads per KV head, the CUDA-core decode kernel
+    below. The served model's 48 / 8 = 6 takes the tensor cores."""
+    return heads // kv_heads >= 4
+
+
+def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
+    """``flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", backend="fa2",
+    use_tensor_cores=...)`` as SGLang's FlashInfer attention backend builds it; ``plan`` once
+    here (setup: it copies the page table to the GPU and picks the KV split on the host),
+    ``run(q, (k_cache, v_cache), out=...)`` timed.
+
+    Page size 1: SGLang's default (``--page-size`` 1 unless set; FlashInfer's page table is
+    then its token table), and the same pool layout the Triton op reads, so both kernels read
+    the same bytes. The caches are ``[slots, 1, kv_heads, D]`` (NHD), request b's tokens
+    slots b x context ... (attention.py); every request's last page is full (length 1)."""
+    import torch
+
+    from . import attention
+
+    fn = _require("BatchDecodeWithPagedKVCacheWrapper")
+    geo = attention.geometry(point)
+    dtype = torch.bfloat16
+    tensor_cores = use_tensor_cores(geo.heads, geo.kv_heads)
+    workspace = torch.zeros(DECODE_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+    wrapper = fn(workspace, "NHD", use_tensor_cores=tensor_cores, backend=point["impl"])
+    indptr = (torch.arange(geo.batch + 1, dtype=torch.int32) * geo.context).to(device)
+    indices = torch.arange(geo.tokens, dtype=torch.int32, device=device)
+    last_page_len = torch.ones(geo.batch, dtype=torch.int32, device=device)
+    wrapper.plan(indptr, indices, last_page_len, geo.heads, geo.kv_heads, geo.head_dim, 1,
+                 pos_encoding_mode="NONE", q_data_type=dtype, kv_data_type=dtype,
+                 sm_scale=geo.sm_scale)  # fmt: skip
+
+    def make(seed: int):
+        q, k, v = attention.make_inputs(geo, device, dtype, seed)
+        pages = (geo.tokens, 1, geo.kv_heads, geo.head_dim)
+        return q, (k.view(pages), v.view(pages)), torch.empty_like(q), (k, v)
+
+    def call(q, kv_cache, out, _originals):
+        return wrapper.run(q, kv_cache, out=out)
+
+    args = make(0)
+
+    def reference():
+        q, _, _, (k, v) = args
+        return attention.reference(q, k, v, geo.sm_scale)
+
+    def variants(count: int):
+        sets = [make(seed) for seed in range(1, count + 1)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    return Prepared(
+        run=lambda: call(*args),
+        reference=reference,
+        flops=attention.flops(geo),
+        bytes=attention.bytes_moved(geo, 2),
+        variants=variants,
+        extra={"use_tensor_cores": tensor_cores},
+    )

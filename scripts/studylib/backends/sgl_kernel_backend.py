@@ -1,5 +1,6 @@
 """sgl-kernel's GEMMs: NVFP4 ``cutlass_scaled_fp4_mm``, FP8 ``fp8_scaled_mm`` (row-wise
-scales) and ``fp8_blockwise_scaled_mm`` (128-wide block scales, DeepSeek style).
+scales) and ``fp8_blockwise_scaled_mm`` (128-wide block scales, DeepSeek style); and SGLang's
+Triton kernels its server runs: the fused MoE and the decode attention.
 
 sgl-kernel's 0.4 series moved these ops out of ``sgl_kernel`` into SGLang. Each op is looked
 up in ``LOCATIONS`` order, ``sgl_kernel`` first, and called with the conventions of the module
@@ -18,6 +19,10 @@ scaled_fp4_quant,          absent                      absent (0.5.16 quantises 
 cutlass_scaled_fp4_mm                                  NVFP4 with FlashInfer's fp4_quantize /
                                                        mm_fp4); some SGLang releases have them
                                                        in ``sglang.jit_kernel.nvfp4`` (sm_100+)
+decode_attention_fwd,      absent                      ``sglang.kernels.ops.attention.decode_
+get_num_kv_splits_triton                               attention`` and ``.metadata`` (Triton:
+                                                       the kernels of ``--attention-backend
+                                                       triton``)
 =========================  ==========================  =====================================
 
 An arch the library refuses (e.g. FP4 or SM120-only kernels on Hopper) gives an
@@ -56,6 +61,14 @@ OPS = {
         "grouped": True,
         "fused": True,
     },
+    # SGLang's Triton decode attention (its server's kernel with --attention-backend triton),
+    # over a paged KV pool of page size 1; M is the batch (attention.py).
+    "decode_attention": {
+        "dtypes": ["bf16"],
+        "impls": ["triton"],
+        "grouped": False,
+        "attention": True,
+    },
 }
 
 SGL_KERNEL = "sgl_kernel"
@@ -63,6 +76,8 @@ SGLANG_GEMM = "sglang.kernels.ops.gemm"
 SGLANG_FP8_BLOCKWISE = "sglang.jit_kernel.fp8_blockwise_gemm"
 SGLANG_NVFP4 = "sglang.jit_kernel.nvfp4"
 SGLANG_FUSED_MOE = "sglang.srt.layers.moe.fused_moe_triton"
+SGLANG_DECODE_ATTENTION = "sglang.kernels.ops.attention.decode_attention"
+SGLANG_ATTENTION_METADATA = "sglang.kernels.ops.attention.metadata"
 
 # Where each function may live, searched in this order.
 LOCATIONS = {
@@ -71,6 +86,8 @@ LOCATIONS = {
     "cutlass_scaled_fp4_mm": [SGL_KERNEL, SGLANG_NVFP4],
     "scaled_fp4_quant": [SGL_KERNEL, SGLANG_NVFP4],
     "fused_experts": [SGLANG_FUSED_MOE],
+    "decode_attention_fwd": [SGLANG_DECODE_ATTENTION],
+    "get_num_kv_splits_triton": [SGLANG_ATTENTION_METADATA],
 }
 
 # How each place's function is called where places differ (see _fp8_blockwise_scaled_mm):
@@ -175,6 +192,7 @@ def prepare(point: dict, device: str) -> Prepared:
         "fp8_blockwise_scaled_mm": _fp8_blockwise_scaled_mm,
         "cutlass_scaled_fp4_mm": _cutlass_scaled_fp4_mm,
         "fused_moe": _fused_moe,
+        "decode_attention": _decode_attention,
     }
     if point["op"] not in builders:
         raise Unsupported(f"sgl_kernel adapter has no op {point['op']!r}")
@@ -439,3 +457,91 @@ def _fused_moe(point: dict, device: str = "cuda") -> Prepared:
                              moe.dequantize_experts(q2, s2), ids, weights)  # fmt: skip
 
     return moe.prepared(point, ids, fp8, make, call, args, reference, {"provider": provider})
+
+
+#: SGLang 0.5.16's ``--triton-attention-num-kv-splits`` default: the most KV splits per request.
+MAX_KV_SPLITS = 8
+
+
+def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
+    """SGLang's ``decode_attention_fwd`` as ``TritonAttnBackend.forward_decode`` calls it
+    (sglang/srt/layers/attention/triton_backend.py): q ``[B, heads, D]``, the layer's K and V
+    pools ``[slots, kv_heads, D]`` (page size 1, SGLang's default), ``kv_indptr`` (int32,
+    B + 1) and ``kv_indices`` (int64, the pool slots of each request's tokens), fp32
+    ``attn_logits`` ``[B, heads, max_kv_splits, D]`` and ``attn_lse`` ``[B, heads,
+    max_kv_splits]`` scratch, ``num_kv_splits`` (int32, B) from SGLang's own scheduling kernel
+    ``get_num_kv_splits_triton`` (the server runs it once per step, in its metadata, not per
+    layer: here it runs once, in prepare), ``sm_scale`` = 1/sqrt(D), k and v scales 1.0, and
+    PDL on sm_90+ as the server enables it. The output is written into a buffer made once per
+    input set (the server allocates it per call)."""
+    import torch
+
+    from . import attention
+
+    found = find("decode_attention_fwd")
+    splits_found = find("get_num_kv_splits_triton")
+    provider = {**_announce(found), **_announce(splits_found)}
+    geo = attention.geometry(point)
+    dtype = torch.bfloat16
+    # Each request's tokens are contiguous slots of the pool (attention.py).
+    kv_indptr = (torch.arange(geo.batch + 1, dtype=torch.int32) * geo.context).to(device)
+    kv_indices = torch.arange(geo.tokens, dtype=torch.int64, device=device)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else 0
+    num_kv_splits = _num_kv_splits(splits_found.fn, geo, device, sms)
+    splits = int(num_kv_splits[0].item())  # every request is as long: one value
+    print(f"sgl_kernel adapter: decode_attention B={geo.batch} context={geo.context}: "
+          f"{splits} KV splits per request (at most {MAX_KV_SPLITS})", file=sys.stderr,
+          flush=True)  # fmt: skip
+    attn_logits = torch.empty((geo.batch, geo.heads, MAX_KV_SPLITS, geo.head_dim),
+                              dtype=torch.float32, device=device)  # fmt: skip
+    attn_lse = torch.empty((geo.batch, geo.heads, MAX_KV_SPLITS), dtype=torch.float32,
+                           device=device)  # fmt: skip
+    # SGLang's is_arch_support_pdl(): CUDA sm_90 and newer.
+    use_pdl = device == "cuda" and torch.cuda.get_device_capability()[0] >= 9
+
+    def make(seed: int):
+        q, k, v = attention.make_inputs(geo, device, dtype, seed)
+        pool = (geo.tokens, geo.kv_heads, geo.head_dim)
+        return q, k.view(pool), v.view(pool), torch.empty_like(q), (k, v)
+
+    def call(q, k_pool, v_pool, out, _originals):
+        found.fn(q, k_pool, v_pool, out, kv_indptr, kv_indices, attn_logits, attn_lse,
+                 num_kv_splits, MAX_KV_SPLITS, geo.sm_scale, 1.0, 1.0, logit_cap=0.0,
+                 sinks=None, xai_temperature_len=-1, has_mla=False, use_pdl=use_pdl,
+                 page_size=1)  # fmt: skip
+        return out
+
+    args = make(0)
+
+    def reference():
+        q, _, _, _, (k, v) = args
+        return attention.reference(q, k, v, geo.sm_scale)
+
+    def variants(count: int):
+        sets = [make(seed) for seed in range(1, count + 1)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    return Prepared(
+        run=lambda: call(*args),
+        reference=reference,
+        flops=attention.flops(geo),
+        bytes=attention.bytes_moved(geo, 2),
+        variants=variants,
+        extra={"provider": provider, "num_kv_splits": splits},
+    )
+
+
+def _num_kv_splits(kernel, geo, device: str, sms: int):
+    """KV splits per request as SGLang's server picks them (``TritonAttnBackend.
+    get_num_kv_splits`` with ``sms`` multiprocessors: every request ``context`` tokens long,
+    one query token each)."""
+    import torch
+
+    num_kv_splits = torch.empty((geo.batch,), dtype=torch.int32, device=device)
+    if sms <= 0:  # the server's fallback without a core count
+        return num_kv_splits.fill_(MAX_KV_SPLITS)
+    seq_lens = torch.full((geo.batch,), geo.context, dtype=torch.int64, device=device)
+    schedule = 256 if geo.batch < 256 else 1 << (geo.batch - 1).bit_length()
+    kernel[(1,)](num_kv_splits, seq_lens, geo.batch, 1, geo.heads, geo.kv_heads,
+                 MAX_KV_SPLITS, sms, MAX_NUM_SEQ=schedule)  # fmt: skip
+    return num_kv_splits

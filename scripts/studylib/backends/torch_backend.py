@@ -1,5 +1,7 @@
 """PyTorch's own GEMMs: dense matmul, the fp8 scaled GEMMs (per-tensor and row-wise), the
-grouped GEMMs, and a fused-MoE layer built from them (the baseline the fused kernels beat)."""
+grouped GEMMs, and a fused-MoE layer built from them (the baseline the fused kernels beat);
+and a decode step's attention with ``scaled_dot_product_attention`` over a dense KV cache
+(the baseline of the serving kernels' paged decode attention)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,14 @@ OPS = {
         "impls": ["grouped_mm"],
         "grouped": True,
         "fused": True,
+    },
+    # One decode step's attention (attention.py): B queries of one token over a dense
+    # [B, kv_heads, context, head_dim] cache, GQA through SDPA's enable_gqa. M is B.
+    "decode_attention": {
+        "dtypes": ["bf16", "fp16", "fp32"],
+        "impls": ["sdpa"],
+        "grouped": False,
+        "attention": True,
     },
 }
 
@@ -49,6 +59,8 @@ def prepare(point: dict, device: str) -> Prepared:
         return _scaled_grouped_mm(point, device)
     if op == "fused_moe":
         return _fused_moe(point, device)
+    if op == "decode_attention":
+        return _decode_attention(point, device)
     raise Unsupported(f"torch adapter has no op {op!r}")
 
 
@@ -75,6 +87,49 @@ def _matmul(point: dict, device: str) -> Prepared:
         reference=lambda: a.double() @ w.double(),
         flops=gemm_flops(m, n, k),
         bytes=gemm_bytes(m, n, k, _BITS[dtype], _BITS[dtype], _BITS[dtype]),
+        variants=variants,
+    )
+
+
+def _decode_attention(point: dict, device: str) -> Prepared:
+    """``torch.nn.functional.scaled_dot_product_attention`` of q ``[B, heads, 1, D]`` over a
+    dense cache ``[B, kv_heads, context, D]`` (``enable_gqa``: no copy of the KV heads); SDPA
+    picks its kernel (flash / memory-efficient / cuDNN on a GPU, its CPU kernel on a CPU)."""
+    import torch
+
+    from . import attention
+
+    geo = attention.geometry(point)
+    tdtype = _torch_dtype(point["dtype"])
+
+    def make(seed: int):
+        q, k, v = attention.make_inputs(geo, device, tdtype, seed)
+        # The dense cache: head-major, as a model without a paged pool keeps it.
+        return q.unsqueeze(2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+
+    def call(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, scale=geo.sm_scale, enable_gqa=True
+        )
+
+    q, k, v = make(0)
+
+    def reference():
+        # token-major views of the dense cache, as attention.reference takes them
+        out = attention.reference(q.squeeze(2), k.transpose(1, 2), v.transpose(1, 2),
+                                  geo.sm_scale)  # fmt: skip
+        return out.unsqueeze(2)
+
+    def variants(count: int):
+        sets = [make(seed) for seed in range(1, count + 1)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    elem = _BITS[point["dtype"]] // 8
+    return Prepared(
+        run=lambda: call(q, k, v),
+        reference=reference,
+        flops=attention.flops(geo),
+        bytes=attention.bytes_moved(geo, elem),
         variants=variants,
     )
 

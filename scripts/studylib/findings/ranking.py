@@ -59,10 +59,11 @@ def _mode(column: str) -> str:
 
 
 def fastest_per_size(sweep: pd.DataFrame) -> dict[str, Any] | None:
-    """Per (dtype, shape) of single GEMMs and M: the fastest implementations under
-    :data:`RANK_RULE` (ties named together), the basis, and the fastest's eager, graph and
-    cold times. ``{"ms": [...], "rows": [{"dtype", "shape", "basis", "contenders",
-    "cells": {M: {"who": [...], "backend", "op", "us", "eager_us", "graph_us", "cold_us"}}}]}``.
+    """Per (dtype, shape) of single GEMMs (and decode attention, whose M is the batch) and M:
+    the fastest implementations under :data:`RANK_RULE` (ties named together), the basis, and
+    the fastest's eager, graph and cold times. ``{"ms": [...], "rows": [{"dtype", "shape",
+    "basis", "contenders", "cells": {M: {"who": [...], "backend", "op", "us", "eager_us",
+    "graph_us", "cold_us"}}}]}``.
     """
     need = {"status", "eager_us", "dtype", "shape", "M", "backend", "impl"}
     if sweep is None or sweep.empty or not need <= set(sweep.columns):

@@ -1,0 +1,107 @@
+"""Decode attention, shared by the adapters' ``decode_attention`` ops: the geometry of a point,
+its work and bytes, the inputs, and the fp64 reference.
+
+One decode step's attention at batch B: each of the B requests has one new query token of
+``heads`` query heads and attends over ``context`` cached tokens of ``kv_heads`` KV heads
+(grouped-query attention: query head h reads KV head h // (heads / kv_heads)). The point's
+M is B; N = heads x head_dim and K = context (config/README.md, shape kind ``attention``).
+
+The KV cache every op reads is built here in one layout, token-major ``[B, context,
+kv_heads, head_dim]``: request b's tokens are rows b x context ... (b + 1) x context - 1 of
+the flattened ``[B x context, kv_heads, head_dim]`` pool, which is the paged pool (page size
+1) that SGLang's Triton kernel and FlashInfer read, each request's tokens contiguous. The
+torch baseline keeps its own dense ``[B, kv_heads, context, head_dim]`` cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Unsupported
+
+#: The point keys an attention point carries beyond M, N, K (plan.expand_points).
+KEYS = ("heads", "kv_heads", "head_dim", "context")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    batch: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    context: int
+
+    @property
+    def group(self) -> int:
+        """Query heads per KV head."""
+        return self.heads // self.kv_heads
+
+    @property
+    def sm_scale(self) -> float:
+        return self.head_dim**-0.5
+
+    @property
+    def tokens(self) -> int:
+        """KV tokens of the whole batch (the paged pool's slots)."""
+        return self.batch * self.context
+
+
+def geometry(point: dict) -> Geometry:
+    """The point's geometry; Unsupported when it is not an attention point."""
+    missing = [key for key in KEYS if point.get(key) is None]
+    if missing:
+        raise Unsupported(
+            f"{point.get('op')} needs an attention shape (kind: attention); point "
+            f"{point.get('shape')!r} has no {', '.join(missing)}"
+        )
+    geo = Geometry(int(point["M"]), *(int(point[key]) for key in KEYS))
+    if geo.heads % geo.kv_heads:
+        raise Unsupported(f"heads ({geo.heads}) is not a multiple of kv_heads ({geo.kv_heads})")
+    return geo
+
+
+def flops(geo: Geometry) -> float:
+    """QK^T and PV: 2 x 2 x B x heads x context x head_dim."""
+    return 4.0 * geo.batch * geo.heads * geo.context * geo.head_dim
+
+
+def kv_bytes(geo: Geometry, elem_bytes: int) -> float:
+    """The K and V cache, read once."""
+    return 2.0 * geo.tokens * geo.kv_heads * geo.head_dim * elem_bytes
+
+
+def bytes_moved(geo: Geometry, elem_bytes: int) -> float:
+    """The KV cache read once, the queries read and the output written."""
+    q_and_out = 2.0 * geo.batch * geo.heads * geo.head_dim * elem_bytes
+    return kv_bytes(geo, elem_bytes) + q_and_out
+
+
+def make_inputs(geo: Geometry, device: str, dtype, seed: int):
+    """q ``[B, heads, head_dim]`` and token-major k, v ``[B, context, kv_heads, head_dim]``,
+    standard normal in ``dtype`` (scores then have unit variance after the 1/sqrt(d) scale)."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+
+    q = randn(geo.batch, geo.heads, geo.head_dim)
+    k = randn(geo.batch, geo.context, geo.kv_heads, geo.head_dim)
+    v = randn(geo.batch, geo.context, geo.kv_heads, geo.head_dim)
+    return q, k, v
+
+
+def reference(q, k, v, sm_scale: float):
+    """fp64 softmax attention: q ``[B, heads, D]`` over token-major k, v ``[B, L, kv_heads,
+    D]``, query head h on KV head h // group -> ``[B, heads, D]``."""
+    import torch
+
+    batch, heads, dim = q.shape
+    kv_heads = k.shape[2]
+    qd = q.double().reshape(batch, kv_heads, heads // kv_heads, dim)
+    kd = k.double().permute(0, 2, 1, 3)  # [B, kv_heads, L, D]
+    vd = v.double().permute(0, 2, 1, 3)
+    scores = (qd @ kd.transpose(-2, -1)) * sm_scale  # [B, kv_heads, group, L]
+    out = torch.softmax(scores, dim=-1) @ vd  # [B, kv_heads, group, D]
+    return out.reshape(batch, heads, dim)
