@@ -17,7 +17,10 @@ num_steps decode steps of the model's layers (num_hidden_layers of --model-path'
 config.json, else 2), named as SGLang names it. --profile-prefill puts a prefill pass in it,
 --profile-garbage writes a file that is no trace; with --profile-never a profile never
 ends by itself. POST /stop_profile ends a running profile (writing its trace, unless
---profile-never).
+--profile-never). GET /v1/loads: the requests streaming now, as SGLang's num_running_reqs;
+the trace's decode kernel records that count as its batch when the profile starts.
+--linger-cancelled S: a request whose client went away still counts for S seconds, as
+SGLang keeps a cancelled stream's request until it notices the closed connection.
 """
 
 import argparse
@@ -33,7 +36,7 @@ from pathlib import Path
 
 from synthetic_trace import write_trace
 
-STATE = {"requests": 0, "recording": False, "tokens": 0, "profile": None}
+STATE = {"requests": 0, "recording": False, "tokens": 0, "profile": None, "held": 0}
 LOCK = threading.Lock()
 
 
@@ -57,7 +60,8 @@ def write_profile(profile: dict, args) -> None:
             path.write_bytes(b"not a trace")
         else:
             write_trace(path, profile["steps"], model_layers(args.model_path), ranks=args.tp,
-                        prefill_after=1 if args.profile_prefill else None)  # fmt: skip
+                        prefill_after=1 if args.profile_prefill else None,
+                        batch=profile["batch"])  # fmt: skip
     print(f"standin: profile {profile['id']} written to {folder}", flush=True)
 
 
@@ -97,6 +101,7 @@ def main() -> int:
     parser.add_argument("--profile-prefill", action="store_true")
     parser.add_argument("--profile-garbage", action="store_true")
     parser.add_argument("--profile-never", action="store_true")
+    parser.add_argument("--linger-cancelled", type=float, default=0.0)
     args, _ = parser.parse_known_args()
     served_name = args.served_model_name or args.model_path
     started = time.monotonic()
@@ -129,6 +134,9 @@ def main() -> int:
             if self.path == "/health":
                 ready = time.monotonic() - started >= args.ready_after
                 self._json(200 if ready else 503, {"ready": ready})
+            elif self.path.startswith("/v1/loads"):
+                self._json(200, {"loads": [{"dp_rank": 0, "num_running_reqs": STATE["held"],
+                                            "num_waiting_reqs": 0}]})  # fmt: skip
             elif self.path == "/v1/models":
                 self._json(
                     200, {"object": "list", "data": [{"id": served_name, "object": "model"}]}
@@ -162,6 +170,7 @@ def main() -> int:
                         "prefix": payload.get("profile_prefix") or "",
                         "id": payload.get("profile_id") or str(time.time()),
                         "start": STATE["tokens"],
+                        "batch": STATE["held"],
                     }  # fmt: skip
                 print(f"standin: profiling {payload}", flush=True)
                 body = b"Start profiling.\n"
@@ -202,19 +211,31 @@ def main() -> int:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            for i in range(n):
-                time.sleep(args.token_delay)
-                chunk = {
-                    "choices": [
-                        {"text": "x", "index": 0, "finish_reason": "length" if i == n - 1 else None}
-                    ]
-                }
-                if i == n - 1:
-                    chunk["usage"] = {"completion_tokens": n}
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.flush()
-                count_token(args)
-            self.wfile.write(b"data: [DONE]\n\n")
+            with LOCK:
+                STATE["held"] += 1
+            try:
+                for i in range(n):
+                    time.sleep(args.token_delay)
+                    chunk = {
+                        "choices": [
+                            {
+                                "text": "x",
+                                "index": 0,
+                                "finish_reason": "length" if i == n - 1 else None,
+                            }
+                        ]
+                    }
+                    if i == n - 1:
+                        chunk["usage"] = {"completion_tokens": n}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    count_token(args)
+                self.wfile.write(b"data: [DONE]\n\n")
+            except OSError:  # the client went away: held a while longer, as by SGLang
+                time.sleep(args.linger_cancelled)
+            finally:
+                with LOCK:
+                    STATE["held"] -= 1
 
     ThreadingHTTPServer.request_queue_size = 1024  # hundreds of clients connect at once
     server = ThreadingHTTPServer((args.host, args.port), Handler)

@@ -97,9 +97,10 @@ def expected_per_step(layers: int, ranks: int = 1) -> dict:
 
 
 def events(steps: int, layers: int, ranks: int = 1, prefill_after: int | None = None,
-           t0: float = T0) -> list[dict]:  # fmt: skip
+           t0: float = T0, batch: int | None = None) -> list[dict]:  # fmt: skip
     """Chrome trace events of ``steps`` decode steps (a prefill pass after step
-    ``prefill_after``), with the runtime, memcpy and annotation events a real trace holds."""
+    ``prefill_after``), with the runtime, memcpy and annotation events a real trace holds;
+    ``batch``: the decode stage-2 kernel's grid (batch, heads, 1), as CUPTI records it."""
     out, t = [], t0
     passes = [step_kernels(layers, ranks)] * steps
     if prefill_after is not None:
@@ -110,9 +111,11 @@ def events(steps: int, layers: int, ranks: int = 1, prefill_after: int | None = 
         out.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)",
                     "pid": 0, "tid": 7, "ts": t - 3.0, "dur": 1.0})  # fmt: skip
         for j, (name, us, _) in enumerate(kernels):
+            args = {"device": 0, "stream": 7, "correlation": i, "graph node id": j}
+            if batch is not None and name == "_fwd_kernel_stage2":
+                args["grid"] = [batch, 48, 1]
             out.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t,
-                        "dur": us, "args": {"device": 0, "stream": 7, "correlation": i,
-                                            "graph node id": j}})  # fmt: skip
+                        "dur": us, "args": args})  # fmt: skip
             t += us + GAP_US
         t += STEP_GAP_US - GAP_US
     out.append({"ph": "X", "cat": "gpu_user_annotation", "name": "decode", "pid": 0, "tid": 7,
@@ -120,16 +123,17 @@ def events(steps: int, layers: int, ranks: int = 1, prefill_after: int | None = 
     return out
 
 
-def trace(steps: int, layers: int, ranks: int = 1, prefill_after: int | None = None) -> dict:
+def trace(steps: int, layers: int, ranks: int = 1, prefill_after: int | None = None,
+          batch: int | None = None) -> dict:  # fmt: skip
     return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "standin"}],
-            "traceEvents": events(steps, layers, ranks, prefill_after),
+            "traceEvents": events(steps, layers, ranks, prefill_after, batch=batch),
             "traceName": "standin"}  # fmt: skip
 
 
 def write_trace(path: str | Path, steps: int, layers: int, ranks: int = 1,
-                prefill_after: int | None = None) -> Path:  # fmt: skip
+                prefill_after: int | None = None, batch: int | None = None) -> Path:  # fmt: skip
     """Write the trace as SGLang does: gzipped JSON (.gz) or plain."""
     path = Path(path)
-    blob = json.dumps(trace(steps, layers, ranks, prefill_after)).encode()
+    blob = json.dumps(trace(steps, layers, ranks, prefill_after, batch)).encode()
     path.write_bytes(gzip.compress(blob) if path.suffix == ".gz" else blob)
     return path

@@ -270,3 +270,16 @@ def test_power_per_gpu_and_its_spread_across_the_jobs_gpus():
     # A GPU without a reading: no total, so no spread that would hide it.
     row = _combine([*windows, {"avg_w": None}], tokens=1000, idle_w_total=None, seconds=10.0)
     assert row["avg_w_total"] is None and "w_gpu_max" not in row
+
+
+def test_each_load_waits_for_the_cancelled_requests_of_the_last_one(tmp_path, monkeypatch):
+    """The stand-in keeps a cancelled stream's request for 2 s (as SGLang does until it
+    notices the closed connection): every load first waits for the server to hold none, so
+    the profile at C = 2, right after the C = 4 window, runs at batch 2, not 2 + 4."""
+    _standin_sglang(monkeypatch)
+    plan = _profile_plan(tmp_path, ["--linger-cancelled", "2"], output_len=400)
+    summary = run_decode(plan, tmp_path / "out")
+    assert summary["valid"].all()
+    breakdown = pd.read_csv(tmp_path / "out" / "breakdown.csv")
+    batch = breakdown.groupby("concurrency")["batch"].max()
+    assert (batch <= batch.index).all() and (batch >= 1).all(), batch

@@ -171,3 +171,16 @@ def test_finding_states_the_prediction_against_tpot_and_the_launch_gap():
     # 29 kernels x 10 µs of launch against a 2 ms gap
     assert "C = 1: 2.00 ms slower, of which the kernels' launches explain 0.29 ms (14%)" in gap
     assert q6_step(None).missing and not q6_step(None).findings
+
+
+def test_a_profile_that_ran_another_batch_is_set_aside_and_said_so():
+    breakdown = pd.DataFrame([
+        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": "moe",
+         "us_per_step": 9000.0, "idle_us_per_step": 0.0, "batch": 80}])  # fmt: skip
+    assert measured_components(breakdown, "v-True", 16) == {}
+    table = step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown)
+    row = table[(table["concurrency"] == 16) & (table["component"] == "other")].iloc[0]
+    assert row["measured_basis"] == ("TPOT - predicted kernels; profile ran at batch 80, "
+                                     "not C = 16: not used")  # fmt: skip
+    breakdown["batch"] = 16
+    assert measured_components(breakdown, "v-True", 16)["moe"] == 9000.0

@@ -187,15 +187,35 @@ def component_watts(windows: pd.DataFrame, weights: str, c: int) -> dict:
     return {name: loops[proxy] for name, proxy in POWER_PROXY.items()}
 
 
+def _other_batch(rows: pd.DataFrame, c: int) -> int | None:
+    """The batch a profile ran at when its trace says it was not C (requests of another
+    load still running), else None."""
+    if "batch" not in rows:
+        return None
+    batch = pd.to_numeric(rows["batch"], errors="coerce").dropna()
+    return int(batch.max()) if len(batch) and (batch != c).any() else None
+
+
+def profile_note(breakdown: pd.DataFrame | None, variant: str, c: int) -> str | None:
+    """Why a profile of this variant and C stands aside, or None."""
+    if breakdown is None or breakdown.empty or "batch" not in breakdown:
+        return None
+    rows = breakdown[(breakdown["variant"] == variant)
+                     & (pd.to_numeric(breakdown["concurrency"], errors="coerce") == c)]  # fmt: skip
+    batch = _other_batch(rows, c)
+    return None if batch is None else f"profile ran at batch {batch}, not C = {c}: not used"
+
+
 def measured_components(breakdown: pd.DataFrame | None, variant: str, c: int) -> dict:
     """The profiler's µs per step per model component, averaged over the job's GPUs:
     unmodelled kernels (``other``), communication and the GPU's idle gaps together are the
-    model's ``other``. Empty without a profile of that variant and C."""
+    model's ``other``. Empty without a profile of that variant and C, or when its trace ran
+    another batch than C."""
     if breakdown is None or breakdown.empty:
         return {}
     rows = breakdown[(breakdown["variant"] == variant)
                      & (pd.to_numeric(breakdown["concurrency"], errors="coerce") == c)]  # fmt: skip
-    if rows.empty:
+    if rows.empty or _other_batch(rows, c) is not None:
         return {}
     per_rank = rows.pivot_table(index="rank", columns="component", values="us_per_step",
                                 aggfunc="sum").mean()  # fmt: skip
@@ -225,6 +245,7 @@ def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
         watts = component_watts(windows, weights, c)
         idle_w = pd.to_numeric(pd.Series([run.get("idle_w_per_gpu")]), errors="coerce")[0]
         profiled = measured_components(breakdown, run["variant"], c)
+        aside = profile_note(breakdown, run["variant"], c)
         floor = pd.to_numeric(pd.Series([run.get("hbm_floor_ms")]), errors="coerce")[0]
         graphs = str(run.get("cuda_graphs")).lower() != "false"
         for routing in routings:
@@ -248,7 +269,8 @@ def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
                 "predicted_j_per_token": j_pred, "j_per_token": j_meas,
                 "j_per_token_ratio": j_pred / j_meas if j_meas else math.nan,
                 "hbm_floor_us": 1e3 * floor,
-                "measured_basis": "profile" if profiled else "TPOT - predicted kernels",
+                "measured_basis": "profile" if profiled
+                else "; ".join(filter(None, ["TPOT - predicted kernels", aside])),
             }  # fmt: skip
             for name in MODEL_COMPONENTS:
                 part = parts[name]

@@ -37,7 +37,7 @@ from ..power import Sampler, open_readers, visible_nvml_indices
 from ..progress import Progress
 from .engines import engine as get_engine
 from .engines.base import run_served_name
-from .engines.sglang_engine import expert_recorder, start_profile, stop_profile
+from .engines.sglang_engine import expert_recorder, requests_held, start_profile, stop_profile
 from .experts import EXPERT_M_COLUMNS, RECORDER_DIR_ENV, expert_m, load_logical_count
 from .launcher import ServerProcess, flag_value
 from .load import LoadControl, LoadSpec, run_load, steady_window, summarize_load
@@ -301,8 +301,33 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
     return summary
 
 
+#: How long to wait for the server to drop a finished load's cancelled requests.
+DRAIN_TIMEOUT_S = 60.0
+
+
+def _drain(pas: _Pass, timeout: float = DRAIN_TIMEOUT_S) -> int | None:
+    """Wait until the server holds no request (SGLang: /v1/loads), so that the requests the
+    previous load cancelled at its window's end do not run in the next one: SGLang drops a
+    cancelled stream's request only when it notices the closed connection, and on the H200
+    (2026-12-01) a profile started at once after the C = 64 window ran at batch 80 for
+    C = 16. Returns the requests still held at the end (None: the engine does not say)."""
+    if pas.plan["engine"] != "sglang":
+        return None
+    deadline = time.monotonic() + timeout
+    while True:
+        held = requests_held(pas.base_url)
+        if not held:
+            return held
+        if time.monotonic() >= deadline:
+            log.warning("the server still holds %d requests after %.0f s: the next load "
+                        "runs beside them", held, timeout)  # fmt: skip
+            return held
+        time.sleep(0.25)
+
+
 def _steady(pas: _Pass, c: int, seconds: float, sampler, windows: list, label: str):
     """Warm up, then hold C in flight for ``seconds``: the load and its steady window."""
+    _drain(pas)
     warm, spec = _specs(pas.plan, c, seconds)
     t_warm = time.monotonic()
     pas.load(warm)
@@ -510,6 +535,7 @@ def _profile_concurrency(pas: _Pass, c: int, steps: int, layers: int, ranks: int
     spec = LoadSpec(concurrency=c, input_len=plan["input_len"], output_len=plan["output_len"],
                     duration_s=timeout, vocab_size=plan["vocab_size"], seed=c)  # fmt: skip
     control, outcome = LoadControl(), {}
+    _drain(pas)
 
     def drive():
         try:

@@ -39,7 +39,7 @@ from pathlib import Path
 from ..step_components import COMPONENTS, classify, is_decode_step_kernel, is_prefill_only
 
 #: The rank's figures in a breakdown row (the rest: the variant's, the component's).
-RANK_COLUMNS = ["steps", "span_us_per_step", "busy_us_per_step", "idle_us_per_step",
+RANK_COLUMNS = ["steps", "batch", "span_us_per_step", "busy_us_per_step", "idle_us_per_step",
                 "prefill_us", "prefill_in_window"]  # fmt: skip
 
 TRACE_NAME = re.compile(r"-TP-(?P<rank>\d+)(-[A-Z]+-\d+)*\.trace\.json(\.gz)?$")
@@ -59,6 +59,7 @@ class Kernel:
     name: str
     ts: float  # start, µs
     dur: float  # µs
+    grid: tuple[int, ...] | None = None  # launch grid, where the trace records it
 
     @property
     def end(self) -> float:
@@ -120,7 +121,10 @@ def read_kernels(path: str | Path) -> list[Kernel]:
         if not isinstance(event, dict) or event.get("cat") != "kernel" or event.get("ph") != "X":
             continue
         try:
-            kernels.append(Kernel(str(event["name"]), float(event["ts"]), float(event["dur"])))
+            grid = (event.get("args") or {}).get("grid")
+            grid = tuple(int(g) for g in grid) if isinstance(grid, list) else None
+            kernels.append(Kernel(str(event["name"]), float(event["ts"]), float(event["dur"]),
+                                  grid))  # fmt: skip
         except (KeyError, TypeError, ValueError):
             raise TraceError(f"{path}: a kernel event without name, ts or dur: "
                              f"{str(event)[:200]}") from None  # fmt: skip
@@ -154,6 +158,10 @@ def rank_breakdown(kernels: list[Kernel], layers: int, where: str = "trace") -> 
                          f"attention among {len(kernels)} kernels): another attention backend, "
                          "or only prefill passes profiled")  # fmt: skip
     steps = marks / layers
+    # The Triton decode stage-2 kernel launches one block row per sequence (grid = batch,
+    # heads): the batch the profiled steps ran, whatever the load meant to hold.
+    batches = sorted(k.grid[0] for k in kernels if is_decode_step_kernel(k.name) and k.grid)
+    batch = batches[len(batches) // 2] if batches else None
     time = dict.fromkeys(COMPONENTS, 0.0)
     count = dict.fromkeys(COMPONENTS, 0)
     prefill = 0.0
@@ -167,6 +175,7 @@ def rank_breakdown(kernels: list[Kernel], layers: int, where: str = "trace") -> 
     busy = busy_us(kernels)
     return {
         "steps": steps,
+        "batch": batch,
         "span_us_per_step": span / steps,
         "busy_us_per_step": busy / steps,
         "idle_us_per_step": (span - busy) / steps,

@@ -39,6 +39,21 @@ def expert_recorder(base_url: str, action: str, timeout: float = 60.0) -> dict |
         return body
 
 
+def requests_held(base_url: str, timeout: float = 10.0) -> int | None:
+    """Requests the server holds, running and waiting, over its data-parallel ranks: GET
+    /v1/loads?include=core (srt/entrypoints/v1_loads.py; the older /get_load logs a
+    deprecation warning per call). None when it does not answer that."""
+    try:
+        url = base_url + "/v1/loads?include=core"
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            body = json.loads(response.read())
+        loads = body.get("loads") if isinstance(body, dict) else None
+        return sum(int(load.get("num_running_reqs") or 0) + int(load.get("num_waiting_reqs") or 0)
+                   for load in loads)  # fmt: skip
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def start_profile(base_url: str, output_dir, num_steps: int, prefix: str, profile_id: str,
                   timeout: float = 60.0) -> str:  # fmt: skip
     """POST /start_profile: torch.profiler over the next ``num_steps`` forward passes, GPU
