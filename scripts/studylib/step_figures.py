@@ -14,7 +14,7 @@ from .step_model import MODEL_COMPONENTS
 STEP_TITLE = "Decode: where a step's time goes, predicted from the kernel tables and measured"
 #: Bars per C, left to right.
 BARS = ("predicted, balanced", "predicted, recorded", "measured")
-NOT_PROFILED = "TPOT, not profiled"
+NOT_PROFILED = "TPOT (no usable profile)"
 COMPONENT_COLORS = {"moe": "#4c78a8", "attention": "#f58518", "dense": "#54a24b",
                     "other": "#b0b0b0", NOT_PROFILED: "#e0e0e0"}  # fmt: skip
 
@@ -107,7 +107,7 @@ def step_chart(table: pd.DataFrame | None) -> alt.TopLevelMixin:
         "predicted: the sweep's HBM-cold kernel times (SGLang's Triton fused MoE and decode "
         "attention, the dense projections, lm_head) over the model's layers; other: launches "
         "with CUDA graphs off",
-        "measured: SGLang's profiler over steady steps (other: unmodelled kernels, "
+        "measured: SGLang's profiler over steady steps at batch C (other: unmodelled kernels, "
         "communication, idle gaps), or TPOT alone where no profile ran",
     ]
     # Components and sources are different legends.
