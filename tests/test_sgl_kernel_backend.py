@@ -11,6 +11,8 @@ from studylib.backends.base import Unsupported
 torch = pytest.importorskip("torch")
 
 JIT_BLOCKWISE = "sglang.jit_kernel.fp8_blockwise_gemm"
+FP8_KERNEL = "sglang.kernels.ops.quantization.fp8_kernel"
+FP8_KERNEL_OLD = "sglang.srt.layers.quantization.fp8_kernel"
 SGLANG_MODULES = ("sglang", "sglang.jit_kernel", "sglang.kernels", "sglang.kernels.ops")
 
 
@@ -50,6 +52,9 @@ def test_locations_are_sgl_kernel_then_where_sglang_0_5_16_keeps_them():
         "fused_experts": ["sglang.srt.layers.moe.fused_moe_triton"],
         "decode_attention_fwd": ["sglang.kernels.ops.attention.decode_attention"],
         "get_num_kv_splits_triton": ["sglang.kernels.ops.attention.metadata"],
+        # SGLang's Triton block-FP8 linear: its quantiser and GEMM, 0.5.16's home first
+        "per_token_group_quant_fp8": [FP8_KERNEL, FP8_KERNEL_OLD],
+        "w8a8_block_fp8_matmul_triton": [FP8_KERNEL, FP8_KERNEL_OLD],
     }
     for op, places in sgl.LOCATIONS.items():
         if op not in sglang_only:
@@ -317,3 +322,162 @@ def test_nvfp4_absent_is_unsupported_before_any_work(monkeypatch):
     absent(monkeypatch, "sglang.jit_kernel.nvfp4")
     with pytest.raises(Unsupported, match="scaled_fp4_quant not found"):
         sgl._cutlass_scaled_fp4_mm({"M": 16, "N": 64, "K": 64}, device="cpu")
+
+
+# --- fp8_blockwise_scaled_mm, impl triton: SGLang's block-FP8 linear on sm_90 --------------
+
+
+def test_blockwise_has_both_impls_and_the_plan_expands_triton():
+    from helpers import default_config
+    from studylib.plan import expand_points, sweep_plan
+
+    assert sgl.OPS["fp8_blockwise_scaled_mm"]["impls"] == ["cutlass", "triton"]
+    config = default_config()
+    plan = sweep_plan(config, "sgl_kernel")
+    decode = {"cuda": [1, 4, 16, 64, 128, 256], "cpu": [1, 4]}
+    for device in ("cuda", "cpu"):
+        points = [p for p in expand_points(plan, device) if p["op"] == "fp8_blockwise_scaled_mm"]
+        by_impl = {}
+        for p in points:
+            assert p["dtype"] == "fp8_e4m3" and p["G"] is None
+            by_impl.setdefault(p["impl"], set()).add((p["shape"], p["N"], p["K"], p["M"]))
+        assert set(by_impl) == {"cutlass", "triton"}
+        assert by_impl["cutlass"] == by_impl["triton"]  # the same points for both
+        seed = {
+            (s, config["shapes"][s]["N"], config["shapes"][s]["K"], m)
+            for s in ("down", "gate_up", "dense_square")
+            for m in config["m_grid"][device]
+        }
+        step = {(s, n, 6144, m) for s, n in (("qkv", 8192), ("o_proj", 6144))
+                for m in decode[device]}  # fmt: skip
+        assert by_impl["triton"] == seed | step
+
+
+def fake_quantiser(calls):
+    """SGLang's per_token_group_quant_fp8 (row-major scales), in torch."""
+
+    def per_token_group_quant_fp8(x, group_size, eps=1e-10, column_major_scales=False,
+                                  scale_tma_aligned=False, scale_ue8m0=False):  # fmt: skip
+        calls.append(("quant", tuple(x.shape), x.dtype, group_size, column_major_scales))
+        m, k = x.shape
+        groups = x.float().view(m, k // group_size, group_size)
+        scale = groups.abs().amax(-1).clamp(min=eps) / 448.0
+        q = (groups / scale[..., None]).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+        return q.view(m, k), scale
+
+    return per_token_group_quant_fp8
+
+
+def fake_triton_gemm(calls, m, n, k):
+    """w8a8_block_fp8_matmul_triton: checks what the server passes, returns the product."""
+
+    def w8a8_block_fp8_matmul_triton(A, B, As, Bs, block_size, output_dtype=torch.float16):
+        calls.append(("gemm", tuple(A.shape), tuple(B.shape)))
+        assert A.dtype == B.dtype == torch.float8_e4m3fn
+        assert A.shape == (m, k) and A.is_contiguous()
+        assert B.shape == (n, k) and B.is_contiguous()  # the (N, K) weight, not transposed
+        assert list(block_size) == [128, 128]
+        assert As.dtype == Bs.dtype == torch.float32
+        assert As.shape == (m, -(-k // 128)) and As.is_contiguous()  # row-major token scales
+        assert Bs.shape == (-(-n // 128), -(-k // 128)) and Bs.is_contiguous()
+        assert output_dtype == torch.bfloat16
+        a = A.double().view(m, k // 128, 128) * As.double()[..., None]
+        w = B.double().view(n // 128, 128, k // 128, 128) * Bs.double()[:, None, :, None]
+        return (a.view(m, k) @ w.view(n, k).t()).to(output_dtype)
+
+    return w8a8_block_fp8_matmul_triton
+
+
+@pytest.mark.parametrize("m", [1, 5])
+def test_blockwise_triton_quantises_then_multiplies_as_the_server(monkeypatch, m, capsys):
+    n, k = 256, 384
+    calls = []
+    fake_module(monkeypatch, FP8_KERNEL_OLD, per_token_group_quant_fp8=never,
+                w8a8_block_fp8_matmul_triton=never)  # fmt: skip
+    fake_module(monkeypatch, FP8_KERNEL, per_token_group_quant_fp8=fake_quantiser(calls),
+                w8a8_block_fp8_matmul_triton=fake_triton_gemm(calls, m, n, k))  # fmt: skip
+    point = {"op": "fp8_blockwise_scaled_mm", "impl": "triton", "M": m, "N": n, "K": k}
+    prepared = sgl._fp8_blockwise_triton(point, device="cpu")
+    out = prepared.run()
+    # One timed call: the bf16 activations' 1x128 quantisation, then the GEMM.
+    assert calls == [("quant", (m, k), torch.bfloat16, 128, False), ("gemm", (m, k), (n, k))]
+    assert out.shape == (m, n) and out.dtype == torch.bfloat16
+    assert relative_error(out, prepared.reference()) < 1e-2
+    assert prepared.extra["provider"] == {
+        "per_token_group_quant_fp8": FP8_KERNEL,
+        "w8a8_block_fp8_matmul_triton": FP8_KERNEL,
+    }
+    # Cold mode: each set is its own activations and weights, each call quantises again.
+    calls.clear()
+    outs = [run() for run in prepared.variants(2)]
+    assert [o.shape for o in outs] == [(m, n), (m, n)] and not torch.equal(outs[0], outs[1])
+    assert [c[0] for c in calls] == ["quant", "gemm"] * 2
+    # The quantiser's bf16 read and fp8 + scale writes count on top of the GEMM's bytes.
+    gemm_only = m * k + n * k + 2 * m * n + 4 * (m * k // 128 + (n // 128) * (k // 128))
+    assert prepared.bytes == gemm_only + 3 * m * k + 4 * (m * k // 128)
+    assert prepared.flops == 2 * m * n * k
+    log = capsys.readouterr().err
+    assert f"w8a8_block_fp8_matmul_triton from {FP8_KERNEL}" in log
+
+
+def test_blockwise_triton_falls_back_to_the_earlier_home(monkeypatch):
+    m, n, k = 4, 128, 256
+    calls = []
+    absent(monkeypatch, FP8_KERNEL)
+    fake_module(monkeypatch, FP8_KERNEL_OLD, per_token_group_quant_fp8=fake_quantiser(calls),
+                w8a8_block_fp8_matmul_triton=fake_triton_gemm(calls, m, n, k))  # fmt: skip
+    prepared = sgl._fp8_blockwise_triton({"M": m, "N": n, "K": k}, device="cpu")
+    assert relative_error(prepared.run(), prepared.reference()) < 1e-2
+    assert set(prepared.extra["provider"].values()) == {FP8_KERNEL_OLD}
+
+
+def test_blockwise_triton_check_catches_a_wrong_product(monkeypatch):
+    """The reference is the product of the dequantised operands: a GEMM that drops the
+    activation scales is far from it."""
+    m, n, k = 8, 256, 512
+    right = fake_triton_gemm([], m, n, k)
+
+    def unscaled(A, B, As, Bs, block_size, output_dtype=torch.float16):
+        return right(A, B, torch.ones_like(As), Bs, block_size, output_dtype)
+
+    fake_module(monkeypatch, FP8_KERNEL, per_token_group_quant_fp8=fake_quantiser([]),
+                w8a8_block_fp8_matmul_triton=unscaled)  # fmt: skip
+    prepared = sgl._fp8_blockwise_triton({"M": m, "N": n, "K": k}, device="cpu")
+    assert relative_error(prepared.run(), prepared.reference()) > 0.5
+
+
+def test_blockwise_triton_missing_is_unsupported_naming_the_places(monkeypatch):
+    absent(monkeypatch, FP8_KERNEL, FP8_KERNEL_OLD, *SGLANG_MODULES, "sglang.srt",
+           "sglang.srt.layers", "sglang.srt.layers.quantization")  # fmt: skip
+    with pytest.raises(Unsupported) as info:
+        sgl._fp8_blockwise_triton({"M": 16, "N": 256, "K": 256}, device="cpu")
+    text = str(info.value)
+    assert text.startswith("per_token_group_quant_fp8 not found in sglang-kernel 0.4.5, "
+                           "sglang 0.5.16: searched")  # fmt: skip
+    assert f"{FP8_KERNEL} (ModuleNotFoundError" in text
+    assert f"{FP8_KERNEL_OLD} (ModuleNotFoundError" in text
+    # A module without the functions says so too.
+    fake_module(monkeypatch, FP8_KERNEL, per_token_group_quant_fp8=fake_quantiser([]))
+    with pytest.raises(Unsupported, match=f"{FP8_KERNEL} \\(no w8a8_block_fp8_matmul_triton\\)"):
+        sgl._fp8_blockwise_triton({"M": 16, "N": 256, "K": 256}, device="cpu")
+
+
+def test_blockwise_triton_needs_whole_blocks(monkeypatch):
+    fake_module(monkeypatch, FP8_KERNEL, per_token_group_quant_fp8=never,
+                w8a8_block_fp8_matmul_triton=never)  # fmt: skip
+    with pytest.raises(Unsupported, match="multiples of the 128 block"):
+        sgl._fp8_blockwise_triton({"M": 4, "N": 200, "K": 256}, device="cpu")
+
+
+def test_prepare_routes_by_impl(monkeypatch):
+    seen = []
+    monkeypatch.setattr(sgl, "_fp8_blockwise_triton", lambda point: seen.append("triton"))
+    monkeypatch.setattr(sgl, "_fp8_blockwise_scaled_mm", lambda point: seen.append("cutlass"))
+    for impl in ("triton", "cutlass"):
+        sgl.prepare({"op": "fp8_blockwise_scaled_mm", "impl": impl, "M": 1, "N": 128,
+                     "K": 128}, "cuda")  # fmt: skip
+    assert seen == ["triton", "cutlass"]
+    # Without a GPU every impl is the same unsupported row.
+    with pytest.raises(Unsupported, match="no CUDA device"):
+        sgl.prepare({"op": "fp8_blockwise_scaled_mm", "impl": "triton", "M": 1, "N": 128,
+                     "K": 128}, "cpu")  # fmt: skip

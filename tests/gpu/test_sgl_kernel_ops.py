@@ -1,4 +1,5 @@
-"""On a GPU with SGLang installed: the sgl_kernel adapter's blockwise FP8 and NVFP4 points.
+"""On a GPU with SGLang installed: the sgl_kernel adapter's blockwise FP8 (CUTLASS and
+SGLang's Triton block-FP8 linear) and NVFP4 points.
 
 python3 -m pytest tests/gpu/test_sgl_kernel_ops.py -q -s
 
@@ -46,6 +47,29 @@ def test_fp8_blockwise_matches_reference(m):
     metrics = compare(out, prepared.reference())
     assert not metrics["has_nan"] and not metrics["all_zero"]
     assert metrics["rel_err"] < 0.02 and metrics["cos_sim"] > 0.999, metrics
+
+
+def test_fp8_blockwise_triton_matches_reference():
+    """SGLang's block-FP8 linear as its server runs it on sm_90 (the qkv projection at
+    M = 16): per_token_group_quant_fp8 then the Triton w8a8_block_fp8_matmul_triton, one
+    call, against the fp64 product of the dequantised operands."""
+    m, n, k = 16, 8192, 6144
+    point = {"op": "fp8_blockwise_scaled_mm", "impl": "triton", "dtype": "fp8_e4m3",
+             "M": m, "N": n, "K": k}  # fmt: skip
+    prepared = sgl.prepare(point, "cuda")
+    out = prepared.run()
+    torch.cuda.synchronize()
+    print(f"triton M={m}: provider {prepared.extra['provider']}")
+    assert set(prepared.extra["provider"]) == {"per_token_group_quant_fp8",
+                                               "w8a8_block_fp8_matmul_triton"}  # fmt: skip
+    assert out.shape == (m, n) and out.dtype == torch.bfloat16
+    metrics = compare(out, prepared.reference())
+    assert not metrics["has_nan"] and not metrics["all_zero"]
+    assert metrics["rel_err"] < 0.02 and metrics["cos_sim"] > 0.999, metrics
+    # The cold mode's input sets run too.
+    for run in prepared.variants(2):
+        assert run().shape == (m, n)
+    torch.cuda.synchronize()
 
 
 def test_refused_points_are_unsupported_rows(tmp_path):

@@ -1,6 +1,7 @@
 """sgl-kernel's GEMMs: NVFP4 ``cutlass_scaled_fp4_mm``, FP8 ``fp8_scaled_mm`` (row-wise
 scales) and ``fp8_blockwise_scaled_mm`` (128-wide block scales, DeepSeek style); and SGLang's
-Triton kernels its server runs: the fused MoE and the decode attention.
+Triton kernels its server runs: the block-FP8 linear layer (``fp8_blockwise_scaled_mm``, impl
+``triton``), the fused MoE and the decode attention.
 
 sgl-kernel's 0.4 series moved these ops out of ``sgl_kernel`` into SGLang. Each op is looked
 up in ``LOCATIONS`` order, ``sgl_kernel`` first, and called with the conventions of the module
@@ -13,8 +14,14 @@ op                         sglang-kernel 0.4.5         SGLang 0.5.16
 fp8_scaled_mm              ``sgl_kernel`` (sm_90 ok)   ``sglang.kernels.ops.gemm`` (forwards
                                                        to ``sgl_kernel``)
 fp8_blockwise_scaled_mm    absent                      ``sglang.jit_kernel.fp8_blockwise_gemm``
-                                                       (JIT, SM120 only: sm_90/sm_100 raise
+(impl cutlass)                                         (JIT, SM120 only: sm_90/sm_100 raise
                                                        "requires SM120 (Blackwell)")
+fp8_blockwise_scaled_mm    absent                      ``sglang.kernels.ops.quantization.fp8_
+(impl triton:                                          kernel`` (Triton GEMM; the quantiser is
+per_token_group_quant_fp8,                             sgl-kernel's CUDA kernel); earlier
+w8a8_block_fp8_matmul_                                 SGLang releases kept both in
+triton)                                                ``sglang.srt.layers.quantization.fp8_
+                                                       kernel``
 scaled_fp4_quant,          absent                      absent (0.5.16 quantises and multiplies
 cutlass_scaled_fp4_mm                                  NVFP4 with FlashInfer's fp4_quantize /
                                                        mm_fp4); some SGLang releases have them
@@ -51,7 +58,15 @@ from .base import (
 OPS = {
     "cutlass_scaled_fp4_mm": {"dtypes": ["nvfp4"], "impls": ["cutlass"], "grouped": False},
     "fp8_scaled_mm": {"dtypes": ["fp8_e4m3"], "impls": ["cutlass"], "grouped": False},
-    "fp8_blockwise_scaled_mm": {"dtypes": ["fp8_e4m3"], "impls": ["cutlass"], "grouped": False},
+    # cutlass: sgl-kernel's CUTLASS GEMM alone (activations quantised outside the timed call);
+    # triton: SGLang's block-FP8 linear layer as its server runs it on sm_90 (no DeepGEMM, no
+    # SM120 CUTLASS): the bf16 activations' 1x128 quantisation plus the Triton GEMM, timed as
+    # one call (_fp8_blockwise_triton).
+    "fp8_blockwise_scaled_mm": {
+        "dtypes": ["fp8_e4m3"],
+        "impls": ["cutlass", "triton"],
+        "grouped": False,
+    },
     # SGLang's Triton fused MoE (what its server runs per MoE layer on sm_90): fp8 is w8a8 with
     # per-expert weight scales and dynamic per-tensor activation scales, as SGLang quantises a
     # bf16 model online (--quantization fp8).
@@ -74,6 +89,8 @@ OPS = {
 SGL_KERNEL = "sgl_kernel"
 SGLANG_GEMM = "sglang.kernels.ops.gemm"
 SGLANG_FP8_BLOCKWISE = "sglang.jit_kernel.fp8_blockwise_gemm"
+SGLANG_FP8_KERNEL = "sglang.kernels.ops.quantization.fp8_kernel"
+SGLANG_FP8_KERNEL_OLD = "sglang.srt.layers.quantization.fp8_kernel"  # earlier releases' home
 SGLANG_NVFP4 = "sglang.jit_kernel.nvfp4"
 SGLANG_FUSED_MOE = "sglang.srt.layers.moe.fused_moe_triton"
 SGLANG_DECODE_ATTENTION = "sglang.kernels.ops.attention.decode_attention"
@@ -83,6 +100,10 @@ SGLANG_ATTENTION_METADATA = "sglang.kernels.ops.attention.metadata"
 LOCATIONS = {
     "fp8_scaled_mm": [SGL_KERNEL, SGLANG_GEMM],
     "fp8_blockwise_scaled_mm": [SGL_KERNEL, SGLANG_FP8_BLOCKWISE],
+    # SGLang's Triton block-FP8 linear (fp8_utils.triton_w8a8_block_fp8_linear calls these two;
+    # sgl_kernel has neither under these names).
+    "per_token_group_quant_fp8": [SGLANG_FP8_KERNEL, SGLANG_FP8_KERNEL_OLD],
+    "w8a8_block_fp8_matmul_triton": [SGLANG_FP8_KERNEL, SGLANG_FP8_KERNEL_OLD],
     "cutlass_scaled_fp4_mm": [SGL_KERNEL, SGLANG_NVFP4],
     "scaled_fp4_quant": [SGL_KERNEL, SGLANG_NVFP4],
     "fused_experts": [SGLANG_FUSED_MOE],
@@ -196,6 +217,8 @@ def prepare(point: dict, device: str) -> Prepared:
     }
     if point["op"] not in builders:
         raise Unsupported(f"sgl_kernel adapter has no op {point['op']!r}")
+    if point["op"] == "fp8_blockwise_scaled_mm" and point.get("impl") == "triton":
+        return _fp8_blockwise_triton(point)
     return builders[point["op"]](point)
 
 
@@ -240,6 +263,36 @@ def _fp8_scaled_mm(point: dict, device: str = "cuda") -> Prepared:
     )
 
 
+def _group_quant(x, rows: int):
+    """``per_token_group_quant_fp8`` (group 128) in torch: ``x`` (m, K) -> fp8 (rows, K)
+    row-major and fp32 scales (rows, K/128) column-major (stride(0) == 1), one per (token,
+    128 columns), amax / 448; rows past m are zero."""
+    import torch
+
+    m, k = x.shape
+    kb = k // BLOCK
+    groups = x.float().view(m, kb, BLOCK)
+    sa = (groups.abs().amax(-1) / FP8_MAX).clamp(min=1e-12)
+    a_q = torch.zeros(rows, k, device=x.device, dtype=torch.float8_e4m3fn)
+    a_q[:m] = (groups / sa[..., None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(m, k)
+    scales_a = torch.zeros(kb, rows, device=x.device, dtype=torch.float32).t()
+    scales_a[:m] = sa
+    return a_q, scales_a
+
+
+def _block_weight(n: int, k: int, device: str):
+    """A random (N, K) weight quantised per 128x128 block, as a block-FP8 checkpoint stores
+    it: fp8 (N, K) row-major and fp32 scales (N/128, K/128) row-major (``weight_scale_inv``)."""
+    import torch
+
+    kb, nb = k // BLOCK, n // BLOCK
+    w = torch.randn(n, k, device=device) / k**0.5
+    blocks = w.view(nb, BLOCK, kb, BLOCK)
+    sw = (blocks.abs().amax(dim=(1, 3)).float() / FP8_MAX).clamp(min=1e-12)
+    w_q = (blocks / sw[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return w_q.view(n, k), sw
+
+
 def _blockwise_inputs(m: int, n: int, k: int, device: str, rows: int):
     """DeepSeek-style block FP8 operands, as SGLang quantises them.
 
@@ -253,19 +306,9 @@ def _blockwise_inputs(m: int, n: int, k: int, device: str, rows: int):
     """
     import torch
 
-    kb, nb = k // BLOCK, n // BLOCK
-    a = torch.randn(m, k, device=device)
-    groups = a.view(m, kb, BLOCK)
-    sa = (groups.abs().amax(-1).float() / FP8_MAX).clamp(min=1e-12)
-    a_q = torch.zeros(rows, k, device=device, dtype=torch.float8_e4m3fn)
-    a_q[:m] = (groups / sa[..., None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(m, k)
-    scales_a = torch.zeros(kb, rows, device=device, dtype=torch.float32).t()
-    scales_a[:m] = sa
-    w = torch.randn(n, k, device=device) / k**0.5
-    blocks = w.view(nb, BLOCK, kb, BLOCK)
-    sw = (blocks.abs().amax(dim=(1, 3)).float() / FP8_MAX).clamp(min=1e-12)
-    w_q = (blocks / sw[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-    return a_q, w_q.view(n, k).t(), scales_a, sw.t()
+    a_q, scales_a = _group_quant(torch.randn(m, k, device=device), rows)
+    w_q, sw = _block_weight(n, k, device)
+    return a_q, w_q.t(), scales_a, sw.t()
 
 
 def _blockwise_dequant(args, m: int, n: int, k: int):
@@ -319,6 +362,71 @@ def _fp8_blockwise_scaled_mm(point: dict, device: str = "cuda") -> Prepared:
         reference=reference,
         flops=gemm_flops(m, n, k),
         bytes=gemm_bytes(m, n, k, 8, 8, 16) + scale_bytes,
+        variants=variants,
+        extra={"provider": provider},
+    )
+
+
+def _fp8_blockwise_triton(point: dict, device: str = "cuda") -> Prepared:
+    """SGLang's block-FP8 linear layer as its server runs it on sm_90 when neither DeepGEMM nor
+    SM120's CUTLASS applies (``fp8_utils.triton_w8a8_block_fp8_linear``: the auto dispatch's
+    last resort, and ``--fp8-gemm-backend triton``)::
+
+        q_input, x_scale = per_token_group_quant_fp8(input_2d, 128, column_major_scales=False)
+        output = w8a8_block_fp8_matmul_triton(q_input, weight, x_scale, weight_scale,
+                                              [128, 128], output_dtype=torch.bfloat16)
+
+    ``input_2d`` bf16 (M, K); ``weight`` fp8 (N, K) row-major; ``weight_scale`` fp32
+    (ceil(N/128), ceil(K/128)) row-major; ``x_scale`` comes back fp32 (M, K/128) row-major.
+    On CUDA SGLang 0.5.16's ``per_token_group_quant_fp8`` is ``sglang_per_token_group_quant_fp8``
+    (sgl-kernel's ``per_token_group_quant_8bit``); the GEMM is the Triton
+    ``_w8a8_block_fp8_matmul`` with SGLang's tuned config for (N, K, the GPU) or its default.
+
+    One timed call is the quantisation and the GEMM together: the server quantises every
+    projection's activations right before its GEMM, so a row is the layer's time, not the
+    GEMM's alone (the cutlass impl times its GEMM on activations quantised beforehand). The
+    check: the fp64 product of the activations quantised as SGLang does (``_group_quant``) and
+    the weight, both dequantised, as the cutlass impl's."""
+    import torch
+
+    quant_found = find("per_token_group_quant_fp8")
+    mm_found = find("w8a8_block_fp8_matmul_triton")
+    provider = {**_announce(quant_found), **_announce(mm_found)}
+    quant, gemm = quant_found.fn, mm_found.fn
+    m, n, k = point["M"], point["N"], point["K"]
+    if k % BLOCK or n % BLOCK:
+        raise Unsupported(f"N={n} and K={k} must be multiples of the {BLOCK} block")
+
+    def call(x, w_q, w_s):
+        # Timed as one: the activations' 1x128 quantisation, then the block-FP8 GEMM.
+        q_input, x_scale = quant(x, BLOCK, column_major_scales=False)
+        return gemm(q_input, w_q, x_scale, w_s, [BLOCK, BLOCK], output_dtype=torch.bfloat16)
+
+    def make():
+        x = torch.randn(m, k, device=device).to(torch.bfloat16)
+        return (x, *_block_weight(n, k, device))
+
+    args = make()
+
+    def reference():
+        x, w_q, w_s = args
+        a_q, scales_a = _group_quant(x, m)
+        a, w = _blockwise_dequant((a_q, w_q.t(), scales_a, w_s.t()), m, n, k)
+        return a @ w.t()
+
+    def variants(count: int):
+        sets = [make() for _ in range(count)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    # The GEMM's operands and output (as the cutlass impl's), plus the quantiser's bf16 read
+    # and its fp8 and scale writes.
+    scale_bytes = 4 * (m * k // BLOCK + (n // BLOCK) * (k // BLOCK))
+    quant_bytes = 2 * m * k + m * k + 4 * (m * k // BLOCK)
+    return Prepared(
+        run=lambda: call(*args),
+        reference=reference,
+        flops=gemm_flops(m, n, k),
+        bytes=gemm_bytes(m, n, k, 8, 8, 16) + scale_bytes + quant_bytes,
         variants=variants,
         extra={"provider": provider},
     )
