@@ -184,3 +184,18 @@ def test_a_profile_that_ran_another_batch_is_set_aside_and_said_so():
                                      "not C = 16: not used")  # fmt: skip
     breakdown["batch"] = 16
     assert measured_components(breakdown, "v-True", 16)["moe"] == 9000.0
+
+
+def test_fp8_projections_take_sglangs_block_fp8_gemm_where_the_sweep_has_it():
+    rowwise = pd.concat([sweep("fp8_e4m3"), sweep("bf16")])
+    block = rowwise[rowwise["op"] == "fp8_scaled_mm"].assign(
+        op="fp8_blockwise_scaled_mm", impl="triton", cold_us=3.0
+    )
+    parts = predict_step(pd.concat([rowwise, block]), GEOMETRY, "fp8", 1, "balanced")
+    assert parts["dense"]["us"] == pytest.approx(4 * (2 * 3.0 + 2) + 5)
+    assert parts["dense"]["basis"] == "cold"
+    # Without it, the row-wise GEMM stands in and the basis names it.
+    parts = predict_step(rowwise, GEOMETRY, "fp8", 1, "balanced")
+    assert parts["dense"]["us"] == pytest.approx(4 * (2 * 2.0 + 2) + 5)
+    assert "sgl_kernel/cutlass/fp8_scaled_mm/fp8_e4m3" in parts["dense"]["basis"]
+    assert "standing in" in parts["dense"]["basis"]

@@ -6,7 +6,8 @@ the served model's layers, of the kernels SGLang runs per layer at C tokens, plu
 * ``moe``: SGLang's Triton fused-MoE layer (``fused_moe``) at C tokens over the model's
   experts, with balanced routing and with the recorded expert histogram (both shown);
 * ``attention``: SGLang's Triton decode attention at batch C over the configured context;
-* ``dense``: the attention's qkv and output projections, the router (SGLang's runs in fp32:
+* ``dense``: the attention's qkv and output projections (an FP8 model's: SGLang's Triton
+  block-FP8 GEMM with its activation quantisation), the router (SGLang's runs in fp32:
   the bf16 GEMM of its shape stands in, a few µs), and lm_head once per step.
 
 The shared experts' gate_up and down GEMMs count as ``moe``: SGLang fuses them into the
@@ -44,15 +45,19 @@ MODEL_COMPONENTS = tuple(c for c in COMPONENTS if c != "communication")
 WEIGHT_DTYPES = {"bf16": "bf16", "fp8": "fp8_e4m3"}
 
 #: Which sweep rows stand for what SGLang 0.5.16 runs on sm_90 (Triton attention backend,
-#: Triton fused MoE; block-FP8 dense layers approximated by the row-wise FP8 GEMM the sweep
-#: measures: both stream the same FP8 weights, the scales differ).
+#: Triton fused MoE). A list is tried in order: block-FP8 dense layers run SGLang's Triton
+#: block-FP8 GEMM with its activation quantisation (seen in the H200 profile, 2026-12-01);
+#: where the sweep lacks it the row-wise FP8 GEMM stands in (same FP8 weights streamed,
+#: other scales, no quantisation) and ``basis`` says so.
 SERVER_KERNELS = {
     "moe": {"backend": "sgl_kernel", "impl": "triton", "op": "fused_moe"},
     "attention": {"backend": "sgl_kernel", "impl": "triton", "op": "decode_attention",
                   "dtype": "bf16", "shape": "attention"},
     "dense": {"bf16": {"backend": "torch", "impl": "aten", "op": "matmul", "dtype": "bf16"},
-              "fp8": {"backend": "sgl_kernel", "impl": "cutlass", "op": "fp8_scaled_mm",
-                      "dtype": "fp8_e4m3"}},
+              "fp8": [{"backend": "sgl_kernel", "impl": "triton",
+                       "op": "fp8_blockwise_scaled_mm", "dtype": "fp8_e4m3"},
+                      {"backend": "sgl_kernel", "impl": "cutlass", "op": "fp8_scaled_mm",
+                       "dtype": "fp8_e4m3"}]},
 }  # fmt: skip
 #: Per layer: (shape, count per layer, always bf16). The shared experts' count comes from the
 #: model's geometry; the router stays bf16 in an FP8 model (SGLang does not quantise it).
@@ -120,30 +125,35 @@ def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
     dtype = WEIGHT_DTYPES.get(weights, weights)
     parts = {name: {"us": 0.0, "basis": set(), "missing": []} for name in MODEL_COMPONENTS}
 
-    def add(component: str, count: float, match: dict) -> None:
-        found = kernel_us(sweep, mode, **match)
+    def add(component: str, count: float, spec: dict | list, **point) -> None:
+        candidates = [{**c, **point} for c in (spec if isinstance(spec, list) else [spec])]
+        found, match = next(
+            ((f, m) for m in candidates if (f := kernel_us(sweep, mode, **m)) is not None),
+            (None, None),
+        )
         if found is None:
-            parts[component]["missing"].append(_label(match))
-            parts["other"]["missing"].append(_label(match))
+            parts[component]["missing"].append(_label(candidates[0]))
+            parts["other"]["missing"].append(_label(candidates[0]))
             return
         parts[component]["us"] += count * found[0]
-        parts[component]["basis"].add(found[1])
+        stand_in = ("" if match is candidates[0]
+                    else f" ({_label({**match, 'M': None})} standing in)")  # fmt: skip
+        parts[component]["basis"].add(found[1] + stand_in)
         if not graphs:
             parts["other"]["us"] += count * found[2]
 
     moe = {**SERVER_KERNELS["moe"], "dtype": dtype, "M": c, "G": int(geometry["experts"]),
            "routing": routing}  # fmt: skip
     add("moe", layers, moe)
-    add("attention", layers, {**SERVER_KERNELS["attention"], "M": c})
+    add("attention", layers, SERVER_KERNELS["attention"], M=c)
     dense = SERVER_KERNELS["dense"]
     for shape, count, always_bf16 in LAYER_DENSE:
         gemm = dense["bf16"] if always_bf16 else dense.get(weights, dense["bf16"])
-        add("dense", layers * count, {**gemm, "shape": shape, "M": c})
+        add("dense", layers * count, gemm, shape=shape, M=c)
     shared = int(geometry.get("shared_experts", 0))
     for shape in SHARED_EXPERT_SHAPES if shared else ():
-        add("moe", layers * shared, {**dense.get(weights, dense["bf16"]), "shape": shape,
-                                     "M": c})  # fmt: skip
-    add("dense", 1, {**dense["bf16"], "shape": LM_HEAD, "M": c})
+        add("moe", layers * shared, dense.get(weights, dense["bf16"]), shape=shape, M=c)
+    add("dense", 1, dense["bf16"], shape=LM_HEAD, M=c)
     parts["other"]["basis"] = {"launch: eager - graph" if not graphs else "one graph replay"}
     out = {}
     for name, part in parts.items():
@@ -178,6 +188,7 @@ def component_watts(windows: pd.DataFrame, weights: str, c: int) -> dict:
     """W per component from the kernel-power loops (see POWER_PROXY)."""
     dtype = WEIGHT_DTYPES.get(weights, weights)
     dense = SERVER_KERNELS["dense"].get(weights, SERVER_KERNELS["dense"]["bf16"])
+    dense = dense[-1] if isinstance(dense, list) else dense  # the loop the study runs
     moe = {**SERVER_KERNELS["moe"], "dtype": dtype}
     sources = {"moe": moe, "dense": dense}
     loops = {}
