@@ -137,7 +137,7 @@ def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
             return
         parts[component]["us"] += count * found[0]
         stand_in = ("" if match is candidates[0]
-                    else f" ({_label({**match, 'M': None})} standing in)")  # fmt: skip
+                    else f" ({_label({**match, 'M': None, 'shape': None})} standing in)")  # fmt: skip
         parts[component]["basis"].add(found[1] + stand_in)
         if not graphs:
             parts["other"]["us"] += count * found[2]
