@@ -136,8 +136,8 @@ def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
             parts["other"]["missing"].append(_label(candidates[0]))
             return
         parts[component]["us"] += count * found[0]
-        stand_in = ("" if match is candidates[0]
-                    else f" ({_label({**match, 'M': None, 'shape': None})} standing in)")  # fmt: skip
+        kernel = _label({**match, "M": None, "shape": None})
+        stand_in = "" if match is candidates[0] else f" ({kernel} standing in)"
         parts[component]["basis"].add(found[1] + stand_in)
         if not graphs:
             parts["other"]["us"] += count * found[2]
