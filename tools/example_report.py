@@ -4,10 +4,12 @@
         --sweeps 'sweeps/run6_*.csv' --out /tmp/h200-report [--baseline 'sweeps/*.csv']
 
 Reads the example's sweep CSVs (the pattern, relative to the example), its ``peaks.json``,
-``hardware.json`` and, where present, ``kernel_power/windows.csv``; writes under OUT the
-tables (``tables/sweep.csv``, ``support.csv``), the sweep figures (latency per backend,
-support, efficiency, launch overhead) and ``report/index.html``, as the workflow's own steps
-would. ``--baseline`` (a pattern in the example, or a path) adds "Before and after". Prints
+``hardware.json`` and, where present, ``kernel_power/windows.csv``, ``tables/decode.csv`` and
+``tables/step_model.csv``; writes under OUT the tables (``tables/sweep.csv``,
+``support.csv``), the sweep figures (latency per backend, support, efficiency, launch
+overhead), the decode and step-model figures where their tables are, and
+``report/index.html``, as the workflow's own steps would. ``--baseline`` (a pattern in the
+example, or a path) adds "Before and after". Prints
 the report's path.
 """
 
@@ -32,12 +34,15 @@ def main() -> int:
 
     import pandas as pd
     from studylib.aggregate import aggregate
+    from studylib.charts import save_chart
     from studylib.compare import write_comparison
+    from studylib.decode_figures import plot_decode
     from studylib.figure_list import figures
     from studylib.findings import compute_findings
     from studylib.report import render_report
+    from studylib.step_figures import step_chart
     from studylib.sweep_figures import plot_latency, plot_support, plot_table_figure
-    from studylib.tables import StudyTables
+    from studylib.tables import StudyTables, read_optional
 
     example, out = args.example, args.out
     files = sorted(glob.glob(str(example / args.sweeps)))
@@ -71,6 +76,14 @@ def main() -> int:
     windows = example / "kernel_power" / "windows.csv"
     if windows.is_file():
         inputs["kernel_power"] = windows
+    decode, step = example / "tables" / "decode.csv", example / "tables" / "step_model.csv"
+    if decode.is_file():
+        inputs["decode"] = decode
+        for kind in ("decode", "decode_latency", "decode_frontier"):
+            plot_decode(decode, *spec(kind).values(), kind=kind)
+    if step.is_file():
+        inputs["step_model"] = step
+        save_chart(step_chart(read_optional(step)), *spec("step_model").values())
     compare = {}
     if args.baseline:
         # A path as given, else relative to the example; load_sweep reads patterns too.
@@ -90,6 +103,7 @@ def main() -> int:
         config_hash=f"example {example.name}",
         findings=compute_findings(StudyTables.read(inputs)),
         kernel_power_csv=inputs.get("kernel_power"),
+        decode_csv=inputs.get("decode"),
         figures=figures(sorted(p.stem for p in parts)),
         **compare,
     )

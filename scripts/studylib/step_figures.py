@@ -93,7 +93,8 @@ def step_chart(table: pd.DataFrame | None) -> alt.TopLevelMixin:
             .mark_line(point=True)
             .encode(
                 x=alt.X("concurrency:Q", title="concurrency C",
-                        scale=alt.Scale(type="log", base=2)),
+                        scale=alt.Scale(type="log", base=2),
+                        axis=alt.Axis(values=sorted(set(energy["concurrency"])), format="d")),
                 y=alt.Y("j_per_token:Q", title="J per token", scale=alt.Scale(type="log")),
                 color=alt.Color("source:N", title=None),
                 strokeDash=alt.StrokeDash("variant:N", title="variant"),
