@@ -199,3 +199,29 @@ def test_fp8_projections_take_sglangs_block_fp8_gemm_where_the_sweep_has_it():
     assert parts["dense"]["us"] == pytest.approx(4 * (2 * 2.0 + 2) + 5)
     assert "sgl_kernel/cutlass/fp8_scaled_mm/fp8_e4m3" in parts["dense"]["basis"]
     assert "standing in" in parts["dense"]["basis"]
+
+
+def test_the_h200_runs_step_model_renders_in_the_report(tmp_path):
+    """Run 8's tables (examples/h200-2026-12-01-step) through tools/example_report.py: the
+    decode section embeds the step figure with data, and question 6 states the prediction
+    against TPOT from the table."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    example = tmp_path / "example"
+    shutil.copytree(root / "examples" / "h200-2026-12-01-step", example)
+    # That run kept no hardware record or peaks: another H200 example's stand in.
+    shutil.copy(root / "examples" / "h200-2026-12-01-kernels" / "hardware.json", example)
+    shutil.copy(root / "examples" / "h200x2-2026-11-30-uniform" / "peaks.json", example)
+    subprocess.run([sys.executable, str(root / "tools" / "example_report.py"), str(example),
+                    "--out", str(tmp_path / "out")], check=True, capture_output=True)  # fmt: skip
+    spec = json.loads((tmp_path / "out" / "figures" / "step_model.vl.json").read_text())
+    assert spec.get("usermeta", {}).get("study", {}).get("has_data", True)
+    html = (tmp_path / "out" / "report" / "index.html").read_text()
+    assert 'id="chart-step_model"' in html
+    assert "Q6. Where do a decode step" in html
+    assert "C = 16: predicted 4.95 ms against TPOT 5.01 ms (0.99×)" in html
