@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Unsupported
+from .base import Prepared, Unsupported
 
 #: The point keys an attention point carries beyond M, N, K (plan.expand_points).
 KEYS = ("heads", "kv_heads", "head_dim", "context")
@@ -105,3 +105,22 @@ def reference(q, k, v, sm_scale: float):
     scores = (qd @ kd.transpose(-2, -1)) * sm_scale  # [B, kv_heads, group, L]
     out = torch.softmax(scores, dim=-1) @ vd  # [B, kv_heads, group, D]
     return out.reshape(batch, heads, dim)
+
+
+def paged_prepared(geo: Geometry, make, call, extra: dict) -> Prepared:
+    """The Prepared of a paged-pool op (SGLang's Triton kernel, FlashInfer): ``make(seed)``
+    returns ``call``'s arguments, the query first and the token-major ``(k, v)`` the pool
+    was built from last (for the reference); ``variants`` builds sets from seeds 1, 2, ...
+    Both ops read bf16."""
+    args = make(0)
+
+    def ref():
+        q, *_, (k, v) = args
+        return reference(q, k, v, geo.sm_scale)
+
+    def variants(count: int):
+        sets = [make(seed) for seed in range(1, count + 1)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    return Prepared(run=lambda: call(*args), reference=ref, flops=flops(geo),
+                    bytes=bytes_moved(geo, 2), variants=variants, extra=extra)  # fmt: skip

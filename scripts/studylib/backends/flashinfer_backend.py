@@ -378,21 +378,4 @@ def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
     def call(q, kv_cache, out, _originals):
         return wrapper.run(q, kv_cache, out=out)
 
-    args = make(0)
-
-    def reference():
-        q, _, _, (k, v) = args
-        return attention.reference(q, k, v, geo.sm_scale)
-
-    def variants(count: int):
-        sets = [make(seed) for seed in range(1, count + 1)]
-        return [lambda s=s: call(*s) for s in sets]
-
-    return Prepared(
-        run=lambda: call(*args),
-        reference=reference,
-        flops=attention.flops(geo),
-        bytes=attention.bytes_moved(geo, 2),
-        variants=variants,
-        extra={"use_tensor_cores": tensor_cores},
-    )
+    return attention.paged_prepared(geo, make, call, {"use_tensor_cores": tensor_cores})

@@ -619,24 +619,8 @@ def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
                  page_size=1)  # fmt: skip
         return out
 
-    args = make(0)
-
-    def reference():
-        q, _, _, _, (k, v) = args
-        return attention.reference(q, k, v, geo.sm_scale)
-
-    def variants(count: int):
-        sets = [make(seed) for seed in range(1, count + 1)]
-        return [lambda s=s: call(*s) for s in sets]
-
-    return Prepared(
-        run=lambda: call(*args),
-        reference=reference,
-        flops=attention.flops(geo),
-        bytes=attention.bytes_moved(geo, 2),
-        variants=variants,
-        extra={"provider": provider, "num_kv_splits": splits},
-    )
+    return attention.paged_prepared(geo, make, call,
+                                    {"provider": provider, "num_kv_splits": splits})  # fmt: skip
 
 
 def _num_kv_splits(kernel, geo, device: str, sms: int):
