@@ -54,3 +54,25 @@ def tiny_config() -> dict:
         "heads": 4, "kv_heads": 2, "experts": 8, "top_k": 2,
     }  # fmt: skip
     return config
+
+
+def fake_module(monkeypatch, name: str, **functions):
+    """Install a module ``name`` holding ``functions`` for the test's duration."""
+    import sys
+    import types
+
+    module = types.ModuleType(name)
+    for attr, fn in functions.items():
+        setattr(module, attr, fn)
+    monkeypatch.setitem(sys.modules, name, module)
+    return module
+
+
+def pin_sgl_versions(monkeypatch) -> None:
+    """The sgl_kernel adapter sees sglang-kernel 0.4.5 and SGLang 0.5.16, whatever is
+    installed, and has announced no op yet."""
+    from studylib.backends import sgl_kernel_backend as sgl
+
+    monkeypatch.setattr(sgl, "_announced", set())
+    versions = {"sglang-kernel": "0.4.5", "sglang": "0.5.16"}
+    monkeypatch.setattr(sgl, "distribution_version", lambda *n: versions.get(n[0]))

@@ -5,9 +5,9 @@ stand in for SGLang and FlashInfer, which need a GPU)."""
 import math
 import re
 import sys
-import types
 
 import pytest
+from helpers import fake_module, pin_sgl_versions
 from studylib.backends import attention, torch_backend
 from studylib.backends import flashinfer_backend as fi
 from studylib.backends import sgl_kernel_backend as sgl
@@ -133,17 +133,7 @@ def test_torch_sdpa_refuses_a_gemm_point():
 
 @pytest.fixture
 def fresh_sgl(monkeypatch):
-    monkeypatch.setattr(sgl, "_announced", set())
-    versions = {"sglang-kernel": "0.4.5", "sglang": "0.5.16"}
-    monkeypatch.setattr(sgl, "distribution_version", lambda *n: versions.get(n[0]))
-
-
-def fake_module(monkeypatch, name: str, **functions) -> types.ModuleType:
-    module = types.ModuleType(name)
-    for attr, fn in functions.items():
-        setattr(module, attr, fn)
-    monkeypatch.setitem(sys.modules, name, module)
-    return module
+    pin_sgl_versions(monkeypatch)
 
 
 class FakeTritonKernel:

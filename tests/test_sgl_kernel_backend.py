@@ -5,6 +5,7 @@ import sys
 import types
 
 import pytest
+from helpers import fake_module, pin_sgl_versions
 from studylib.backends import sgl_kernel_backend as sgl
 from studylib.backends.base import Unsupported
 
@@ -16,14 +17,6 @@ FP8_KERNEL_OLD = "sglang.srt.layers.quantization.fp8_kernel"
 SGLANG_MODULES = ("sglang", "sglang.jit_kernel", "sglang.kernels", "sglang.kernels.ops")
 
 
-def fake_module(monkeypatch, name: str, **functions) -> types.ModuleType:
-    module = types.ModuleType(name)
-    for attr, fn in functions.items():
-        setattr(module, attr, fn)
-    monkeypatch.setitem(sys.modules, name, module)
-    return module
-
-
 def absent(monkeypatch, *names: str) -> None:
     """Make ``import name`` fail with ModuleNotFoundError whatever is installed."""
     for name in names:
@@ -33,9 +26,7 @@ def absent(monkeypatch, *names: str) -> None:
 @pytest.fixture(autouse=True)
 def fixed_versions(monkeypatch):
     """sglang-kernel 0.4.5 and SGLang 0.5.16, whatever is installed; no op announced yet."""
-    monkeypatch.setattr(sgl, "_announced", set())
-    versions = {"sglang-kernel": "0.4.5", "sglang": "0.5.16"}
-    monkeypatch.setattr(sgl, "distribution_version", lambda *n: versions.get(n[0]))
+    pin_sgl_versions(monkeypatch)
 
 
 def never(*args, **kwargs):
