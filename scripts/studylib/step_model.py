@@ -198,6 +198,14 @@ def component_watts(windows: pd.DataFrame, weights: str, c: int) -> dict:
     return {name: loops[proxy] for name, proxy in POWER_PROXY.items()}
 
 
+def _profile_rows(breakdown: pd.DataFrame | None, variant: str, c: int) -> pd.DataFrame:
+    """The breakdown's rows of this variant and C (none without a breakdown)."""
+    if breakdown is None or breakdown.empty:
+        return pd.DataFrame()
+    at_c = pd.to_numeric(breakdown["concurrency"], errors="coerce") == c
+    return breakdown[(breakdown["variant"] == variant) & at_c]
+
+
 def _other_batch(rows: pd.DataFrame, c: int) -> int | None:
     """The batch a profile ran at when its trace says it was not C (requests of another
     load still running), else None."""
@@ -209,11 +217,7 @@ def _other_batch(rows: pd.DataFrame, c: int) -> int | None:
 
 def profile_note(breakdown: pd.DataFrame | None, variant: str, c: int) -> str | None:
     """Why a profile of this variant and C stands aside, or None."""
-    if breakdown is None or breakdown.empty or "batch" not in breakdown:
-        return None
-    rows = breakdown[(breakdown["variant"] == variant)
-                     & (pd.to_numeric(breakdown["concurrency"], errors="coerce") == c)]  # fmt: skip
-    batch = _other_batch(rows, c)
+    batch = _other_batch(_profile_rows(breakdown, variant, c), c)
     return None if batch is None else f"profile ran at batch {batch}, not C = {c}: not used"
 
 
@@ -222,16 +226,13 @@ def measured_components(breakdown: pd.DataFrame | None, variant: str, c: int) ->
     unmodelled kernels (``other``), communication and the GPU's idle gaps together are the
     model's ``other``. Empty without a profile of that variant and C, or when its trace ran
     another batch than C."""
-    if breakdown is None or breakdown.empty:
-        return {}
-    rows = breakdown[(breakdown["variant"] == variant)
-                     & (pd.to_numeric(breakdown["concurrency"], errors="coerce") == c)]  # fmt: skip
+    rows = _profile_rows(breakdown, variant, c)
     if rows.empty or _other_batch(rows, c) is not None:
         return {}
     per_rank = rows.pivot_table(index="rank", columns="component", values="us_per_step",
                                 aggfunc="sum").mean()  # fmt: skip
     idle = pd.to_numeric(rows.groupby("rank")["idle_us_per_step"].first(), errors="coerce")
-    out = {name: float(per_rank.get(name, 0.0)) for name in ("moe", "attention", "dense")}
+    out = {name: float(per_rank.get(name, 0.0)) for name in MODEL_COMPONENTS if name != "other"}
     out["other"] = float(per_rank.get("other", 0.0) + per_rank.get("communication", 0.0)
                          + (idle.mean() if idle.notna().any() else 0.0))  # fmt: skip
     return out
@@ -266,10 +267,9 @@ def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
             # No profile: the kernels' measured side is unknown; of the rest, what TPOT holds
             # beyond the predicted kernels.
             measured = profiled or {"other": tpot_us - kernels}
-            energy = 0.0
-            for name, part in parts.items():
-                w = idle_w if name == "other" else watts.get(name)
-                energy += (part["us"] * w) if w is not None and not pd.isna(w) else math.nan
+            part_w = {name: idle_w if name == "other" else watts.get(name) for name in parts}
+            energy = sum(part["us"] * (math.nan if part_w[name] is None else part_w[name])
+                         for name, part in parts.items())  # fmt: skip
             j_pred = energy * 1e-6 / c
             j_meas = pd.to_numeric(pd.Series([run.get("j_per_token")]), errors="coerce")[0]
             common = {
@@ -285,9 +285,8 @@ def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
             }  # fmt: skip
             for name in MODEL_COMPONENTS:
                 part = parts[name]
-                w = idle_w if name == "other" else watts.get(name)
                 rows.append({**common, "component": name, "predicted_us": part["us"],
                              "measured_us": measured.get(name, math.nan),
                              "basis": part["basis"], "missing": part["missing"],
-                             "predicted_w": w})  # fmt: skip
+                             "predicted_w": part_w[name]})  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
