@@ -14,7 +14,8 @@ kills the server when recording starts). POST /start_profile: SGLang's profiler 
 num_steps; here a "step" is one streamed token of any request, and after num_steps of them
 each TP rank (--tp / --tp-size) gets a synthetic trace (tests/synthetic_trace.py) of
 num_steps decode steps of the model's layers (num_hidden_layers of --model-path's
-config.json, else 2), named as SGLang names it. --profile-prefill puts a prefill pass in it,
+config.json, else 2), named as SGLang names it; the log says how many tokens the streams
+had sent when it started (the fewest). --profile-prefill puts a prefill pass in it,
 --profile-garbage writes a file that is no trace; with --profile-never a profile never
 ends by itself. POST /stop_profile ends a running profile (writing its trace, unless
 --profile-never). GET /v1/loads: the requests streaming now, as SGLang's num_running_reqs;
@@ -36,7 +37,8 @@ from pathlib import Path
 
 from synthetic_trace import write_trace
 
-STATE = {"requests": 0, "recording": False, "tokens": 0, "profile": None, "held": 0}
+STATE = {"requests": 0, "recording": False, "tokens": 0, "profile": None, "held": 0,
+         "streams": {}}  # streams: tokens sent so far per streaming request
 LOCK = threading.Lock()
 
 
@@ -172,7 +174,9 @@ def main() -> int:
                         "start": STATE["tokens"],
                         "batch": STATE["held"],
                     }  # fmt: skip
-                print(f"standin: profiling {payload}", flush=True)
+                streamed = min(STATE["streams"].values(), default=0)
+                print(f"standin: profiling {payload} after {streamed} tokens per stream",
+                      flush=True)  # fmt: skip
                 body = b"Start profiling.\n"
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
@@ -211,8 +215,10 @@ def main() -> int:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
+            key = object()
             with LOCK:
                 STATE["held"] += 1
+                STATE["streams"][key] = 0
             try:
                 for i in range(n):
                     time.sleep(args.token_delay)
@@ -229,6 +235,7 @@ def main() -> int:
                         chunk["usage"] = {"completion_tokens": n}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
+                    STATE["streams"][key] = i + 1
                     count_token(args)
                 self.wfile.write(b"data: [DONE]\n\n")
             except OSError:  # the client went away: held a while longer, as by SGLang
@@ -236,6 +243,7 @@ def main() -> int:
             finally:
                 with LOCK:
                     STATE["held"] -= 1
+                    STATE["streams"].pop(key, None)
 
     ThreadingHTTPServer.request_queue_size = 1024  # hundreds of clients connect at once
     server = ThreadingHTTPServer((args.host, args.port), Handler)

@@ -174,7 +174,8 @@ def test_the_profile_pass_gives_the_measured_breakdown_of_every_rank(tmp_path, m
 
     monkeypatch.setattr(decode, "_one_concurrency", steady_window)
     monkeypatch.setattr(decode, "start_profile", start_profile)
-    plan = _profile_plan(tmp_path, ["--tp", "2"])
+    # Tokens 50 ms apart: a profile asked for at the first token finds 1 or 2 sent.
+    plan = _profile_plan(tmp_path, ["--tp", "2", "--token-delay", "0.05"])
     summary = run_decode(plan, tmp_path / "out")
     assert summary["valid"].all()
     # Every steady window first: no measured window runs in a process already traced.
@@ -212,6 +213,14 @@ def test_the_profile_pass_gives_the_measured_breakdown_of_every_rank(tmp_path, m
     assert profile["trace_bytes"] == sum((out / f).stat().st_size for f in files) > 0
     log = (out / "server.log").read_text()
     assert "'num_steps': 6" in log and "'activities': ['GPU']" in log
+    # The profile waits for the mean KV length: each stream has sent half its output (12)
+    # less half the steps (6) = 3 tokens, not the 1 of the load's first token.
+    streamed = [int(line.split(" after ")[1].split()[0])
+                for line in log.splitlines() if line.startswith("standin: profiling ")]  # fmt: skip
+    assert len(streamed) == 2 and min(streamed) >= 3, streamed
+    # The KV length at the profiled steps' middle: input 4 + >= 3 streamed + 6 / 2.
+    assert (breakdown["context"] >= 4 + 3 + 3).all()
+    assert (breakdown["context"] <= 4 + 12).all()
 
 
 def test_a_prefill_pass_in_the_profiled_window_is_flagged(tmp_path, monkeypatch):

@@ -14,8 +14,11 @@ recorder pass. Its TPOT and watts beside the main pass's give the recorder's cos
 With ``profile_steps`` > 0 (SGLang only), the main pass's server then profiles
 ``profile_steps`` decode steps at each C (the profile pass, after every steady window: a
 process once traced by torch.profiler/CUPTI can run slower afterwards, see the H200 timer
-test of 2026-12-01, so no measured window follows a trace): a short closed-loop load at C,
-``/start_profile`` once its first C requests all stream, the traces of every TP rank read
+test of 2026-12-01, so no measured window follows a trace): a closed-loop load at C,
+``/start_profile`` once its first C requests have each streamed half their output less half
+the profiled steps, so that the profiled steps run at the mean KV length of a request (the
+context the sweep's decode attention and the HBM floor use; profiled at the load's start,
+the H200's attention read a third of the sweep's), the traces of every TP rank read
 into breakdown.csv (profile.py: per decode step, kernel time per step component, busy and
 idle GPU time). A profile that fails at one C is a warning in run.json; nothing else is lost.
 """
@@ -70,8 +73,8 @@ RECORDER_COLUMNS = [
 #: The profile pass's measured breakdown, per concurrency, TP rank and step component
 #: (step_components.COMPONENTS); tpot_ms is the main pass's at that C, for reference.
 BREAKDOWN_COLUMNS = ["engine", "variant", "weights", "cuda_graphs", "concurrency", "rank",
-                     "steps", "component", "us_per_step", "kernels_per_step", *RANK_COLUMNS[1:],
-                     "tpot_ms"]  # fmt: skip
+                     "steps", "context", "component", "us_per_step", "kernels_per_step",
+                     *RANK_COLUMNS[1:], "tpot_ms"]  # fmt: skip
 
 #: The profile_prefix of the study's traces: {prefix}-{profile_id}-TP-{rank}.trace.json.gz.
 PROFILE_PREFIX = "decode"
@@ -496,8 +499,8 @@ def _profile_pass(pas: _Pass, main_rows: list[dict], model_facts, out_dir: Path,
         try:
             if not pas.server.alive():
                 raise RuntimeError("the server is no longer running")
-            by_rank, notes = _profile_concurrency(pas, c, steps, layers, ranks, folder,
-                                                  profile_id)  # fmt: skip
+            by_rank, notes, context = _profile_concurrency(pas, c, steps, layers, ranks,
+                                                           folder, profile_id)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the decode results stand without it
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             log.warning("C=%d: no measured breakdown: %s", c, why)
@@ -505,13 +508,14 @@ def _profile_pass(pas: _Pass, main_rows: list[dict], model_facts, out_dir: Path,
         else:
             if notes:
                 record["warnings"][str(c)] = "; ".join(notes)
-            at_c = {**common, "concurrency": c, "tpot_ms": main_row.get("tpot_ms")}
+            at_c = {**common, "concurrency": c, "context": context,
+                    "tpot_ms": main_row.get("tpot_ms")}  # fmt: skip
             breakdown.extend(breakdown_rows(by_rank, at_c))
             first = by_rank[min(by_rank)]
             flag = " (a prefill pass in the window)" if first["prefill_in_window"] else ""
-            log.info("C=%d: %.1f decode steps profiled: busy %.0f us, idle %.0f us per step%s",
-                     c, first["steps"], first["busy_us_per_step"], first["idle_us_per_step"],
-                     flag)  # fmt: skip
+            log.info("C=%d: %.1f decode steps profiled at KV length %s: busy %.0f us, idle "
+                     "%.0f us per step%s", c, first["steps"], context,
+                     first["busy_us_per_step"], first["idle_us_per_step"], flag)  # fmt: skip
         for path in sorted(folder.glob(f"{PROFILE_PREFIX}-{profile_id}-*")):
             record["traces"].append({"concurrency": c, "file": str(path.relative_to(out_dir)),
                                      "bytes": path.stat().st_size})  # fmt: skip
@@ -522,19 +526,28 @@ def _profile_pass(pas: _Pass, main_rows: list[dict], model_facts, out_dir: Path,
     return record
 
 
+def profile_after_tokens(output_len: int, steps: int) -> int:
+    """Tokens each request streams before the profile starts, so that its ``steps`` steps
+    centre on half the output: the mean KV length over a request's decode."""
+    return max(1, int(output_len) // 2 - int(steps) // 2)
+
+
 def _profile_concurrency(pas: _Pass, c: int, steps: int, layers: int, ranks: int,
-                         folder: Path, profile_id: str) -> tuple[dict, list[str]]:  # fmt: skip
-    """One profile at C: a closed-loop load at C in a thread; once its first C requests all
-    stream (the start's prefill burst is over), /start_profile for ``steps`` passes; the
-    traces of all ``ranks`` read, the load stopped. Bounded by ``profile_timeout_s``.
-    {rank: breakdown} and notes on what is missing."""
+                         folder: Path, profile_id: str) -> tuple[dict, list, float]:  # fmt: skip
+    """One profile at C: a closed-loop load at C in a thread; once its first C requests have
+    each streamed ``profile_after_tokens`` tokens (past the start's prefill burst, at the
+    mean KV length), /start_profile for ``steps`` passes; the traces of all ``ranks`` read,
+    the load stopped. Bounded by ``profile_timeout_s``. {rank: breakdown}, notes on what is
+    missing, and the KV length at the profiled steps' middle (input, the fewest tokens the
+    requests had streamed when the profile was asked for, half the steps)."""
     plan = pas.plan
     timeout = float(plan.get("profile_timeout_s") or PROFILE_TIMEOUT_S)
     folder.mkdir(parents=True, exist_ok=True)
     # Timed only as a bound: the load is stopped once the traces are in.
     spec = LoadSpec(concurrency=c, input_len=plan["input_len"], output_len=plan["output_len"],
                     duration_s=timeout, vocab_size=plan["vocab_size"], seed=c)  # fmt: skip
-    control, outcome = LoadControl(), {}
+    control = LoadControl(after_tokens=profile_after_tokens(plan["output_len"], steps))
+    outcome = {}
     _drain(pas)
 
     def drive():
@@ -551,8 +564,10 @@ def _profile_concurrency(pas: _Pass, c: int, steps: int, layers: int, ranks: int
     thread.start()
     try:
         if not control.streaming.wait(timeout) or outcome.get("done"):
-            raise RuntimeError(f"the profile load never had its {c} requests streaming "
+            raise RuntimeError(f"the profile load's {c} requests never streamed "
+                               f"{control.after_tokens} tokens each "
                                f"({_load_problem(outcome, timeout)})")  # fmt: skip
+        context = plan["input_len"] + (control.tokens or 0) + steps / 2
         start_profile(pas.base_url, folder.resolve(), steps, PROFILE_PREFIX, profile_id,
                       timeout=max(deadline - time.monotonic(), 1.0))  # fmt: skip
         try:
@@ -575,7 +590,7 @@ def _profile_concurrency(pas: _Pass, c: int, steps: int, layers: int, ranks: int
             notes.append(f"rank {rank}: {exc}")
     if not by_rank:
         raise TraceError("; ".join(notes))
-    return by_rank, notes
+    return by_rank, notes, context
 
 
 def _end_profile(pas: _Pass) -> None:
@@ -595,7 +610,7 @@ def _load_problem(outcome: dict, timeout: float) -> str:
     if load is not None:
         failed = next((r.error for r in load.records if r.error), "")
         return f"the load ended: {failed}" if failed else "the load ended early"
-    return f"no first tokens after {timeout:g} s"
+    return f"too few tokens after {timeout:g} s"
 
 
 def _wait_for_traces(folder: Path, profile_id: str, ranks: int, deadline: float, running):

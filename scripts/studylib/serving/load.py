@@ -53,12 +53,16 @@ class LoadSpec:
 @dataclass
 class LoadControl:
     """Control of a running load from another thread: ``streaming`` is set once each of the
-    first C requests has its first token (or has ended), that is once the prefill burst of
-    the load's start is over; setting ``stop`` ends the load as a timed load's deadline does
-    (no new request, the streaming ones cancelled)."""
+    first C requests has streamed ``after_tokens`` tokens (or has ended): with 1, once the
+    prefill burst of the load's start is over; with more, once their KV cache has grown by
+    that much. ``tokens`` is then the fewest tokens any of them had streamed. Setting
+    ``stop`` ends the load as a timed load's deadline does (no new request, the streaming
+    ones cancelled)."""
 
+    after_tokens: int = 1
     streaming: threading.Event = field(default_factory=threading.Event)
     stop: threading.Event = field(default_factory=threading.Event)
+    tokens: int | None = None
 
 
 @dataclass
@@ -280,8 +284,10 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
             if not control.streaming.is_set():
                 first = first if len(first) == spec.concurrency else records[: spec.concurrency]
                 if len(first) == spec.concurrency and all(
-                    r.first_token is not None or r.end is not None for r in first
+                    len(r.token_times) >= control.after_tokens or r.end is not None
+                    for r in first
                 ):
+                    control.tokens = min(len(r.token_times) for r in first)
                     control.streaming.set()
             await asyncio.sleep(0.01)
         state["stop"] = True
