@@ -37,8 +37,14 @@ from pathlib import Path
 
 from synthetic_trace import write_trace
 
-STATE = {"requests": 0, "recording": False, "tokens": 0, "profile": None, "held": 0,
-         "streams": {}}  # streams: tokens sent so far per streaming request
+STATE = {
+    "requests": 0,
+    "recording": False,
+    "tokens": 0,
+    "profile": None,
+    "held": 0,
+    "streams": {},
+}  # streams: tokens sent so far per streaming request
 LOCK = threading.Lock()
 
 

@@ -284,8 +284,7 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
             if not control.streaming.is_set():
                 first = first if len(first) == spec.concurrency else records[: spec.concurrency]
                 if len(first) == spec.concurrency and all(
-                    len(r.token_times) >= control.after_tokens or r.end is not None
-                    for r in first
+                    len(r.token_times) >= control.after_tokens or r.end is not None for r in first
                 ):
                     control.tokens = min(len(r.token_times) for r in first)
                     control.streaming.set()
