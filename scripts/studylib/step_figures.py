@@ -106,8 +106,8 @@ def step_chart(table: pd.DataFrame | None) -> alt.TopLevelMixin:
         )  # fmt: skip
     subtitle = [
         "predicted: the sweep's HBM-cold kernel times (SGLang's Triton fused MoE and decode "
-        "attention, the dense projections, lm_head) over the model's layers; other: launches "
-        "with CUDA graphs off",
+        "attention, the dense projections, lm_head) over the model's layers; other: with CUDA "
+        "graphs off, the host's time beyond the kernels (their least eager times)",
         "measured: SGLang's profiler over steady steps at batch C (other: unmodelled kernels, "
         "communication, idle gaps), or TPOT alone where no profile ran",
     ]

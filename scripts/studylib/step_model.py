@@ -15,14 +15,19 @@ routed experts' kernel on sm_90, where the profiler sees them (step_components).
 
 Each kernel's time is its HBM-cold time from the sweep (weights streamed every call, as a
 decode step runs); a row without a cold time takes its graph time and says so (``basis``).
-``other`` is what launching those kernels one by one costs: nothing with CUDA graphs (one
-replay per step), and with graphs off each kernel's eager time less its graph time (the
-sweep's eager loop pays the launch the server pays). The small kernels the model leaves out
-(norms, rotary, sampling) and the server's own host work are not predicted: they are what
-measured TPOT holds beyond the prediction. The profiler's breakdown of the same steps
-(``measured_us``, from ``serving.profile``) sits beside each component: its ``other`` is the
-unmodelled kernels, communication and the GPU's idle gaps together; without a profile it is
-TPOT less the predicted kernels (``basis`` says which).
+``other`` is the time the GPU waits for the host: nothing with CUDA graphs (one replay per
+step), and with graphs off whatever the host's calls take beyond the kernels. Eager calls are
+asynchronous, so the host runs ahead while the GPU works and a step takes the longer of the
+two: other = max(host - kernels, 0). A kernel's host cost is taken as its least eager time
+per call over the sweep's M (one call timed alone: its launch and its GPU time; at the
+smallest M the GPU's part is least, so this bounds the host's from above). Adding each
+kernel's eager-less-graph time instead predicted a 3.6 ms gap at C = 64 on the H200 where
+the server showed 0.3 ms: at large C the GPU hides the host. The small kernels the model
+leaves out (norms, rotary, sampling) and the server's own host work are not predicted: they
+are what measured TPOT holds beyond the prediction. The profiler's breakdown of the same
+steps (``measured_us``, from ``serving.profile``) sits beside each component: its ``other``
+is the unmodelled kernels, communication and the GPU's idle gaps together; without a
+profile it is TPOT less the predicted kernels (``basis`` says which).
 
 Energy: each component's time at the power of the matching kernel-power loop (nearest M,
 cold loops first), the ``other`` time at the GPU's measured idle power, over C tokens.
@@ -98,18 +103,26 @@ def _median(rows: pd.DataFrame, column: str) -> float | None:
     return float(values.median()) if len(values) else None
 
 
-def kernel_us(sweep: pd.DataFrame, mode: str = "cold", **match) -> tuple[float, str, float] | None:
-    """(µs per call, basis, launch µs) of the sweep point matching ``match``: its ``mode``
-    time, else its graph time (basis names which), and what an eager call costs beyond its
-    graph time (0 when either is missing); None when the sweep has no such ok point."""
+def kernel_us(sweep: pd.DataFrame, mode: str = "cold", **match) -> tuple[float, str] | None:
+    """(µs per call, basis) of the sweep point matching ``match``: its ``mode`` time, else its
+    graph time (basis names which); None when the sweep has no such ok point."""
     rows = _rows(sweep, **match)
     for basis in (mode, "graph"):
         us = _median(rows, f"{basis}_us")
         if us is not None:
-            eager, graph = _median(rows, "eager_us"), _median(rows, "graph_us")
-            launch = max(eager - graph, 0.0) if eager is not None and graph is not None else 0.0
-            return us, basis, launch
+            return us, basis
     return None
+
+
+def host_us(sweep: pd.DataFrame, **match) -> float | None:
+    """What one eager call of the kernel matching ``match`` (at any M) costs the host, at
+    most: its least eager µs per call over the sweep's M (module docstring); None without
+    eager times."""
+    rows = _rows(sweep, **{key: value for key, value in match.items() if key != "M"})
+    if rows.empty or "eager_us" not in rows:
+        return None
+    per_m = pd.to_numeric(rows["eager_us"], errors="coerce").groupby(rows["M"]).median()
+    return float(per_m.min()) if per_m.notna().any() else None
 
 
 def _label(match: dict) -> str:
@@ -124,6 +137,7 @@ def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
     layers = int(geometry["layers"])
     dtype = WEIGHT_DTYPES.get(weights, weights)
     parts = {name: {"us": 0.0, "basis": set(), "missing": []} for name in MODEL_COMPONENTS}
+    host = {"us": 0.0, "missing": []}  # the host's time for the modelled calls, graphs off
 
     def add(component: str, count: float, spec: dict | list, **point) -> None:
         candidates = [{**c, **point} for c in (spec if isinstance(spec, list) else [spec])]
@@ -140,7 +154,11 @@ def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
         stand_in = "" if match is candidates[0] else f" ({kernel} standing in)"
         parts[component]["basis"].add(found[1] + stand_in)
         if not graphs:
-            parts["other"]["us"] += count * found[2]
+            call = host_us(sweep, **match)
+            if call is None:
+                host["missing"].append(f"eager times of {_label({**match, 'M': None})}")
+            else:
+                host["us"] += count * call
 
     moe = {**SERVER_KERNELS["moe"], "dtype": dtype, "M": c, "G": int(geometry["experts"]),
            "routing": routing}  # fmt: skip
@@ -154,7 +172,13 @@ def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
     for shape in SHARED_EXPERT_SHAPES if shared else ():
         add("moe", layers * shared, dense.get(weights, dense["bf16"]), shape=shape, M=c)
     add("dense", 1, dense["bf16"], shape=LM_HEAD, M=c)
-    parts["other"]["basis"] = {"launch: eager - graph" if not graphs else "one graph replay"}
+    if graphs:
+        parts["other"]["basis"] = {"one graph replay"}
+    else:
+        kernels = sum(part["us"] for name, part in parts.items() if name != "other")
+        parts["other"]["us"] = max(host["us"] - kernels, 0.0)
+        parts["other"]["missing"] += host["missing"]
+        parts["other"]["basis"] = {"host: max(least eager - kernels, 0)"}
     out = {}
     for name, part in parts.items():
         complete = not part["missing"]

@@ -8,11 +8,15 @@ import pandas as pd
 from .common import Findings
 
 #: The step model's targets (issue 16): predicted TPOT and J/token within these of measured
-#: at C ≥ STEP_MIN_C with CUDA graphs on; the launch share explaining the graphs-off gap.
+#: at C ≥ STEP_MIN_C with CUDA graphs on; the predicted host time explaining the graphs-off
+#: gap within GAP_TOLERANCE. A gap under HIDDEN_GAP_SHARE of the graphs-on TPOT is "hidden"
+#: (the GPU's work covers the host's); a prediction under that share then explains it.
 STEP_MIN_C = 16
 TPOT_TOLERANCE = 0.20
 COMPONENT_TOLERANCE = 0.25
 ENERGY_TOLERANCE = 0.25
+GAP_TOLERANCE = 0.25
+HIDDEN_GAP_SHARE = 0.05
 
 
 def _num(series) -> pd.Series:
@@ -72,24 +76,42 @@ def q6_step(table: pd.DataFrame | None) -> Findings:
     return out
 
 
+def gap_explained(gap_us: float, predicted_us: float, tpot_on_us: float) -> bool:
+    """Whether the predicted graphs-off gap explains the measured one (module constants)."""
+    hidden = HIDDEN_GAP_SHARE * tpot_on_us
+    if gap_us < hidden:
+        return predicted_us < hidden
+    return abs(predicted_us / gap_us - 1) <= GAP_TOLERANCE
+
+
 def _launch_gap(out: Findings, df: pd.DataFrame) -> None:
-    """Graphs off against on (same weights, same C): the TPOT gap against the launch cost the
-    model predicts and the host time the profiler measured."""
+    """Graphs off against on (same weights, same C): the TPOT gap against the host time the
+    model predicts (the step model's graphs-off ``other``) and the profiler's."""
     steps = df.drop_duplicates(["variant", "concurrency"])
     other = df[df["component"] == "other"].set_index(["variant", "concurrency"])
     for weights, g in steps.groupby("weights", sort=True):
         on, off = g[g["graphs"]], g[~g["graphs"]]
         pairs = on.merge(off, on="concurrency", suffixes=("_on", "_off"))
-        bits = []
+        bits, explained = [], 0
         for _, r in pairs.sort_values("concurrency").iterrows():
             gap = r["tpot_us_off"] - r["tpot_us_on"]
             c = int(r["concurrency"])
-            launch = other["predicted_us"].get((r["variant_off"], c), float("nan"))
-            if pd.isna(gap) or pd.isna(launch) or gap <= 0:
+            predicted = r["predicted_step_us_off"] - r["predicted_step_us_on"]
+            if pd.isna(gap) or pd.isna(predicted):
                 continue
-            bits.append(f"C = {c}: {gap / 1e3:.2f} ms slower, of which the kernels' launches "
-                        f"explain {launch / 1e3:.2f} ms ({launch / gap:.0%})")  # fmt: skip
+            ok = gap_explained(gap, predicted, r["tpot_us_on"])
+            explained += ok
+            bit = (f"C = {c}: {gap / 1e3:+.2f} ms ({gap / r['tpot_us_on']:+.0%} of TPOT), "
+                   f"predicted {predicted / 1e3:+.2f} ms")  # fmt: skip
+            measured = other["measured_us"].get((r["variant_off"], c), float("nan"))
+            if other["measured_basis"].get((r["variant_off"], c)) == "profile":
+                bit += f", GPU idle or in unmodelled kernels {measured / 1e3:.2f} ms per step"
+            bits.append(bit + ("" if ok else " (missed)"))
         if bits:
-            out.add(6, f"{weights} weights, CUDA graphs off against on: " + "; ".join(bits)
-                    + "; the rest is the server's host work per step (and kernels the model "
-                    "leaves out).", weights=weights)  # fmt: skip
+            out.add(6, f"{weights} weights, CUDA graphs off against on (the host's time beyond "
+                       "the kernels, from the sweep's least eager time per call): "
+                    + "; ".join(bits) + f". Explained within ±{GAP_TOLERANCE:.0%} (or both "
+                    f"under {HIDDEN_GAP_SHARE:.0%} of TPOT) at {explained} of {len(bits)}; "
+                    "what the prediction misses is the server's own host work per step "
+                    "(Python around the kernels, scheduling, kernels the model leaves out).",
+                    weights=weights, explained=explained, points=len(bits))  # fmt: skip
