@@ -167,6 +167,12 @@ def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
     table = step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown)
     row = table[(table["concurrency"] == 16) & (table["component"] == "moe")].iloc[0]
     assert row["measured_us"] == pytest.approx(6005) and row["measured_basis"] == "profile"
+    assert math.isnan(row["profile_context"])  # a breakdown without the column: unknown
+    breakdown["context"] = 640.0
+    table = step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown)
+    at16 = table[table["concurrency"] == 16]
+    assert (at16["profile_context"] == 640.0).all()
+    assert table[table["concurrency"] == 1]["profile_context"].isna().all()  # no profile
     assert measured_components(breakdown, "v-True", 1) == {}
 
 

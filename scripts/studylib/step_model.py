@@ -80,7 +80,7 @@ COLUMNS = [
     "variant", "weights", "cuda_graphs", "concurrency", "routing", "component",
     "predicted_us", "measured_us", "basis", "missing", "predicted_step_us", "tpot_us",
     "predicted_over_tpot", "predicted_w", "predicted_j_per_token", "j_per_token",
-    "j_per_token_ratio", "hbm_floor_us", "measured_basis",
+    "j_per_token_ratio", "hbm_floor_us", "measured_basis", "profile_context",
 ]  # fmt: skip
 
 
@@ -245,6 +245,16 @@ def profile_note(breakdown: pd.DataFrame | None, variant: str, c: int) -> str | 
     return None if batch is None else f"profile ran at batch {batch}, not C = {c}: not used"
 
 
+def profile_context(breakdown: pd.DataFrame | None, variant: str, c: int) -> float:
+    """The KV length at the middle of the profiled steps of this variant and C (NaN where
+    the breakdown does not say: profiles before 2026-12-01's run 11 ran at the load's start)."""
+    rows = _profile_rows(breakdown, variant, c)
+    if rows.empty or "context" not in rows:
+        return math.nan
+    context = pd.to_numeric(rows["context"], errors="coerce").dropna()
+    return float(context.mean()) if len(context) else math.nan
+
+
 def measured_components(breakdown: pd.DataFrame | None, variant: str, c: int) -> dict:
     """The profiler's µs per step per model component, averaged over the job's GPUs:
     unmodelled kernels (``other``), communication and the GPU's idle gaps together are the
@@ -306,6 +316,8 @@ def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
                 "hbm_floor_us": 1e3 * floor,
                 "measured_basis": "profile" if profiled
                 else "; ".join(filter(None, ["TPOT - predicted kernels", aside])),
+                "profile_context": profile_context(breakdown, run["variant"], c)
+                if profiled else math.nan,
             }  # fmt: skip
             for name in MODEL_COMPONENTS:
                 part = parts[name]
