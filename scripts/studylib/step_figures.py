@@ -96,8 +96,13 @@ def step_chart(table: pd.DataFrame | None) -> alt.TopLevelMixin:
                         scale=alt.Scale(type="log", base=2),
                         axis=alt.Axis(values=sorted(set(energy["concurrency"])), format="d")),
                 y=alt.Y("j_per_token:Q", title="J per token", scale=alt.Scale(type="log")),
-                color=alt.Color("source:N", title=None),
-                strokeDash=alt.StrokeDash("variant:N", title="variant"),
+                # A colour per variant; measured solid, predictions dashed (the legend
+                # draws the dashes, not dots, so the two can be told apart).
+                color=alt.Color("variant:N", title="variant"),
+                strokeDash=alt.StrokeDash("source:N", title=None,
+                                          legend=alt.Legend(symbolType="stroke",
+                                                            symbolStrokeWidth=2, symbolSize=400,
+                                                            symbolFillColor="black")),
                 tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("source:N"),
                          alt.Tooltip("concurrency:Q", format="d"),
                          alt.Tooltip("j_per_token:Q", format=".4f")],
