@@ -20,8 +20,10 @@ had sent when it started (the fewest). --profile-prefill puts a prefill pass in 
 ends by itself. POST /stop_profile ends a running profile (writing its trace, unless
 --profile-never). GET /v1/loads: the requests streaming now, as SGLang's num_running_reqs;
 the trace's decode kernel records that count as its batch when the profile starts.
---linger-cancelled S: a request whose client went away still counts for S seconds, as
-SGLang keeps a cancelled stream's request until it notices the closed connection.
+--prefill-delay S: a streamed request's prefill holds the one engine for S seconds before
+its first token, stalling every stream. --linger-cancelled S: a request whose client went
+away still counts for S seconds, as SGLang keeps a cancelled stream's request until it
+notices the closed connection.
 """
 
 import argparse
@@ -46,6 +48,9 @@ STATE = {
     "streams": {},
 }  # streams: tokens sent so far per streaming request
 LOCK = threading.Lock()
+# One engine: a prefill (--prefill-delay) holds it, and every stream's next token waits for
+# it, as a server's decode steps wait behind the prefills of newly admitted requests.
+ENGINE = threading.Lock()
 
 
 def model_layers(model_path: str) -> int:
@@ -99,6 +104,7 @@ def main() -> int:
     parser.add_argument("--crash-after-requests", type=int)
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--token-delay", type=float, default=0.001)
+    parser.add_argument("--prefill-delay", type=float, default=0.0)
     parser.add_argument("--eos-after", type=int, default=3)
     parser.add_argument("--expert-distribution-recorder-mode")
     # With the recorder on, die at the first recorded request as SGLang did on the H200 when
@@ -226,8 +232,13 @@ def main() -> int:
                 STATE["held"] += 1
                 STATE["streams"][key] = 0
             try:
+                if args.prefill_delay:
+                    with ENGINE:
+                        time.sleep(args.prefill_delay)
                 for i in range(n):
                     time.sleep(args.token_delay)
+                    with ENGINE:
+                        pass
                     chunk = {
                         "choices": [
                             {

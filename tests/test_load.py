@@ -110,6 +110,44 @@ def test_timed_load_at_c256_against_the_standin(tmp_path):
     assert load.cpu_pct is not None
 
 
+def test_steady_window_starts_after_the_admission():
+    active = [(0, 0), (1, 4), (10, 0)]
+    assert steady_window(active, 4, after=3.0) == (3.0, 10)
+    assert steady_window(active, 4, after=0.5) == (1, 10)  # admitted before C in flight
+    assert steady_window(active, 4, after=None) == (1, 10)
+
+
+def test_the_window_of_a_timed_load_starts_once_its_first_c_requests_stream(tmp_path):
+    # Each prefill holds the stand-in's engine 0.15 s, so the four requests' admission takes
+    # at least 0.45 s after the first is in flight: longer than the 0.3-s duration. The
+    # deadline counts from the admission, so the window after it still lasts 0.3 s.
+    server, port = standin(tmp_path, "--token-delay", "0.005", "--prefill-delay", "0.15")
+    spec = LoadSpec(concurrency=4, duration_s=0.3, input_len=4, output_len=400,
+                    vocab_size=500)  # fmt: skip
+    with server:
+        server.wait_ready()
+        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    assert not any(r.error for r in load.records)
+    first = [r for r in load.records if r.index < 4]
+    assert load.admitted == max(r.first_token for r in first)
+    assert load.admitted - min(r.start for r in first) >= 0.45
+    window = steady_window(load.active, 4, after=load.admitted)
+    assert window[0] == load.admitted and window[1] - window[0] >= 0.3
+
+
+def test_tpot_counts_only_the_tokens_in_the_window():
+    # A stream stalled 5 s by other requests' prefills before the window, then 1 s per
+    # token in it: TPOT is the window's 1 s, not (8 - 0) / 4 = 2 s over all its tokens.
+    from studylib.serving.load import RequestRecord
+
+    spec = LoadSpec(concurrency=1, duration_s=4, input_len=4, output_len=200)
+    record = RequestRecord(index=0, start=0.0, first_token=0.0,
+                           token_times=[0.0, 5.0, 6.0, 7.0, 8.0], end=8.5, cut=True)  # fmt: skip
+    summary = summarize_load([record], spec, 5.5, 9.5)
+    assert summary["tpot_ms"] == pytest.approx(1000)
+    assert summary["output_tokens_steady"] == 3
+
+
 def test_a_load_needs_a_duration_or_a_count():
     with pytest.raises(ValueError, match="duration_s > 0 or num_prompts"):
         LoadSpec(concurrency=2, input_len=4, output_len=4)

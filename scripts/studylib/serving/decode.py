@@ -337,7 +337,7 @@ def _steady(pas: _Pass, c: int, seconds: float, sampler, windows: list, label: s
     windows += [{"label": f"{label}warmup", "concurrency": c, **w}
                 for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
     load = pas.load(spec)
-    return spec, load, steady_window(load.active, c)
+    return spec, load, steady_window(load.active, c, after=load.admitted)
 
 
 def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, model_facts):

@@ -91,6 +91,9 @@ class LoadResult:
     active: list[tuple[float, int]]  # (t, in-flight count) after every change
     cpu_s: float  # CPU time of the load generator's thread
     wall_s: float
+    # When each of the first C requests had its first token (or had ended): the load's
+    # admission, C prefills at once, is over. None when it never was.
+    admitted: float | None = None
 
     @property
     def cpu_pct(self) -> float | None:
@@ -260,16 +263,27 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
             change(-1)
 
     async def end_at_deadline() -> None:
-        # A timed load ends at its deadline: requests still streaming are cancelled (the
-        # server aborts them on disconnect) rather than drained, which at C = 256 and a few
+        # A timed load ends duration_s after its admission (the first C requests' prefills,
+        # all at once: at C = 256 on the H200 they slowed the decode steps around them for
+        # seconds, TPOT 23.5 ms against a 12.6 ms step), so that the steady window after it
+        # still lasts duration_s. Requests still streaming then are cancelled (the server
+        # aborts them on disconnect) rather than drained, which at C = 256 and a few
         # hundred tokens would add seconds of ramp-down to every level. The window first
         # holds until it has at least C tokens: on a machine too slow for one token per
         # stream in min_steady_s, the window grows rather than measuring nothing.
         await full.wait()
         t_full = state["deadline"] - spec.duration_s
-        await asyncio.sleep(max(state["deadline"] - time.monotonic(), 0))
+        t_start = t_full
         while not state["failed"] and time.monotonic() < t_full + spec.timeout_s:
-            tokens = sum(1 for r in records for t in r.token_times if t >= t_full)
+            admitted = _admitted(records, spec.concurrency)
+            if admitted is not None:
+                t_start = admitted
+                break
+            await asyncio.sleep(0.01)
+        state["deadline"] = t_start + spec.duration_s
+        await asyncio.sleep(max(state["deadline"] - time.monotonic(), 0))
+        while not state["failed"] and time.monotonic() < t_start + spec.timeout_s:
+            tokens = sum(1 for r in records for t in r.token_times if t >= t_start)
             if tokens >= spec.concurrency:
                 break
             await asyncio.sleep(0.01)
@@ -301,7 +315,17 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
     for helper in helpers:
         helper.cancel()
     records.sort(key=lambda r: r.index)
-    return LoadResult(records, active, 0.0, 0.0)
+    return LoadResult(records, active, 0.0, 0.0, _admitted(records, spec.concurrency))
+
+
+def _admitted(records: list[RequestRecord], concurrency: int) -> float | None:
+    """When each of the first ``concurrency`` requests (by index) had its first token or had
+    ended, or None while one has neither."""
+    first = [r for r in records if r.index < concurrency]
+    if len(first) < concurrency:
+        return None
+    times = [r.first_token if r.first_token is not None else r.end for r in first]
+    return None if any(t is None for t in times) else max(times)
 
 
 def run_load(
@@ -334,8 +358,13 @@ def run_load(
     return result
 
 
-def steady_window(active: list[tuple[float, int]], concurrency: int, fraction: float = 0.85):
-    """The longest span with at least fraction × concurrency requests in flight, or None."""
+def steady_window(active: list[tuple[float, int]], concurrency: int, fraction: float = 0.85,
+                  after: float | None = None):  # fmt: skip
+    """The longest span with at least fraction × concurrency requests in flight, from
+    ``after`` on (the load's admission) when given, or None."""
+    if after is not None:
+        before = [count for t, count in active if t <= after]
+        active = [(after, before[-1] if before else 0)] + [(t, n) for t, n in active if t > after]
     threshold = fraction * concurrency
     best, start = None, None
     for t, count in active:
@@ -364,8 +393,10 @@ def _pct(values: list[float], q: float) -> float | None:
 def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: float) -> dict:
     """Throughput and latencies of the steady window [t0, t1].
 
-    TPOT: the median over requests with two tokens or more (the cut ones too: at a slow step
-    a request may outlast the window) of (last token - first token) / (tokens - 1).
+    TPOT: the median over requests with two tokens or more in the window (the cut ones too:
+    at a slow step a request may outlast the window) of (last - first) / (tokens - 1) over
+    those tokens: a request's tokens before the window (the load's admission) are not the
+    steady state's.
     ``decoding_share``: the share of the window's C × seconds that streams spent past their
     first token (the rest: waiting for it, that is queued or in prefill, or between requests).
     ``tok_s_over_c_tpot``: measured tok/s over C / TPOT. Near ``decoding_share`` when the
@@ -378,11 +409,11 @@ def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: 
              and r.completion_tokens != spec.output_len]  # fmt: skip
     itl = [x for r in finished for x in r.itl_s()]
     ttft = [r.ttft_s for r in finished if r.ttft_s is not None]
-    tpot = [
-        (r.token_times[-1] - r.token_times[0]) / (len(r.token_times) - 1)
-        for r in records
-        if not r.error and len(r.token_times) > 1
-    ]
+    tpot = []
+    for r in records:
+        inside = [t for t in r.token_times if t0 <= t <= t1]
+        if not r.error and len(inside) > 1:
+            tpot.append((inside[-1] - inside[0]) / (len(inside) - 1))
     decoding = sum(
         max(min(r.end if r.end is not None else t1, t1) - max(r.first_token, t0), 0.0)
         for r in records
