@@ -21,9 +21,11 @@ ends by itself. POST /stop_profile ends a running profile (writing its trace, un
 --profile-never). GET /v1/loads: the requests streaming now, as SGLang's num_running_reqs;
 the trace's decode kernel records that count as its batch when the profile starts.
 --prefill-delay S: a streamed request's prefill holds the one engine for S seconds before
-its first token, stalling every stream. --linger-cancelled S: a request whose client went
-away still counts for S seconds, as SGLang keeps a cancelled stream's request until it
-notices the closed connection.
+its first token, stalling every stream. --tokens-per-chunk K sends K tokens per chunk (as
+SGLang does when its HTTP side falls behind); with stream_options.continuous_usage_stats
+every chunk carries the tokens so far, unless --no-usage-stats. --linger-cancelled S: a
+request whose client went away still counts for S seconds, as SGLang keeps a cancelled
+stream's request until it notices the closed connection.
 """
 
 import argparse
@@ -105,6 +107,8 @@ def main() -> int:
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--token-delay", type=float, default=0.001)
     parser.add_argument("--prefill-delay", type=float, default=0.0)
+    parser.add_argument("--tokens-per-chunk", type=int, default=1)
+    parser.add_argument("--no-usage-stats", action="store_true")
     parser.add_argument("--eos-after", type=int, default=3)
     parser.add_argument("--expert-distribution-recorder-mode")
     # With the recorder on, die at the first recorded request as SGLang did on the H200 when
@@ -235,25 +239,30 @@ def main() -> int:
                 if args.prefill_delay:
                     with ENGINE:
                         time.sleep(args.prefill_delay)
+                options = payload.get("stream_options") or {}
+                continuous = options.get("continuous_usage_stats") and not args.no_usage_stats
+                sent = 0
                 for i in range(n):
                     time.sleep(args.token_delay)
                     with ENGINE:
                         pass
+                    count_token(args)
+                    if (i + 1) % args.tokens_per_chunk and i < n - 1:
+                        continue  # held back: sent with the next ones in one chunk
                     chunk = {
                         "choices": [
                             {
-                                "text": "x",
+                                "text": "x" * (i + 1 - sent),
                                 "index": 0,
                                 "finish_reason": "length" if i == n - 1 else None,
                             }
                         ]
                     }
-                    if i == n - 1:
-                        chunk["usage"] = {"completion_tokens": n}
+                    if continuous or i == n - 1:
+                        chunk["usage"] = {"completion_tokens": i + 1}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
-                    STATE["streams"][key] = i + 1
-                    count_token(args)
+                    sent = STATE["streams"][key] = i + 1
                 self.wfile.write(b"data: [DONE]\n\n")
             except OSError:  # the client went away: held a while longer, as by SGLang
                 time.sleep(args.linger_cancelled)

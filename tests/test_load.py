@@ -44,6 +44,25 @@ def test_load_against_standin(tmp_path):
     assert summary["output_tok_s"] > 0 and summary["ttft_p50_ms"] > 0
 
 
+@pytest.mark.parametrize("usage_stats", [True, False])
+def test_tokens_sent_together_in_one_chunk_count_as_tokens(tmp_path, usage_stats):
+    # The stand-in sends 3 tokens per chunk. With the tokens so far in every chunk (SGLang's
+    # continuous_usage_stats) each counts, arriving at its chunk's time; a server that does
+    # not say is counted by chunks (4 of the 12 tokens), its last chunk's total no count.
+    flags = ["--tokens-per-chunk", "3"] + ([] if usage_stats else ["--no-usage-stats"])
+    server, port = standin(tmp_path, "--token-delay", "0.002", *flags)
+    spec = LoadSpec(concurrency=2, num_prompts=4, input_len=4, output_len=12, vocab_size=500)
+    with server:
+        server.wait_ready()
+        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    assert not any(r.error for r in load.records)
+    assert all(r.completion_tokens == 12 for r in load.records)
+    for r in load.records:
+        assert len(set(r.token_times)) == 4  # four chunks
+        assert len(r.token_times) == (12 if usage_stats else 4)
+        assert r.first_token == r.token_times[0]
+
+
 def test_eos_not_ignored_is_detected(tmp_path):
     server, port = standin(tmp_path, "--eos-after", "3")
     spec = LoadSpec(concurrency=2, num_prompts=4, input_len=4, output_len=10, vocab_size=500)

@@ -159,7 +159,10 @@ async def _stream_completion(parts, model, prompt, spec, extras, record) -> None
         "max_tokens": spec.output_len,
         "temperature": spec.temperature,
         "stream": True,
-        "stream_options": {"include_usage": True},
+        # continuous_usage_stats: every chunk says how many tokens the request has so far, so
+        # tokens a server sends together in one chunk count as tokens (SGLang does so when its
+        # HTTP side falls behind: at C = 256 on the H200, 2.4 tokens per chunk).
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         **extras,
     }).encode()  # fmt: skip
     head = (
@@ -177,6 +180,7 @@ async def _stream_completion(parts, model, prompt, spec, extras, record) -> None
             text = b"".join([line async for line in _body_lines(reader, headers)])
             record.error = f"HTTP {status}: {text[:300]!r}"
             return
+        counts = None  # whether the server's chunks carry the tokens so far
         async for raw in _body_lines(reader, headers):
             line = raw.decode("utf-8", errors="replace").strip()
             if not line.startswith("data:"):
@@ -186,13 +190,22 @@ async def _stream_completion(parts, model, prompt, spec, extras, record) -> None
                 break
             chunk = json.loads(data)
             now = time.monotonic()
-            usage = chunk.get("usage")
-            if usage and usage.get("completion_tokens") is not None:
-                record.completion_tokens = int(usage["completion_tokens"])
-            if any(c.get("text") for c in chunk.get("choices") or []):
+            usage = chunk.get("usage") or {}
+            so_far = usage.get("completion_tokens")
+            if so_far is not None:
+                record.completion_tokens = int(so_far)
+            if not chunk.get("choices"):
+                continue  # the closing usage chunk: no tokens of its own
+            if counts is None:  # the first chunk says whether the server counts per chunk
+                counts = so_far is not None
+            if counts and so_far is not None:  # every token new since the last chunk: now
+                new = int(so_far) - len(record.token_times)
+            else:  # one token per chunk with text (a total on the last chunk is no count)
+                new = 1 if any(c.get("text") for c in chunk["choices"]) else 0
+            if new > 0:
                 if record.first_token is None:
                     record.first_token = now
-                record.token_times.append(now)
+                record.token_times.extend([now] * new)
     except (OSError, ValueError, asyncio.IncompleteReadError, IndexError) as exc:
         record.error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -264,13 +277,13 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
 
     async def end_at_deadline() -> None:
         # A timed load ends duration_s after its admission (the first C requests' prefills,
-        # all at once: at C = 256 on the H200 they slowed the decode steps around them for
-        # seconds, TPOT 23.5 ms against a 12.6 ms step), so that the steady window after it
-        # still lasts duration_s. Requests still streaming then are cancelled (the server
-        # aborts them on disconnect) rather than drained, which at C = 256 and a few
-        # hundred tokens would add seconds of ramp-down to every level. The window first
-        # holds until it has at least C tokens: on a machine too slow for one token per
-        # stream in min_steady_s, the window grows rather than measuring nothing.
+        # all at once, which the steady window leaves out: 0.9-1.5 s at C = 256 on the H200),
+        # so that the window after it still lasts duration_s. Requests still streaming then
+        # are cancelled (the server aborts them on disconnect) rather than drained, which at
+        # C = 256 and a few hundred tokens would add seconds of ramp-down to every level.
+        # The window first holds until it has at least C tokens: on a machine too slow for
+        # one token per stream in min_steady_s, the window grows rather than measuring
+        # nothing.
         await full.wait()
         t_full = state["deadline"] - spec.duration_s
         t_start = t_full
