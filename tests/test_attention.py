@@ -214,6 +214,59 @@ def test_sgl_triton_decode_is_called_as_the_server_calls_it(monkeypatch, fresh_s
     assert f"decode_attention_fwd from {DECODE}" in log
 
 
+def test_the_pool_lays_the_last_tokens_out_as_lockstep_decode_allocates_them():
+    geo = attention.geometry({**point(batch=3, context=5), "interleaved": 2})
+    slots = attention.pool_slots(geo).view(3, 5)
+    # prompts of 3 tokens contiguous (slots 0-8), then one slot per request per step
+    assert slots.tolist() == [[0, 1, 2, 9, 12], [3, 4, 5, 10, 13], [6, 7, 8, 11, 14]]
+    contiguous = attention.geometry(point(batch=3, context=5))
+    assert attention.pool_slots(contiguous).tolist() == list(range(15))
+    every = attention.geometry({**point(batch=3, context=5), "interleaved": 5})
+    assert attention.pool_slots(every).view(3, 5)[1].tolist() == [1, 4, 7, 10, 13]
+    # the pool holds each token at its slot; a contiguous pool is the cache itself
+    cache = torch.arange(15 * 2 * 16, dtype=torch.float32).view(3, 5, 2, 16)
+    pool = attention.paged_pool(geo, cache, attention.pool_slots(geo))
+    assert torch.equal(pool[attention.pool_slots(geo)], cache.view(15, 2, 16))
+    assert attention.paged_pool(contiguous, cache, None).data_ptr() == cache.data_ptr()
+    with pytest.raises(Unsupported, match=r"interleaved \(6\) is not between 0 and the context"):
+        attention.geometry({**point(batch=3, context=5), "interleaved": 6})
+
+
+@pytest.mark.parametrize("library", ["sgl_kernel", "flashinfer"])
+def test_the_paged_ops_read_an_interleaved_pool_through_its_slot_table(monkeypatch, fresh_sgl,
+                                                                       library):  # fmt: skip
+    # The fakes attend through the slot table they are given: the result matches the fp64
+    # reference only if the pool holds each token at the slot the table names.
+    p = {**point(batch=3, heads=8, kv_heads=2, impl="fa2" if library == "flashinfer"
+                 else "triton"), "interleaved": 10}  # fmt: skip
+    expected = attention.pool_slots(attention.geometry(p)).tolist()
+    seen = []
+    if library == "sgl_kernel":
+
+        def decode_attention_fwd(q, k_buffer, v_buffer, o, kv_indptr, kv_indices, *args,
+                                 **kwargs):  # fmt: skip
+            seen.append(kv_indices.tolist())
+            o.copy_(paged_attention(q, k_buffer, v_buffer, kv_indptr, kv_indices, args[4]))
+
+        fake_module(monkeypatch, DECODE, decode_attention_fwd=decode_attention_fwd)
+        fake_module(monkeypatch, METADATA, get_num_kv_splits_triton=FakeTritonKernel(None))
+        prepared = sgl._decode_attention(p, device="cpu")
+    else:
+        FakeDecodeWrapper.made = []
+        fake_module(monkeypatch, "flashinfer",
+                    BatchDecodeWithPagedKVCacheWrapper=FakeDecodeWrapper)  # fmt: skip
+        prepared = fi._decode_attention(p, device="cpu")
+        seen.append(FakeDecodeWrapper.made[0].planned[1].tolist())
+    out = prepared.run()
+    assert seen[0] == expected != list(range(len(expected)))
+    assert relative_error(out, prepared.reference()) < 1e-2
+
+
+def test_torch_sdpa_has_no_pool_to_interleave():
+    with pytest.raises(Unsupported, match="dense cache"):
+        torch_backend.prepare({**point(), "interleaved": 4}, "cpu")
+
+
 def test_sgl_kv_splits_come_from_sglangs_scheduling_kernel():
     geo = attention.geometry(point(batch=16, heads=48, kv_heads=8, head_dim=128, context=640))
 

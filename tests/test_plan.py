@@ -149,6 +149,21 @@ def test_gemm_shapes_resolve_as_before_the_attention_kind():
                                      "context": 640}  # fmt: skip
 
 
+def test_an_interleaved_attention_shape_reaches_its_points_and_only_its_own():
+    config = default_config()
+    i = _case_index(config, "sgl_kernel", "decode_attention")
+    before = sweep_plan(config, "sgl_kernel")
+    config["backends"]["sgl_kernel"]["cases"][i]["shapes"] = ["attention", "attention_interleaved"]
+    assert check_config(config) == []
+    points = [p for p in expand_points(sweep_plan(config, "sgl_kernel"), "cuda")
+              if p["op"] == "decode_attention"]  # fmt: skip
+    layouts = {(p["shape"], p.get("interleaved")) for p in points}
+    assert layouts == {("attention", None), ("attention_interleaved", 512)}
+    # The contiguous shape's plan is what it was: its sweep does not rerun for the new key.
+    config["backends"]["sgl_kernel"]["cases"][i]["shapes"] = ["attention"]
+    assert stable_hash(sweep_plan(config, "sgl_kernel")) == stable_hash(before)
+
+
 def _case_index(config, backend, op):
     return next(i for i, c in enumerate(config["backends"][backend]["cases"]) if c["op"] == op)
 
@@ -204,6 +219,11 @@ def test_kernel_power_points_are_checked_for_their_shape_kind_too():
          "or remove them"),
         (lambda s: s["attention"].update(kv_heads=5),
          "shapes.attention.heads (48) is not a multiple of kv_heads (5)"),
+        (lambda s: s["attention"].update(interleaved=641),
+         "shapes.attention.interleaved (641) is more than the context (640 tokens)"),
+        (lambda s: s["down"].update(interleaved=4),
+         "shapes.down: interleaved belong to an attention shape: add kind: attention (and "
+         "drop N, K), or remove them"),
     ],
 )  # fmt: skip
 def test_a_shape_with_the_other_kinds_keys_is_refused(change, message):

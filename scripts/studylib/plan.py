@@ -139,8 +139,10 @@ def check_config(config: dict) -> list[str]:
     return problems + check_kernel_power(config) + check_contradictions(config) + check_moe(config)
 
 
-#: What an attention shape gives (kind: attention); N and K are derived from it.
+#: What an attention shape gives (kind: attention); N and K are derived from it. It may
+#: also give the optional keys (backends/attention.py: the pool's layout).
 ATTENTION_KEYS = ("heads", "kv_heads", "head_dim", "context")
+ATTENTION_OPTIONAL_KEYS = ("interleaved",)
 
 
 def shape_kind(shape: dict) -> str:
@@ -179,8 +181,11 @@ def check_shapes(shapes: dict) -> list[str]:
             elif shape.get("kv_heads") and shape.get("heads", 0) % shape["kv_heads"]:
                 problems.append(f"{where}.heads ({shape['heads']}) is not a multiple of "
                                 f"kv_heads ({shape['kv_heads']})")  # fmt: skip
+            if shape.get("interleaved", 0) > shape.get("context", 0):
+                problems.append(f"{where}.interleaved ({shape['interleaved']}) is more than "
+                                f"the context ({shape.get('context')} tokens)")  # fmt: skip
         else:
-            given = [key for key in ATTENTION_KEYS if key in shape]
+            given = [key for key in (*ATTENTION_KEYS, *ATTENTION_OPTIONAL_KEYS) if key in shape]
             if given:
                 problems.append(f"{where}: {', '.join(given)} belong to an attention shape: "
                                 "add kind: attention (and drop N, K), or remove them")  # fmt: skip
@@ -193,7 +198,8 @@ def resolve_shape(name: str, shape: dict) -> dict:
     and so Snakemake's params, are unchanged by the attention kind)."""
     if shape_kind(shape) != "attention":
         return {"name": name, "N": shape["N"], "K": shape["K"]}
-    geometry = {key: shape[key] for key in ATTENTION_KEYS}
+    geometry = {key: shape[key] for key in (*ATTENTION_KEYS, *ATTENTION_OPTIONAL_KEYS)
+                if key in shape}  # fmt: skip
     return {"name": name, "kind": "attention", "N": shape["heads"] * shape["head_dim"],
             "K": shape["context"], **geometry}  # fmt: skip
 
@@ -459,7 +465,8 @@ def expand_points(plan: dict, device: str) -> list[dict]:
 
 def attention_geometry(shape: dict) -> dict:
     """The keys an attention shape adds to its points (none for a GEMM shape)."""
-    return {key: shape[key] for key in ATTENTION_KEYS if key in shape}
+    return {key: shape[key] for key in (*ATTENTION_KEYS, *ATTENTION_OPTIONAL_KEYS)
+            if key in shape}  # fmt: skip
 
 
 def stable_hash(data) -> str:

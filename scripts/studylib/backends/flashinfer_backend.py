@@ -351,8 +351,8 @@ def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
 
     Page size 1: SGLang's default (``--page-size`` 1 unless set; FlashInfer's page table is
     then its token table), and the same pool layout the Triton op reads, so both kernels read
-    the same bytes. The caches are ``[slots, 1, kv_heads, D]`` (NHD), request b's tokens
-    slots b x context ... (attention.py); every request's last page is full (length 1)."""
+    the same bytes. The caches are ``[slots, 1, kv_heads, D]`` (NHD), laid out as
+    attention.pool_slots says; every request's last page is full (length 1)."""
     import torch
 
     from . import attention
@@ -364,7 +364,8 @@ def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
     workspace = torch.zeros(DECODE_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
     wrapper = fn(workspace, "NHD", use_tensor_cores=tensor_cores, backend=point["impl"])
     indptr = (torch.arange(geo.batch + 1, dtype=torch.int32) * geo.context).to(device)
-    indices = torch.arange(geo.tokens, dtype=torch.int32, device=device)
+    slots = attention.pool_slots(geo)
+    indices = slots.to(device=device, dtype=torch.int32)
     last_page_len = torch.ones(geo.batch, dtype=torch.int32, device=device)
     wrapper.plan(indptr, indices, last_page_len, geo.heads, geo.kv_heads, geo.head_dim, 1,
                  pos_encoding_mode="NONE", q_data_type=dtype, kv_data_type=dtype,
@@ -373,7 +374,8 @@ def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
     def make(seed: int):
         q, k, v = attention.make_inputs(geo, device, dtype, seed)
         pages = (geo.tokens, 1, geo.kv_heads, geo.head_dim)
-        return q, (k.view(pages), v.view(pages)), torch.empty_like(q), (k, v)
+        k_pool, v_pool = (attention.paged_pool(geo, c, slots).view(pages) for c in (k, v))
+        return q, (k_pool, v_pool), torch.empty_like(q), (k, v)
 
     def call(q, kv_cache, out, _originals):
         return wrapper.run(q, kv_cache, out=out)

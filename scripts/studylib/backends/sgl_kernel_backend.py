@@ -591,13 +591,14 @@ def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
     provider = {**_announce(found), **_announce(splits_found)}
     geo = attention.geometry(point)
     dtype = torch.bfloat16
-    # Each request's tokens are contiguous slots of the pool (attention.py).
+    # The pool's slot table, contiguous or as decode lays it out (attention.py).
     kv_indptr = (torch.arange(geo.batch + 1, dtype=torch.int32) * geo.context).to(device)
-    kv_indices = torch.arange(geo.tokens, dtype=torch.int64, device=device)
+    kv_indices = attention.pool_slots(geo).to(device)
     sms = torch.cuda.get_device_properties(0).multi_processor_count if device == "cuda" else 0
     num_kv_splits = _num_kv_splits(splits_found.fn, geo, device, sms)
     splits = int(num_kv_splits[0].item())  # every request is as long: one value
-    print(f"sgl_kernel adapter: decode_attention B={geo.batch} context={geo.context}: "
+    layout = f" (last {geo.interleaved} tokens interleaved)" if geo.interleaved else ""
+    print(f"sgl_kernel adapter: decode_attention B={geo.batch} context={geo.context}{layout}: "
           f"{splits} KV splits per request (at most {MAX_KV_SPLITS})", file=sys.stderr,
           flush=True)  # fmt: skip
     attn_logits = torch.empty((geo.batch, geo.heads, MAX_KV_SPLITS, geo.head_dim),
@@ -609,8 +610,8 @@ def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
 
     def make(seed: int):
         q, k, v = attention.make_inputs(geo, device, dtype, seed)
-        pool = (geo.tokens, geo.kv_heads, geo.head_dim)
-        return q, k.view(pool), v.view(pool), torch.empty_like(q), (k, v)
+        k_pool, v_pool = (attention.paged_pool(geo, c, kv_indices) for c in (k, v))
+        return q, k_pool, v_pool, torch.empty_like(q), (k, v)
 
     def call(q, k_pool, v_pool, out, _originals):
         found.fn(q, k_pool, v_pool, out, kv_indptr, kv_indices, attn_logits, attn_lse,

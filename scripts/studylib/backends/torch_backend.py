@@ -100,6 +100,9 @@ def _decode_attention(point: dict, device: str) -> Prepared:
     from . import attention
 
     geo = attention.geometry(point)
+    if geo.interleaved:
+        raise Unsupported("torch SDPA reads a dense cache: it has no pool whose tokens could "
+                          "be interleaved (shape key interleaved)")  # fmt: skip
     tdtype = _torch_dtype(point["dtype"])
 
     def make(seed: int):
