@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Prepared, Unsupported
+from .base import Prepared, Unsupported, input_variants
 
 #: The point keys an attention point carries beyond M, N, K (plan.expand_points).
 KEYS = ("heads", "kv_heads", "head_dim", "context")
@@ -156,9 +156,7 @@ def paged_prepared(geo: Geometry, make, call, extra: dict) -> Prepared:
         q, *_, (k, v) = args
         return reference(q, k, v, geo.sm_scale)
 
-    def variants(count: int):
-        sets = [make(seed) for seed in range(1, count + 1)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(make, call)
 
     return Prepared(run=lambda: call(*args), reference=ref, flops=flops(geo),
                     bytes=bytes_moved(geo, 2), variants=variants, extra=extra)  # fmt: skip

@@ -44,6 +44,17 @@ class Prepared:
     extra: dict = field(default_factory=dict)
 
 
+def input_variants(make: Callable[[int], Any], call: Callable[..., Any]):
+    """``Prepared.variants`` for an op whose input sets ``make(seed)`` builds (seeds 1, 2, ...:
+    the prepared set is seed 0) and ``call(*set)`` runs."""
+
+    def variants(count: int) -> list[Callable[[], Any]]:
+        sets = [make(seed) for seed in range(1, count + 1)]
+        return [lambda s=s: call(*s) for s in sets]
+
+    return variants
+
+
 def gemm_flops(m: int, n: int, k: int, groups: int = 1) -> float:
     return 2.0 * m * n * k * groups
 

@@ -19,6 +19,7 @@ from .base import (
     gemm_bytes,
     gemm_flops,
     gpu_library_environment,
+    input_variants,
 )
 
 OPS = {
@@ -148,9 +149,7 @@ def _mm_fp4(point: dict) -> Prepared:
         a_fp4, a_sf, a_gs, w_fp4, w_sf, w_gs = ref_args
         return dequant(a_fp4, a_sf, a_gs, m) @ dequant(w_fp4, w_sf, w_gs, n).T
 
-    def variants(count: int):
-        sets = [make()[0] for _ in range(count)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(lambda _seed: make()[0], call)
 
     # Packed e2m1 (4 bits) plus one e4m3 scale per 16 values, bf16 out.
     return Prepared(
@@ -187,9 +186,7 @@ def _bmm_fp8(point: dict) -> Prepared:
         a, b, sa, sb = args
         return (a.double() * sa.double()) @ (b.double() * sb.double())
 
-    def variants(count: int):
-        sets = [make() for _ in range(count)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(lambda _seed: make(), call)
 
     return Prepared(
         run=lambda: call(*args),

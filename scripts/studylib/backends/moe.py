@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Prepared, Unsupported, require_cuda
+from .base import Prepared, Unsupported, input_variants, require_cuda
 
 ROUTINGS = ("balanced", "recorded")
 FP8_MAX = 448.0
@@ -169,9 +169,7 @@ def prepared(point: dict, ids, fp8: bool, make, call, args, reference, extra=Non
     """A fused-MoE point's :class:`Prepared`: ``call(*args)`` runs the layer once,
     ``make(seed)`` builds another input set (``(layer, args)``) for cold mode."""
 
-    def variants(count: int):
-        sets = [make(seed)[1] for seed in range(1, count + 1)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(lambda seed: make(seed)[1], call)
 
     flops, moved = work(point, ids, 8 if fp8 else 16)
     return Prepared(run=lambda: call(*args), reference=reference, flops=flops, bytes=moved,

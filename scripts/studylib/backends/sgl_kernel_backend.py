@@ -53,6 +53,7 @@ from .base import (
     gemm_bytes,
     gemm_flops,
     gpu_library_environment,
+    input_variants,
 )
 
 OPS = {
@@ -352,9 +353,7 @@ def _fp8_blockwise_scaled_mm(point: dict, device: str = "cuda") -> Prepared:
         a, w = _blockwise_dequant(args, m, n, k)
         return a @ w.t()
 
-    def variants(count: int):
-        sets = [make() for _ in range(count)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(lambda _seed: make(), call)
 
     scale_bytes = 4 * (m * k // BLOCK + (n // BLOCK) * (k // BLOCK))
     return Prepared(
@@ -414,9 +413,7 @@ def _fp8_blockwise_triton(point: dict, device: str = "cuda") -> Prepared:
         a, w = _blockwise_dequant((a_q, w_q.t(), scales_a, w_s.t()), m, n, k)
         return a @ w.t()
 
-    def variants(count: int):
-        sets = [make() for _ in range(count)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(lambda _seed: make(), call)
 
     # The GEMM's operands and output (as the cutlass impl's), plus the quantiser's bf16 read
     # and its fp8 and scale writes.

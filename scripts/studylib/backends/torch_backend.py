@@ -5,7 +5,14 @@ and a decode step's attention with ``scaled_dot_product_attention`` over a dense
 
 from __future__ import annotations
 
-from .base import Prepared, Unsupported, gemm_bytes, gemm_flops, require_cuda
+from .base import (
+    Prepared,
+    Unsupported,
+    gemm_bytes,
+    gemm_flops,
+    input_variants,
+    require_cuda,
+)
 
 OPS = {
     "matmul": {"dtypes": ["bf16", "fp16", "fp32"], "impls": ["aten"], "grouped": False},
@@ -123,9 +130,7 @@ def _decode_attention(point: dict, device: str) -> Prepared:
                                   geo.sm_scale)  # fmt: skip
         return out.unsqueeze(2)
 
-    def variants(count: int):
-        sets = [make(seed) for seed in range(1, count + 1)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(make, call)
 
     elem = _BITS[point["dtype"]] // 8
     return Prepared(
@@ -170,9 +175,7 @@ def _scaled_mm(point: dict, device: str) -> Prepared:
         # sw.t() undoes the [1, N] layout of row-wise scales and is a no-op on a scalar.
         return (a.double() * sa.double()) @ (w.double() * sw.t().double()).t()
 
-    def variants(count: int):
-        sets = [make() for _ in range(count)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(lambda _seed: make(), call)
 
     scale_bytes = 4 * ((m + n) if rowwise else 2)
     return Prepared(
@@ -215,9 +218,7 @@ def _grouped_mm(point: dict, device: str) -> Prepared:
     def call(a, w):
         return torch._grouped_mm(a, w.transpose(-2, -1), offs=offs, out_dtype=torch.bfloat16)
 
-    def variants(count: int):
-        sets = [make() for _ in range(count)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(lambda _seed: make(), call)
 
     return Prepared(
         run=lambda: call(a, w),
@@ -252,9 +253,7 @@ def _scaled_grouped_mm(point: dict, device: str) -> Prepared:
         w_deq = w.double() * sw.double()[..., None]
         return _grouped_reference(a_deq, w_deq, g, m)
 
-    def variants(count: int):
-        sets = [make() for _ in range(count)]
-        return [lambda s=s: call(*s) for s in sets]
+    variants = input_variants(lambda _seed: make(), call)
 
     return Prepared(
         run=lambda: call(a, w, sa, sw),
