@@ -176,6 +176,32 @@ def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
     assert measured_components(breakdown, "v-True", 1) == {}
 
 
+def test_finding_counts_components_and_energy_within_their_targets():
+    from studylib.findings.step import q6_step
+
+    # The profile at C = 16 (per rank averaged): MoE 6,005 µs against 6,416 predicted,
+    # attention 50 against 40, dense 55 against 29, other 110 against none.
+    breakdown = pd.DataFrame([
+        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": comp,
+         "us_per_step": us, "idle_us_per_step": 50.0}
+        for comp, us in (("moe", 6005), ("attention", 50), ("dense", 55), ("other", 35),
+                         ("communication", 25))
+    ])  # fmt: skip
+    windows = pd.DataFrame([
+        {"backend": b, "impl": i, "op": o, "dtype": "bf16", "M": 16, "mode": "cold",
+         "label": "steady", "status": "ok", "avg_w": w}
+        for b, i, o, w in (("sgl_kernel", "triton", "fused_moe", 600),
+                           ("torch", "aten", "matmul", 400))
+    ])  # fmt: skip
+    table = step_model(sweep(), decode(), GEOMETRY, windows=windows, breakdown=breakdown)
+    text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
+    assert ("Components within ±25% of the profiler's at 2 of 4 (not: dense at C = 16 0.53×, "
+            "other at C = 16 0.00×).") in text  # fmt: skip
+    ratio = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")][
+        "j_per_token_ratio"].iloc[0]  # fmt: skip
+    assert f"J/token within ±25% at {int(abs(ratio - 1) <= 0.25)} of 1." in text
+
+
 def test_finding_states_the_prediction_against_tpot_and_the_launch_gap():
     from studylib.findings.step import q6_step
 

@@ -40,6 +40,7 @@ import math
 
 import pandas as pd
 
+from .findings.decode import graphs_flag
 from .step_components import COMPONENTS
 
 #: The step's parts as the model predicts them: the profiler's classes (step_components),
@@ -293,7 +294,7 @@ def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
         profiled = measured_components(breakdown, run["variant"], c)
         aside = profile_note(breakdown, run["variant"], c)
         floor = pd.to_numeric(pd.Series([run.get("hbm_floor_ms")]), errors="coerce")[0]
-        graphs = str(run.get("cuda_graphs")).lower() != "false"
+        graphs = graphs_flag(run.get("cuda_graphs")) is not False
         for routing in routings:
             parts = predict_step(sweep, geometry, weights, c, routing, mode, graphs)
             predicted = sum(p["us"] for p in parts.values())

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .common import Findings
+from .common import Findings, _numeric
+from .decode import graphs_flag
 
 #: The step model's targets (issue 16): predicted TPOT and J/token within these of measured
 #: at C ≥ STEP_MIN_C with CUDA graphs on; the predicted host time explaining the graphs-off
@@ -19,14 +20,6 @@ GAP_TOLERANCE = 0.25
 HIDDEN_GAP_SHARE = 0.05
 
 
-def _num(series) -> pd.Series:
-    return pd.to_numeric(series, errors="coerce")
-
-
-def _graphs(value) -> bool:
-    return str(value).strip().lower() not in ("false", "0", "no")
-
-
 def q6_step(table: pd.DataFrame | None) -> Findings:
     out = Findings()
     if table is None or table.empty or "predicted_step_us" not in table.columns:
@@ -34,11 +27,10 @@ def q6_step(table: pd.DataFrame | None) -> Findings:
                     "decode variant and the sweep's fused-MoE, attention and dense kernels",
                  expected=True)  # fmt: skip
         return out
-    df = table[table["routing"] == "balanced"].copy()
-    for col in ("predicted_us", "measured_us", "predicted_step_us", "tpot_us",
-                "predicted_j_per_token", "j_per_token", "hbm_floor_us", "concurrency"):  # fmt: skip
-        df[col] = _num(df[col])
-    df["graphs"] = df["cuda_graphs"].map(_graphs)
+    df = _numeric(table[table["routing"] == "balanced"], "predicted_us", "measured_us",
+                  "predicted_step_us", "tpot_us", "predicted_j_per_token", "j_per_token",
+                  "hbm_floor_us", "concurrency")  # fmt: skip
+    df["graphs"] = df["cuda_graphs"].map(lambda v: graphs_flag(v) is not False)
     steps = df.drop_duplicates(["variant", "concurrency"]).dropna(subset=["predicted_step_us"])
     if steps.empty:
         missing = sorted({m for m in table["missing"].dropna() if m})
@@ -69,11 +61,46 @@ def q6_step(table: pd.DataFrame | None) -> Findings:
         if len(ok):
             tail = (f" Within ±{TPOT_TOLERANCE:.0%} of TPOT at {int(within.sum())} of "
                     f"{len(ok)} concurrencies ≥ {STEP_MIN_C}.")  # fmt: skip
+            tail += _energy_targets(ok) + _component_targets(parts, ok["concurrency"])
         out.add(6, f"{variant} ({graphs}), the step from the HBM-cold kernel times with "
                    f"balanced routing: " + "; ".join(bits) + "." + tail,
                 variant=variant, within=int(within.sum()), points=len(ok))  # fmt: skip
     _launch_gap(out, df)
     return out
+
+
+def _energy_targets(steps: pd.DataFrame) -> str:
+    """How many of these steps' predicted J/token are within ENERGY_TOLERANCE of measured."""
+    both = steps.dropna(subset=["predicted_j_per_token", "j_per_token"])
+    if both.empty:
+        return ""
+    ratio = both["predicted_j_per_token"] / both["j_per_token"]
+    within = int(((ratio - 1).abs() <= ENERGY_TOLERANCE).sum())
+    return f" J/token within ±{ENERGY_TOLERANCE:.0%} at {within} of {len(both)}."
+
+
+def _component_targets(parts: pd.DataFrame, concurrencies: pd.Series) -> str:
+    """How many predicted components are within COMPONENT_TOLERANCE of the profiler's at
+    these concurrencies, and which are not (with their ratios)."""
+    rows = parts[parts["concurrency"].isin(concurrencies)
+                 & (parts["measured_basis"] == "profile") & (parts["measured_us"] > 0)]  # fmt: skip
+    rows = rows.dropna(subset=["predicted_us"])
+    if rows.empty:
+        return ""
+    ratio = rows["predicted_us"] / rows["measured_us"]
+    off = rows[(ratio - 1).abs() > COMPONENT_TOLERANCE].assign(ratio=ratio)
+    text = (f" Components within ±{COMPONENT_TOLERANCE:.0%} of the profiler's at "
+            f"{len(rows) - len(off)} of {len(rows)}")  # fmt: skip
+    if len(off):
+        text += (
+            " (not: "
+            + ", ".join(
+                f"{r['component']} at C = {int(r['concurrency'])} {r['ratio']:.2f}×"
+                for _, r in off.iterrows()
+            )
+            + ")"
+        )
+    return text + "."
 
 
 def gap_explained(gap_us: float, predicted_us: float, tpot_on_us: float) -> bool:
