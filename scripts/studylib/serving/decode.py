@@ -132,19 +132,22 @@ EP_FLAGS = {"sglang": ("--ep-size", "--ep", "--expert-parallel-size"),
             "vllm": ("--enable-expert-parallel",)}  # fmt: skip
 
 
+def _size_flag(args: list, flags: tuple) -> int:
+    """The value of the first of ``flags`` the argv gives, else 1."""
+    args = [str(a) for a in args]
+    return int(next((v for f in flags if (v := flag_value(args, f)) is not None), 1))
+
+
 def expert_parallel(engine: str, args: list) -> int | None:
     """The server's expert-parallel size: SGLang's --ep value (1 without it); vLLM's
     --enable-expert-parallel spreads the experts over its TP ranks (--tensor-parallel-size)."""
     if engine not in EP_FLAGS:
         return None
-    args = [str(a) for a in args]
     if engine == "vllm":
-        if EP_FLAGS["vllm"][0] not in args:
+        if EP_FLAGS["vllm"][0] not in [str(a) for a in args]:
             return 1
-        flags = ("--tensor-parallel-size", "-tp")
-    else:
-        flags = EP_FLAGS["sglang"]
-    return int(next((v for f in flags if (v := flag_value(args, f)) is not None), 1))
+        return _size_flag(args, ("--tensor-parallel-size", "-tp"))
+    return _size_flag(args, EP_FLAGS["sglang"])
 
 
 def cuda_graphs(engine: str, args: list) -> bool | None:
@@ -444,8 +447,7 @@ TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
 
 def tensor_parallel(args: list) -> int:
     """The server's TP size (1 without a flag): the trace files a profile writes."""
-    args = [str(a) for a in args]
-    return int(next((v for f in TP_FLAGS if (v := flag_value(args, f)) is not None), 1))
+    return _size_flag(args, TP_FLAGS)
 
 
 def model_layers(plan: dict, model_facts: dict | None) -> int | None:
