@@ -11,12 +11,21 @@ from studylib.serving.profile import (
     TraceError,
     breakdown_rows,
     busy_us,
+    rank_breakdown,
     read_kernels,
-    trace_breakdown,
-    trace_file_name,
     trace_files,
 )
 from studylib.step_components import COMPONENTS
+
+
+def trace_file_name(prefix: str, profile_id: str, rank: int) -> str:
+    """The file SGLang writes for TP rank ``rank`` (without DP/PP/EP parts)."""
+    return f"{prefix}-{profile_id}-TP-{rank}.trace.json.gz"
+
+
+def trace_breakdown(path, layers: int) -> dict:
+    """The breakdown of one trace file, as the decode job reads it."""
+    return rank_breakdown(read_kernels(path), layers, where=str(path))
 
 
 def kernel_events(trace: dict) -> list[dict]:

@@ -66,11 +66,6 @@ class Kernel:
         return self.ts + self.dur
 
 
-def trace_file_name(prefix: str, profile_id: str, rank: int) -> str:
-    """The file SGLang writes for TP rank ``rank`` (without DP/PP/EP parts)."""
-    return f"{prefix}-{profile_id}-TP-{rank}.trace.json.gz"
-
-
 def trace_files(folder: str | Path, prefix: str, profile_id: str) -> dict[int, Path]:
     """{TP rank: trace file} of one profile in ``folder`` (any DP/PP/EP suffix)."""
     found = {}
@@ -186,11 +181,6 @@ def rank_breakdown(kernels: list[Kernel], layers: int, where: str = "trace") -> 
             for c in COMPONENTS
         },
     }
-
-
-def trace_breakdown(path: str | Path, layers: int) -> dict:
-    """:func:`rank_breakdown` of one trace file."""
-    return rank_breakdown(read_kernels(path), layers, where=str(path))
 
 
 def breakdown_rows(by_rank: dict[int, dict], common: dict) -> list[dict]:
