@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from .backends import catalogue
+from .backends.attention import POINT_KEYS as ATTENTION_POINT_KEYS
 
 SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 
@@ -139,12 +140,6 @@ def check_config(config: dict) -> list[str]:
     return problems + check_kernel_power(config) + check_contradictions(config) + check_moe(config)
 
 
-#: What an attention shape gives (kind: attention); N and K are derived from it. It may
-#: also give the optional keys (backends/attention.py: the pool's layout).
-ATTENTION_KEYS = ("heads", "kv_heads", "head_dim", "context")
-ATTENTION_OPTIONAL_KEYS = ("interleaved",)
-
-
 def shape_kind(shape: dict) -> str:
     """``gemm`` (N, K) or ``attention`` (heads, kv_heads, head_dim, context)."""
     return shape.get("kind", "gemm")
@@ -185,7 +180,7 @@ def check_shapes(shapes: dict) -> list[str]:
                 problems.append(f"{where}.interleaved ({shape['interleaved']}) is more than "
                                 f"the context ({shape.get('context')} tokens)")  # fmt: skip
         else:
-            given = [key for key in (*ATTENTION_KEYS, *ATTENTION_OPTIONAL_KEYS) if key in shape]
+            given = [key for key in ATTENTION_POINT_KEYS if key in shape]
             if given:
                 problems.append(f"{where}: {', '.join(given)} belong to an attention shape: "
                                 "add kind: attention (and drop N, K), or remove them")  # fmt: skip
@@ -198,10 +193,8 @@ def resolve_shape(name: str, shape: dict) -> dict:
     and so Snakemake's params, are unchanged by the attention kind)."""
     if shape_kind(shape) != "attention":
         return {"name": name, "N": shape["N"], "K": shape["K"]}
-    geometry = {key: shape[key] for key in (*ATTENTION_KEYS, *ATTENTION_OPTIONAL_KEYS)
-                if key in shape}  # fmt: skip
     return {"name": name, "kind": "attention", "N": shape["heads"] * shape["head_dim"],
-            "K": shape["context"], **geometry}  # fmt: skip
+            "K": shape["context"], **attention_geometry(shape)}  # fmt: skip
 
 
 def check_moe(config: dict) -> list[str]:
@@ -465,8 +458,7 @@ def expand_points(plan: dict, device: str) -> list[dict]:
 
 def attention_geometry(shape: dict) -> dict:
     """The keys an attention shape adds to its points (none for a GEMM shape)."""
-    return {key: shape[key] for key in (*ATTENTION_KEYS, *ATTENTION_OPTIONAL_KEYS)
-            if key in shape}  # fmt: skip
+    return {key: shape[key] for key in ATTENTION_POINT_KEYS if key in shape}
 
 
 def stable_hash(data) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from .io import write_frame
-from .plan import ATTENTION_KEYS, ATTENTION_OPTIONAL_KEYS, expand_points, stable_hash
+from .plan import ATTENTION_POINT_KEYS, expand_points, stable_hash
 from .progress import Progress
 from .tables import columns
 from .worker_client import WorkerClient, WorkerGone
@@ -163,8 +163,7 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
         frame[column] = frame[column].astype("int64")
     # An attention point's geometry (plan.expand_points) follows the table's columns; other
     # points leave it empty.
-    geometry = (*ATTENTION_KEYS, *ATTENTION_OPTIONAL_KEYS)
-    for column in ("G", "top_k", *(c for c in geometry if c in frame.columns)):
+    for column in ("G", "top_k", *(c for c in ATTENTION_POINT_KEYS if c in frame.columns)):
         frame[column] = pd.to_numeric(frame[column]).astype("Int64")
     frame["error"] = frame["error"].fillna("").astype(str)
     frame["throttle"] = frame["throttle"].fillna("").astype(str)

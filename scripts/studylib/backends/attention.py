@@ -25,11 +25,14 @@ from dataclasses import dataclass
 
 from .base import Prepared, Unsupported, input_variants
 
-#: The point keys an attention point carries beyond M, N, K (plan.expand_points).
+#: What an attention shape gives (config kind: attention), carried by its points beyond M, N
+#: and K (plan.expand_points).
 KEYS = ("heads", "kv_heads", "head_dim", "context")
 #: Keys an attention shape may add: the last tokens of each request laid out as decode
 #: allocates them (module docstring); absent or 0 is the contiguous layout.
 OPTIONAL_KEYS = ("interleaved",)
+#: Every key an attention shape may give its points.
+POINT_KEYS = (*KEYS, *OPTIONAL_KEYS)
 
 
 @dataclass(frozen=True)
