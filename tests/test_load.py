@@ -11,6 +11,15 @@ from studylib.serving.load import (
 from test_serving import standin
 
 
+def load_against_standin(tmp_path, spec: LoadSpec, *flags: str, ignore_eos: bool = True):
+    """Start the stand-in server with ``flags``, run ``spec`` against it, stop it."""
+    server, port = standin(tmp_path, *flags)
+    with server:
+        server.wait_ready()
+        extras = {"ignore_eos": True} if ignore_eos else {}
+        return run_load(f"http://127.0.0.1:{port}", "standin", spec, extras)
+
+
 def test_prompts_are_random_reproducible_and_sized():
     spec = LoadSpec(concurrency=2, num_prompts=5, input_len=7, output_len=3, vocab_size=1000)
     a, b = random_prompts(spec, 5), random_prompts(spec, 5)
@@ -26,11 +35,8 @@ def test_steady_window():
 
 
 def test_load_against_standin(tmp_path):
-    server, port = standin(tmp_path, "--token-delay", "0.005")
     spec = LoadSpec(concurrency=4, num_prompts=16, input_len=8, output_len=20, vocab_size=500)
-    with server:
-        server.wait_ready()
-        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.005")
     records, active = load.records, load.active
     assert len(records) == 16 and not any(r.error for r in records)
     assert all(r.completion_tokens == 20 and len(r.token_times) == 20 for r in records)
@@ -50,11 +56,8 @@ def test_tokens_sent_together_in_one_chunk_count_as_tokens(tmp_path, usage_stats
     # continuous_usage_stats) each counts, arriving at its chunk's time; a server that does
     # not say is counted by chunks (4 of the 12 tokens), its last chunk's total no count.
     flags = ["--tokens-per-chunk", "3"] + ([] if usage_stats else ["--no-usage-stats"])
-    server, port = standin(tmp_path, "--token-delay", "0.002", *flags)
     spec = LoadSpec(concurrency=2, num_prompts=4, input_len=4, output_len=12, vocab_size=500)
-    with server:
-        server.wait_ready()
-        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.002", *flags)
     assert not any(r.error for r in load.records)
     assert all(r.completion_tokens == 12 for r in load.records)
     for r in load.records:
@@ -64,23 +67,16 @@ def test_tokens_sent_together_in_one_chunk_count_as_tokens(tmp_path, usage_stats
 
 
 def test_eos_not_ignored_is_detected(tmp_path):
-    server, port = standin(tmp_path, "--eos-after", "3")
     spec = LoadSpec(concurrency=2, num_prompts=4, input_len=4, output_len=10, vocab_size=500)
-    with server:
-        server.wait_ready()
-        records = run_load(f"http://127.0.0.1:{port}", "standin", spec, {}).records
+    records = load_against_standin(tmp_path, spec, "--eos-after", "3", ignore_eos=False).records
     summary = summarize_load(records, spec, records[0].start, records[-1].end)
     assert summary["wrong_length"] == 4  # stopped at EOS: 3 tokens, not 10
 
 
 def test_server_crash_during_load_is_recorded(tmp_path):
-    server, port = standin(tmp_path, "--crash-after-requests", "3")
     spec = LoadSpec(concurrency=2, num_prompts=8, input_len=4, output_len=5, vocab_size=500,
                     timeout_s=5)  # fmt: skip
-    with server:
-        server.wait_ready()
-        records = run_load(f"http://127.0.0.1:{port}", "standin", spec,
-                           {"ignore_eos": True}).records  # fmt: skip
+    records = load_against_standin(tmp_path, spec, "--crash-after-requests", "3").records
     # Three answered, the fourth killed the server; the other client's request failed with it
     # or was the last sent: no new request follows a failure.
     assert sum(1 for r in records if not r.error) == 3
@@ -91,12 +87,9 @@ def test_timed_load_keeps_c_in_flight_for_the_duration_whatever_the_speed(tmp_pa
     # A slow server (50 ms per token: one request outlasts the duration) and a fast one: the
     # steady window lasts at least the configured time in both, by construction.
     for delay in ("0.05", "0.001"):
-        server, port = standin(tmp_path, "--token-delay", delay)
         spec = LoadSpec(concurrency=3, duration_s=0.6, input_len=4, output_len=20,
                         vocab_size=500)  # fmt: skip
-        with server:
-            server.wait_ready()
-            load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+        load = load_against_standin(tmp_path, spec, "--token-delay", delay)
         assert not any(r.error for r in load.records)
         complete = [r for r in load.records if not r.cut]
         assert all(r.completion_tokens == 20 for r in complete)
@@ -114,12 +107,9 @@ def test_timed_load_keeps_c_in_flight_for_the_duration_whatever_the_speed(tmp_pa
 def test_timed_load_at_c256_against_the_standin(tmp_path):
     # Behaviour only (the CPU and tok/s targets are measured by tools/load_benchmark.py and on
     # the GPU): 256 streams in flight at once, every one complete, the window as long as asked.
-    server, port = standin(tmp_path, "--token-delay", "0.02")
     spec = LoadSpec(concurrency=256, duration_s=1.0, input_len=4, output_len=8,
                     vocab_size=500, timeout_s=120)  # fmt: skip
-    with server:
-        server.wait_ready()
-        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.02")
     assert not any(r.error for r in load.records), [r.error for r in load.records][:3]
     assert max(count for _, count in load.active) == 256
     window = steady_window(load.active, 256)
@@ -140,12 +130,9 @@ def test_the_window_of_a_timed_load_starts_once_its_first_c_requests_stream(tmp_
     # Each prefill holds the stand-in's engine 0.15 s, so the four requests' admission takes
     # at least 0.45 s after the first is in flight: longer than the 0.3-s duration. The
     # deadline counts from the admission, so the window after it still lasts 0.3 s.
-    server, port = standin(tmp_path, "--token-delay", "0.005", "--prefill-delay", "0.15")
     spec = LoadSpec(concurrency=4, duration_s=0.3, input_len=4, output_len=400,
                     vocab_size=500)  # fmt: skip
-    with server:
-        server.wait_ready()
-        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.005", "--prefill-delay", "0.15")
     assert not any(r.error for r in load.records)
     first = [r for r in load.records if r.index < 4]
     assert load.admitted == max(r.first_token for r in first)
@@ -175,11 +162,8 @@ def test_a_load_needs_a_duration_or_a_count():
 def test_a_window_too_short_for_a_token_grows_until_every_stream_had_one(tmp_path):
     # 0.4 s per token against a 0.1 s window: the load holds C in flight until the window has
     # C tokens, so the throughput it reports is never an empty window's zero.
-    server, port = standin(tmp_path, "--token-delay", "0.4")
     spec = LoadSpec(concurrency=2, duration_s=0.1, input_len=4, output_len=3, vocab_size=500)
-    with server:
-        server.wait_ready()
-        load = run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True})
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.4")
     window = steady_window(load.active, 2)
     summary = summarize_load(load.records, spec, *window)
     assert summary["output_tokens_steady"] >= 2 and summary["output_tok_s"] > 0
