@@ -54,7 +54,7 @@ def main() -> int:
         with ServerProcess(argv, log, ready=ready, poll_s=0.1) as server:
             server.wait_ready()
             load = run_load(f"http://127.0.0.1:{port}", a.model, spec, extras)
-    window = steady_window(load.active, a.concurrency)
+    window = steady_window(load.active, a.concurrency, after=load.admitted)  # as decode.py
     summary = summarize_load(load.records, spec, *window)
     s = summary
     print(f"C={a.concurrency} steady {s['steady_s']:.1f} s: {s['output_tok_s']:.0f} tok/s, "
