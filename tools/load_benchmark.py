@@ -33,6 +33,8 @@ def main() -> int:
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--url", help="drive this server instead of the stand-in")
     p.add_argument("--model", default="standin")
+    p.add_argument("--ready-timeout", type=float, default=60.0,
+                   help="seconds the stand-in may take to answer /health")  # fmt: skip
     a = p.parse_args()
     spec = LoadSpec(concurrency=a.concurrency, duration_s=a.seconds, input_len=a.input_len,
                     output_len=a.output_len, vocab_size=1000)  # fmt: skip
@@ -51,16 +53,21 @@ def main() -> int:
         def ready():
             return sglang.ready("127.0.0.1", port)
 
-        with ServerProcess(argv, log, ready=ready, poll_s=0.1) as server:
+        with ServerProcess(argv, log, ready=ready, ready_timeout_s=a.ready_timeout,
+                           poll_s=0.1) as server:  # fmt: skip
             server.wait_ready()
             load = run_load(f"http://127.0.0.1:{port}", a.model, spec, extras)
     window = steady_window(load.active, a.concurrency, after=load.admitted)  # as decode.py
-    summary = summarize_load(load.records, spec, *window)
-    s = summary
-    print(f"C={a.concurrency} steady {s['steady_s']:.1f} s: {s['output_tok_s']:.0f} tok/s, "
-          f"TPOT {s['tpot_ms']:.2f} ms, tok/s / (C/TPOT) = {s['tok_s_over_c_tpot']:.3f}, "
-          f"TTFT p50 {s['ttft_p50_ms']:.1f} ms, errors {s['errors']}, "
-          f"generator CPU {load.cpu_pct:.1f} % of one core")  # fmt: skip
+    s = summarize_load(load.records, spec, *window)
+
+    def show(key: str, spec: str) -> str:
+        # TTFT and ITL come from finished requests: none finish in a window shorter than one.
+        return "n/a" if s[key] is None else format(s[key], spec)
+
+    print(f"C={a.concurrency} steady {s['steady_s']:.1f} s: {show('output_tok_s', '.0f')} "
+          f"tok/s, TPOT {show('tpot_ms', '.2f')} ms, tok/s / (C/TPOT) = "
+          f"{show('tok_s_over_c_tpot', '.3f')}, TTFT p50 {show('ttft_p50_ms', '.1f')} ms, "
+          f"errors {s['errors']}, generator CPU {load.cpu_pct:.1f} % of one core")  # fmt: skip
     return 0
 
 
