@@ -195,8 +195,14 @@ def test_finding_counts_components_and_energy_within_their_targets():
     ])  # fmt: skip
     table = step_model(sweep(), decode(), GEOMETRY, windows=windows, breakdown=breakdown)
     text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
-    assert ("Components within ±25% of the profiler's at 2 of 4 (not: dense at C = 16 0.53×, "
-            "other at C = 16 0.00×).") in text  # fmt: skip
+    assert (
+        "Components within ±25% of the profiler's (KV length of the profile not "
+        "recorded) at 2 of 4 (not: dense at C = 16 0.53×, other at C = 16 0.00×)."
+    ) in text
+    breakdown["context"] = 640.0
+    table = step_model(sweep(), decode(), GEOMETRY, windows=windows, breakdown=breakdown)
+    text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
+    assert "Components within ±25% of the profiler's (profiled at KV length 640) at 2 of 4" in text
     ratio = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")][
         "j_per_token_ratio"].iloc[0]  # fmt: skip
     assert f"J/token within ±25% at {int(abs(ratio - 1) <= 0.25)} of 1." in text

@@ -89,7 +89,12 @@ def _component_targets(parts: pd.DataFrame, concurrencies: pd.Series) -> str:
         return ""
     ratio = rows["predicted_us"] / rows["measured_us"]
     off = rows[(ratio - 1).abs() > COMPONENT_TOLERANCE].assign(ratio=ratio)
-    text = (f" Components within ±{COMPONENT_TOLERANCE:.0%} of the profiler's at "
+    # Attention depends on the KV length the profiled steps ran at: say it, or that the
+    # profile (older than the column) did not record it.
+    context = pd.to_numeric(rows.get("profile_context"), errors="coerce").dropna()
+    at = (f"profiled at KV length {context.median():.0f}" if len(context)
+          else "KV length of the profile not recorded")  # fmt: skip
+    text = (f" Components within ±{COMPONENT_TOLERANCE:.0%} of the profiler's ({at}) at "
             f"{len(rows) - len(off)} of {len(rows)}")  # fmt: skip
     if len(off):
         text += (
