@@ -25,7 +25,9 @@ its first token, stalling every stream. --tokens-per-chunk K sends K tokens per 
 SGLang does when its HTTP side falls behind); with stream_options.continuous_usage_stats
 every chunk carries the tokens so far, unless --no-usage-stats. --linger-cancelled S: a
 request whose client went away still counts for S seconds, as SGLang keeps a cancelled
-stream's request until it notices the closed connection.
+stream's request until it notices the closed connection. --decode-log-tok-s R: every 0.25 s
+the log gets a line as SGLang's scheduler writes every 40 decode steps, claiming R generated
+tokens/s over the requests streaming now.
 """
 
 import argparse
@@ -94,6 +96,17 @@ def count_token(args) -> None:
     write_profile(profile, args)
 
 
+def decode_log(tok_s: float) -> None:
+    """SGLang's periodic decode line (scheduler_components/metrics_reporter.py)."""
+    while True:
+        time.sleep(0.25)
+        if STATE["held"]:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            print(f"[{stamp}] Decode batch, #running-req: {STATE['held']}, #token: 0, token "
+                  f"usage: 0.00, cuda graph: True, gen throughput (token/s): {tok_s:.2f}, "
+                  "#queue-req: 0", flush=True)  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
@@ -120,6 +133,7 @@ def main() -> int:
     parser.add_argument("--profile-garbage", action="store_true")
     parser.add_argument("--profile-never", action="store_true")
     parser.add_argument("--linger-cancelled", type=float, default=0.0)
+    parser.add_argument("--decode-log-tok-s", type=float)
     args, _ = parser.parse_known_args()
     served_name = args.served_model_name or args.model_path
     started = time.monotonic()
@@ -131,6 +145,8 @@ def main() -> int:
     if args.spawn_child:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         print(f"standin: child pid {child.pid}", flush=True)
+    if args.decode_log_tok_s is not None:
+        threading.Thread(target=decode_log, args=(args.decode_log_tok_s,), daemon=True).start()
     if args.exit_before_ready is not None:
         time.sleep(0.3)
         print("standin: fatal: out of GPU memory (simulated)", flush=True)

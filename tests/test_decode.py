@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 
+from studylib.findings.decode import invalid_note  # noqa: E402
 from studylib.serving.decode import BREAKDOWN_COLUMNS, SUMMARY_COLUMNS, run_decode  # noqa: E402
 from studylib.serving.model import build_moe_model  # noqa: E402
 from studylib.step_components import COMPONENTS  # noqa: E402
@@ -292,3 +293,23 @@ def test_each_load_waits_for_the_cancelled_requests_of_the_last_one(tmp_path, mo
     breakdown = pd.read_csv(tmp_path / "out" / "breakdown.csv")
     batch = breakdown.groupby("concurrency")["batch"].max()
     assert (batch <= batch.index).all() and (batch >= 1).all(), batch
+
+
+def test_a_window_the_server_outran_is_invalid(tmp_path, monkeypatch):
+    # The stand-in's log claims its scheduler made far more tokens than the client received
+    # (as SGLang's did at C = 256 on the H200, its streaming path the bottleneck): the row is
+    # invalid, with both rates in the summary and the reason in the report's note.
+    _standin_sglang(monkeypatch)
+    plan = {
+        "engine": "sglang", "variant": "outran", "model": "standin", "model_kind": "dummy",
+        "args": ["--decode-log-tok-s", "1000000", "--token-delay", "0.002"],
+        "host": "127.0.0.1", "port": free_port(), "concurrency": [2], "input_len": 4,
+        "output_len": 400, "min_steady_s": 2.5, "idle_s": 0.1, "ready_timeout_s": 30,
+        "sample_hz": 20, "vocab_size": 1000, "weights": "bf16", "routing": "uniform",
+    }  # fmt: skip
+    summary = run_decode(plan, tmp_path / "out")
+    row = summary.iloc[0]
+    assert row["server_tok_s"] == pytest.approx(1e6) and row["server_running_min"] == 2
+    assert row["server_lines"] >= 1 and row["output_tok_s"] < 1e5
+    assert not row["valid"]
+    assert "the server generated 1,000,000 tok/s" in invalid_note(row.to_dict())

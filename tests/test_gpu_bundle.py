@@ -124,3 +124,64 @@ def test_shell_script_syntax(script):
 def test_scripts_name_no_index_host(script):
     text = script.read_text(encoding="utf-8") + PINS.read_text(encoding="utf-8")
     assert not re.search(r"https?://", text), f"{script.name}: no URLs / index hosts here"
+
+
+def _wheel(folder: Path, package: str) -> Path:
+    """A minimal wheel of one empty package (what pip needs to install it offline)."""
+    import zipfile
+
+    dist = f"{package}_standin-1.0"
+    path = folder / f"{package}_standin-1.0-py3-none-any.whl"
+    files = {f"{package}/__init__.py": "",
+             f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {package}-standin\n"
+                                           "Version: 1.0\n",
+             f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\n"
+                                        "Root-Is-Purelib: true\nTag: py3-none-any\n"}  # fmt: skip
+    files[f"{dist}.dist-info/RECORD"] = "".join(f"{name},,\n" for name in files) + \
+        f"{dist}.dist-info/RECORD,,\n"  # fmt: skip
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return path
+
+
+@pytest.mark.parametrize("with_flashinfer", [True, False])
+def test_prebuilt_flashinfer_modules_are_installed_where_flashinfer_loads_them(
+    tmp_path, with_flashinfer
+):
+    bundle = tmp_path / "bundle"
+    (bundle / "part1").mkdir(parents=True)
+    _wheel(bundle / "part1", "flashinfer" if with_flashinfer else "other")
+    (bundle / "aot").mkdir()
+    (bundle / "aot" / "fused_moe_90.so").write_bytes(b"\x7fELF module")
+    target = tmp_path / "site"
+    done = subprocess.run(
+        ["bash", str(SCRIPTS[1]), "--bundle", str(bundle), "--target", str(target),
+         "--no-smoke"], capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    installed = target / "flashinfer" / "data" / "aot" / "fused_moe_90" / "fused_moe_90.so"
+    if with_flashinfer:
+        assert done.returncode == 0, done.stderr
+        assert installed.read_bytes() == b"\x7fELF module"
+        assert "FlashInfer module fused_moe_90 installed prebuilt" in done.stdout
+    else:
+        assert done.returncode != 0 and "flashinfer is not installed" in done.stderr
+
+
+def test_cross_build_names_what_cuda_home_lacks(tmp_path):
+    # A host whose CUDA_HOME has nvcc but none of the cuBLAS / cuRAND / NVRTC files the
+    # fused-MoE sources need: one message naming them, before any import or compile.
+    import os
+    import sys
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").write_text("")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "prebuild_flashinfer_moe.py"), "--cross",
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, env={**os.environ, "CUDA_HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert ("lacks include/cublasLt.h, include/curand_kernel.h, include/nvrtc.h, "
+            "lib64/libnvrtc.so") in done.stderr  # fmt: skip
+    assert not (tmp_path / "out").exists()

@@ -191,3 +191,28 @@ def test_decoding_share_explains_tok_s_below_c_over_tpot():
     assert summary["output_tok_s"] == pytest.approx(15.0, rel=0.02)
     assert summary["tok_s_over_c_tpot"] == pytest.approx(0.75, rel=0.02)
     assert summary["decoding_share"] == pytest.approx(0.75)
+
+
+def test_tokens_of_one_chunk_share_its_gap():
+    # A server streaming every 3 steps: 3 tokens per chunk, 30 ms apart. Each token's gap is
+    # 10 ms (not one 30-ms gap and two zeros); the first chunk's other tokens have none.
+    from studylib.serving.load import RequestRecord
+
+    r = RequestRecord(index=0, start=0.0, first_token=0.1,
+                      token_times=[0.1, 0.1, 0.1, 0.13, 0.13, 0.13, 0.16, 0.16, 0.16])  # fmt: skip
+    assert r.chunks() == [(0.1, 3), (0.13, 3), (0.16, 3)]
+    assert r.itl_s() == pytest.approx([0.01] * 6)
+
+
+def test_tpot_counts_the_tokens_after_the_first_chunk():
+    # 4 tokens per 40-ms chunk over 2 s: TPOT 10 ms exactly, where (last - first) /
+    # (tokens - 1) would read 9.9 ms (the first chunk's 4 tokens took no time in the window).
+    from studylib.serving.load import RequestRecord
+
+    times = [0.04 * k for k in range(51) for _ in range(4)]
+    r = RequestRecord(index=0, start=0.0, first_token=0.0, token_times=times, end=2.0,
+                      completion_tokens=len(times))  # fmt: skip
+    spec = LoadSpec(concurrency=1, duration_s=2.0, input_len=4, output_len=len(times))
+    summary = summarize_load([r], spec, 0.0, 2.0)
+    assert summary["tpot_ms"] == pytest.approx(10.0)
+    assert summary["itl_p50_ms"] == pytest.approx(10.0)

@@ -12,6 +12,9 @@
 #   --partial     install even when MANIFEST.txt lists parts/wheels not present
 #   --no-smoke    skip the import smoke check
 #
+# BUNDLE/aot/NAME.so (FlashInfer modules built ahead, tools/prebuild_flashinfer_moe.py
+# --cross) go where FlashInfer loads them without a build.
+#
 # It runs
 #   PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
 #       --target DIR BUNDLE/part*/*.whl
@@ -96,6 +99,20 @@ _gpu_bundle_main() (
       || die "patching sglang for transformers >= 5.13 failed (see above)"
     log "$patched"
   fi
+
+  # FlashInfer modules built ahead on another host (tools/prebuild_flashinfer_moe.py
+  # --cross writes BUNDLE/aot/NAME.so): installed where FlashInfer loads a module without
+  # building it (flashinfer/jit/env.py, FLASHINFER_AOT_DIR/NAME/NAME.so).
+  shopt -s nullglob
+  local so name
+  for so in "$bundle"/aot/*.so; do
+    [[ -d "$target/flashinfer" ]] || die "$so: flashinfer is not installed in $target"
+    name="$(basename "$so" .so)"
+    mkdir -p "$target/flashinfer/data/aot/$name"
+    cp "$so" "$target/flashinfer/data/aot/$name/$name.so"
+    log "FlashInfer module $name installed prebuilt ($(du -h "$so" | cut -f1))"
+  done
+  shopt -u nullglob
 
   echo "export PYTHONPATH=$target\${PYTHONPATH:+:\$PYTHONPATH}"
   echo "export PATH=$target/bin:\$PATH"

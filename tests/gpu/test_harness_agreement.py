@@ -47,7 +47,7 @@ SINGLE = [
 # (N, K): the expert's down projection (hidden 6144 out, expert 2048 in), as in config.yaml.
 POINTS = [(b, i, o, d, m, 6144, 2048, None, None) for b, i, o, d in SINGLE for m in MS] + [
     (b, i, "fused_moe", "bf16", m, 6144, 2048, 256, "balanced")
-    for b, i in (("torch", "grouped_mm"), ("sgl_kernel", "triton"))
+    for b, i in (("torch", "grouped_mm"), ("sgl_kernel", "triton"), ("flashinfer", "cutlass"))
     for m in (1, 16, 64)
 ]
 PLAN = {

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ..nvml import reason_names
+from ..serving.server_log import delivery_note
 from .common import (
     DTYPE_NAMES,
     Findings,
@@ -137,6 +138,9 @@ def invalid_note(row: Any) -> str:
         causes.append(f"{errors} request error{'s' if errors != 1 else ''}")
     if wrong:
         causes.append(f"{wrong} completion{'s' if wrong != 1 else ''} of the wrong length")
+    delivery = delivery_note(row)
+    if delivery:
+        causes.append(delivery)
     steady = pd.to_numeric(pd.Series([get("steady_s")]), errors="coerce").iloc[0]
     if not causes or math.isnan(steady) or steady <= 0:
         causes.insert(0, SHORT_STEADY)

@@ -47,6 +47,8 @@ from .load import LoadControl, LoadSpec, run_load, steady_window, summarize_load
 from .model import step_bytes
 from .profile import RANK_COLUMNS, TraceError, breakdown_rows, rank_breakdown, read_kernels
 from .profile import trace_files as find_traces
+from .server_log import COLUMNS as SERVER_COLUMNS
+from .server_log import delivery_note, server_window_of
 
 log = logging.getLogger("study.decode")
 
@@ -59,7 +61,7 @@ SUMMARY_COLUMNS = [
     "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu", "w_gpu_min", "w_gpu_median", "w_gpu_max",
     "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
     "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
-    "dram_util", "step_gb", "load_cpu_pct", "first_error",
+    "dram_util", "step_gb", "load_cpu_pct", *SERVER_COLUMNS, "first_error",
 ]  # fmt: skip
 
 #: The recorder pass beside the main pass, per concurrency: what recording costs.
@@ -376,7 +378,12 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
     row.update(summary)
     row.update(_combine(stats, summary["output_tokens_steady"], idle_w_total, s1 - s0))
     row["idle_w_per_gpu"] = idle_w_total / len(stats) if idle_w_total and stats else None
-    row["valid"] = bool(summary["steady_s"] >= plan["min_steady_s"]
+    if plan["engine"] == "sglang":
+        row.update(server_window_of(pas.server.log_path, s0, s1))
+    delivery = delivery_note(row)
+    if delivery:
+        log.warning("C=%d: %s", c, delivery)
+    row["valid"] = bool(summary["steady_s"] >= plan["min_steady_s"] and not delivery
                         and summary["errors"] == 0 and summary["wrong_length"] == 0)  # fmt: skip
     log.info("C=%d: %.1f tok/s, TPOT %.2f ms over %.1f s steady (valid=%s, load CPU %.0f %%)",
              c, summary["output_tok_s"] or 0, summary["tpot_ms"] or 0, summary["steady_s"],

@@ -80,9 +80,23 @@ class RequestRecord:
     def ttft_s(self) -> float | None:
         return self.first_token - self.start if self.first_token is not None else None
 
+    def chunks(self) -> list[tuple[float, int]]:
+        """(arrival, tokens) per chunk that brought tokens: tokens sharing a time."""
+        out: list[tuple[float, int]] = []
+        for t in self.token_times:
+            if out and out[-1][0] == t:
+                out[-1] = (t, out[-1][1] + 1)
+            else:
+                out.append((t, 1))
+        return out
+
     def itl_s(self) -> list[float]:
-        t = self.token_times
-        return [b - a for a, b in zip(t, t[1:], strict=False)]
+        """The gap before each token after the first chunk: a chunk's tokens share the gap
+        since the chunk before (a server streaming every n steps sends n tokens at once: n
+        gaps of an n-th each, not one gap and n - 1 zeros)."""
+        chunks = self.chunks()
+        return [(t - prev) / n for (prev, _), (t, n) in zip(chunks, chunks[1:], strict=False)
+                for _ in range(n)]  # fmt: skip
 
 
 @dataclass
@@ -406,10 +420,10 @@ def _pct(values: list[float], q: float) -> float | None:
 def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: float) -> dict:
     """Throughput and latencies of the steady window [t0, t1].
 
-    TPOT: the median over requests with two tokens or more in the window (the cut ones too:
-    at a slow step a request may outlast the window) of (last - first) / (tokens - 1) over
-    those tokens: a request's tokens before the window (the load's admission) are not the
-    steady state's.
+    TPOT: the median over requests with two chunks or more in the window (the cut ones too:
+    at a slow step a request may outlast the window) of (last - first) / (tokens after the
+    first chunk) over those tokens: a request's tokens before the window (the load's
+    admission) are not the steady state's.
     ``decoding_share``: the share of the window's C × seconds that streams spent past their
     first token (the rest: waiting for it, that is queued or in prefill, or between requests).
     ``tok_s_over_c_tpot``: measured tok/s over C / TPOT. Near ``decoding_share`` when the
@@ -425,8 +439,10 @@ def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: 
     tpot = []
     for r in records:
         inside = [t for t in r.token_times if t0 <= t <= t1]
-        if not r.error and len(inside) > 1:
-            tpot.append((inside[-1] - inside[0]) / (len(inside) - 1))
+        # The tokens that came after the window's first chunk of this request took the span.
+        later = sum(1 for t in inside if t > inside[0]) if inside else 0
+        if not r.error and later:
+            tpot.append((inside[-1] - inside[0]) / later)
     decoding = sum(
         max(min(r.end if r.end is not None else t1, t1) - max(r.first_token, t0), 0.0)
         for r in records

@@ -1,0 +1,111 @@
+"""The server's own account of a window, from SGLang's log, beside the client's.
+
+SGLang's scheduler logs every 40 decode steps (``decode_log_interval``) a line such as::
+
+    [2026-12-01 14:26:38] Decode batch, #running-req: 256, #token: 107408, token usage: 0.02,
+    cuda graph: True, gen throughput (token/s): 22623.93, #queue-req: 0
+
+(metrics_reporter.py): the tokens the scheduler generated per second over those steps and
+the requests it ran. The client can only count what reaches it. When the server's streaming
+path (tokenizer process, detokenizer, HTTP) cannot pass on tokens as fast as the scheduler
+makes them, the scheduler runs ahead, finishes its requests early and idles until the client
+has read them and sends new ones: the window's watts and J/token then describe decode mixed
+with idle, and the client's TPOT describes the streaming path, not the GPU. On the H200
+(2026-12-01) a 4-layer FP8 model at C = 256 stepped every 11 ms (22,600 tokens/s by this log)
+while the client received 12,300 tokens/s; the scheduler had finished its 256 requests 5 s
+before the 15-s window ended. ``delivery_note`` names such a window; ``serving.decode`` then
+marks it invalid.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import time
+from datetime import datetime
+from pathlib import Path
+
+#: Columns this module adds to a decode summary row.
+COLUMNS = ["server_tok_s", "server_running_min", "server_lines"]
+
+#: The client's tok/s may fall this far below the scheduler's before a window is called
+#: delivery-bound (the two count over windows that differ by up to a log interval).
+DELIVERY_TOLERANCE = 0.05
+
+#: The share of C the scheduler must have kept running through the window (as the load's
+#: own steady window asks of the client's in-flight count).
+RUNNING_FRACTION = 0.85
+
+_LINE = re.compile(
+    r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>[^\]]*)\] Decode batch"
+    r".*?#running-req: (?P<running>\d+)"
+    r".*?gen throughput \(token/s\): (?P<tok_s>[\d.]+)"
+)
+
+
+def decode_lines(text: str) -> list[tuple[float, str, int, float]]:
+    """(wall time, rank tag, running requests, generated tokens/s) per decode log line; the
+    stamp is the server host's local time at one-second resolution."""
+    out = []
+    for line in text.splitlines():
+        m = _LINE.match(line.strip())
+        if m is None:
+            continue
+        stamp = datetime.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
+        out.append((stamp, m["ranks"].strip(), int(m["running"]), float(m["tok_s"])))
+    return out
+
+
+def wall_of(monotonic_t: float) -> float:
+    """A ``time.monotonic()`` instant of this process as wall time (the log's clock)."""
+    return monotonic_t + (time.time() - time.monotonic())
+
+
+def server_window(text: str, wall0: float, wall1: float) -> dict:
+    """The scheduler's tokens/s and fewest running requests over the decode lines stamped
+    inside [wall0, wall1] (each line's count covers the steps before its stamp, so lines are
+    taken from one second after the window's start). Data-parallel ranks log each for
+    itself: their rates add. Nothing logged there: the columns are None."""
+    lines = [x for x in decode_lines(text) if wall0 + 1 <= x[0] <= wall1]
+    empty = dict.fromkeys(COLUMNS)
+    if not lines:
+        return {**empty, "server_lines": 0}
+    ranks = sorted({rank for _, rank, _, _ in lines})
+    tok_s = sum(statistics.fmean(x[3] for x in lines if x[1] == r) for r in ranks)
+    running = sum(min(x[2] for x in lines if x[1] == r) for r in ranks)
+    return {"server_tok_s": tok_s, "server_running_min": running, "server_lines": len(lines)}
+
+
+def server_window_of(log_path: str | Path, t0: float, t1: float) -> dict:
+    """:func:`server_window` over a log file for a window on this process's monotonic clock."""
+    path = Path(log_path)
+    if not path.is_file():
+        return dict.fromkeys(COLUMNS)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return server_window(text, wall_of(t0), wall_of(t1))
+
+
+def _num(value) -> float | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def delivery_note(row) -> str:
+    """Why a window's client-side figures do not describe steady decode ("" when they do,
+    or when the server logged nothing to compare): the scheduler generated more than the
+    client received, or ran fewer than ``RUNNING_FRACTION`` × C requests."""
+    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    server, client = _num(get("server_tok_s")), _num(get("output_tok_s"))
+    running, c = _num(get("server_running_min")), _num(get("concurrency"))
+    causes = []
+    if server and client is not None and client < (1 - DELIVERY_TOLERANCE) * server:
+        causes.append(f"the server generated {server:,.0f} tok/s, the client received "
+                      f"{client:,.0f}: its streaming path set the pace")  # fmt: skip
+    if running is not None and c and running < RUNNING_FRACTION * c:
+        causes.append(f"the server ran as few as {running:.0f} of C = {c:.0f} requests "
+                      "(it idled, waiting for the client)")  # fmt: skip
+    return "; ".join(causes)

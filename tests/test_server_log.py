@@ -1,0 +1,73 @@
+"""The server's account of a decode window (SGLang's decode log lines) against the client's."""
+
+from datetime import datetime
+
+import pytest
+from studylib.findings.decode import invalid_note
+from studylib.serving.server_log import (
+    DELIVERY_TOLERANCE,
+    decode_lines,
+    delivery_note,
+    server_window,
+)
+
+LOG = """\
+[2026-12-01 14:26:33] Decode batch, #running-req: 64, #token: 55681, token usage: 0.01, cuda graph: True, gen throughput (token/s): 6659.47, #queue-req: 0
+[2026-12-01 14:26:36] Prefill batch, #new-seq: 56, #new-token: 56, #cached-token: 7112, token usage: 0.01, #running-req: 200, #queue-req: 0
+[2026-12-01 14:26:36] Decode batch, #running-req: 256, #token: 66448, token usage: 0.01, cuda graph: True, gen throughput (token/s): 23049.09, #queue-req: 0
+[2026-12-01 14:26:38] Decode batch, #running-req: 256, #token: 107408, token usage: 0.02, cuda graph: True, gen throughput (token/s): 22623.93, #queue-req: 0
+[2026-12-01 14:26:46] Decode batch, #running-req: 256, #token: 291728, token usage: 0.05, cuda graph: True, gen throughput (token/s): 20874.52, #queue-req: 0
+[2026-12-01 14:26:47] Decode batch, #running-req: 8, #token: 9080, token usage: 0.00, cuda graph: True, gen throughput (token/s): 11995.96, #queue-req: 0
+[2026-12-01 14:26:51] INFO:     127.0.0.1:51820 - "GET /v1/loads?include=core HTTP/1.1" 200 OK
+"""  # noqa: E501 - SGLang's lines as it writes them (H200, 2026-12-01)
+
+
+def _t(hms: str) -> float:
+    return datetime.strptime(f"2026-12-01 {hms}", "%Y-%m-%d %H:%M:%S").timestamp()
+
+
+def test_decode_lines_are_parsed_and_other_lines_skipped():
+    lines = decode_lines(LOG)
+    assert len(lines) == 5
+    assert lines[1] == (_t("14:26:36"), "", 256, pytest.approx(23049.09))
+
+
+def test_server_window_takes_the_lines_stamped_inside():
+    # The window 14:26:35.5-14:26:46.5: lines from 14:26:36.5 on (each counts the steps
+    # before its stamp), so the 14:26:36 line (its steps partly before) is left out.
+    got = server_window(LOG, _t("14:26:35") + 0.5, _t("14:26:46") + 0.5)
+    assert got == {"server_tok_s": pytest.approx((22623.93 + 20874.52) / 2),
+                   "server_running_min": 256, "server_lines": 2}  # fmt: skip
+    # The scheduler ran out of requests inside a longer window: its fewest running say so.
+    assert server_window(LOG, _t("14:26:35"), _t("14:26:50"))["server_running_min"] == 8
+    assert server_window(LOG, _t("14:27:00"), _t("14:27:10"))["server_lines"] == 0
+
+
+def test_data_parallel_ranks_add_up():
+    log = ("[2026-12-01 10:00:02 DP0 TP0] Decode batch, #running-req: 10, gen throughput "
+           "(token/s): 100.00, #queue-req: 0\n"
+           "[2026-12-01 10:00:02 DP1 TP1] Decode batch, #running-req: 12, gen throughput "
+           "(token/s): 120.00, #queue-req: 0\n")  # fmt: skip
+    got = server_window(log, _t("10:00:00"), _t("10:00:05"))
+    assert got["server_tok_s"] == pytest.approx(220.0) and got["server_running_min"] == 22
+
+
+def test_delivery_note():
+    row = {"concurrency": 256, "server_tok_s": 21362.0, "server_running_min": 256}
+    assert delivery_note({**row, "output_tok_s": 21362.0 * (1 - DELIVERY_TOLERANCE / 2)}) == ""
+    note = delivery_note({**row, "output_tok_s": 12268.0})
+    assert note.startswith("the server generated 21,362 tok/s, the client received 12,268")
+    assert "as few as 8 of C = 256" in delivery_note({**row, "output_tok_s": 21362.0,
+                                                      "server_running_min": 8})  # fmt: skip
+    # Nothing logged (another engine, or an old table without the columns): no verdict.
+    assert delivery_note({"concurrency": 256, "output_tok_s": 1.0}) == ""
+    assert delivery_note({**row, "server_tok_s": float("nan"), "output_tok_s": 1.0}) == ""
+
+
+def test_invalid_note_names_a_delivery_bound_window():
+    row = {"valid": False, "steady_s": 15.0, "concurrency": 256, "output_tok_s": 12268.0,
+           "server_tok_s": 21362.0, "server_running_min": 256}  # fmt: skip
+    assert invalid_note(row) == (
+        "invalid: the server generated 21,362 tok/s, the client received 12,268: its "
+        "streaming path set the pace"
+    )
