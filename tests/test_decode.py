@@ -304,7 +304,7 @@ def test_a_window_the_server_outran_is_invalid(tmp_path, monkeypatch):
         "engine": "sglang", "variant": "outran", "model": "standin", "model_kind": "dummy",
         "args": ["--decode-log-tok-s", "1000000", "--token-delay", "0.002"],
         "host": "127.0.0.1", "port": free_port(), "concurrency": [2], "input_len": 4,
-        "output_len": 400, "min_steady_s": 2.5, "idle_s": 0.1, "ready_timeout_s": 30,
+        "output_len": 400, "min_steady_s": 3.2, "idle_s": 0.1, "ready_timeout_s": 30,
         "sample_hz": 20, "vocab_size": 1000, "weights": "bf16", "routing": "uniform",
     }  # fmt: skip
     summary = run_decode(plan, tmp_path / "out")

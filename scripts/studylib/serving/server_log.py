@@ -63,11 +63,13 @@ def wall_of(monotonic_t: float) -> float:
 
 
 def server_window(text: str, wall0: float, wall1: float) -> dict:
-    """The scheduler's tokens/s and fewest running requests over the decode lines stamped
-    inside [wall0, wall1] (each line's count covers the steps before its stamp, so lines are
-    taken from one second after the window's start). Data-parallel ranks log each for
-    itself: their rates add. Nothing logged there: the columns are None."""
-    lines = [x for x in decode_lines(text) if wall0 + 1 <= x[0] <= wall1]
+    """The scheduler's tokens/s and fewest running requests over the decode lines logged
+    inside [wall0, wall1]. A stamp is a whole second: a line stamped s was written in
+    [s, s + 1) and counts steps before it, so lines are taken from one second after the
+    window's start to one second before its end (the next pass may log in the same second).
+    Data-parallel ranks log each for itself: their rates add. Nothing logged there: the
+    columns are None."""
+    lines = [x for x in decode_lines(text) if wall0 + 1 <= x[0] <= wall1 - 1]
     empty = dict.fromkeys(COLUMNS)
     if not lines:
         return {**empty, "server_lines": 0}
