@@ -23,9 +23,9 @@ without building it (``flashinfer/data/aot/<name>/<name>.so``). ``--dtypes`` kee
 grouped-GEMM kernels of those activation types (bf16: bf16 in and out; fp8: e4m3 in, bf16
 out, FlashInfer's FP8 MoE with bf16 output) and their dispatch units: every tile, cluster
 shape, epilogue and swap of those types is built, so the library picks among all it would
-have, but a call in another type (fp16, fp32, int4/int8 weights, FP4) finds no kernel
-(the missing symbol is reported when that call is made; the study makes none on sm_90). On
-the 2-core EPYC (2026-12-01) bf16 and fp8 took 27 generated units and 16 others.
+have, but a call in another type (fp16 or fp32 activations, int4/int8 weights, FP4) finds
+no kernel (the missing symbol is reported when that call is made; the study makes none on
+sm_90).
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ import sys
 import time
 from pathlib import Path
 
-#: --dtypes name: (activation = weight type, output type) of the grouped GEMMs kept.
-DTYPES = {"bf16": ("bf16", "bf16"), "fp8": ("e4m3", "bf16")}
+#: --dtypes name: the (activation = weight type, output type) pairs of the grouped GEMMs kept.
+#: FP8's dispatch unit takes the address of every fp16-output launcher too: without them the
+#: module does not load (the undefined symbols are data relocations, bound at load).
+DTYPES = {"bf16": [("bf16", "bf16")], "fp8": [("e4m3", "bf16"), ("e4m3", "f16")]}
 #: The dispatch unit per kept type (moe_gemm_kernels_<name>.cu); the others are left out.
 DISPATCH_UNITS = {"bf16": "bf16_bf16", "fp8": "fp8_fp8"}
 #: Headers and libraries the sources need beyond nvcc's own.
@@ -71,14 +73,23 @@ def cross_spec(dtypes: list[str]):
     from flashinfer.jit import fused_moe
     from flashinfer.jit.gemm.cutlass import generate_kernels as gk
 
-    keep = {(getattr(gk.DataType, a), getattr(gk.DataType, o)) for a, o in map(DTYPES.get, dtypes)}
+    pairs = [(getattr(gk.DataType, a), getattr(gk.DataType, o))
+             for d in dtypes for a, o in DTYPES[d]]  # fmt: skip
     full = gk.generate_sm90_operations
 
-    def kept(op) -> bool:
-        return (op.gemm_kind == gk.GemmKind.Grouped and op.act_type == op.weight_type
-                and (op.act_type, op.output_type) in keep)  # fmt: skip
+    def kept(enabled) -> list:
+        ops = [
+            op
+            for op in full(enabled)
+            if op.gemm_kind == gk.GemmKind.Grouped
+            and op.act_type == op.weight_type
+            and (op.act_type, op.output_type) in pairs
+        ]
+        # In the order of ``pairs`` (stable): FlashInfer writes 8 kernels per file in list
+        # order, so a type added later lands in new files and a resumed build keeps the rest.
+        return sorted(ops, key=lambda op: pairs.index((op.act_type, op.output_type)))
 
-    gk.generate_sm90_operations = lambda enabled: [op for op in full(enabled) if kept(op)]
+    gk.generate_sm90_operations = kept
     try:
         spec = fused_moe.gen_cutlass_fused_moe_sm90_module()
     finally:
