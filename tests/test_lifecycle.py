@@ -234,3 +234,58 @@ def test_snakemake_killed_with_sigkill_leaves_nothing(case):
     case.assert_nothing_left()
     assert not (case.dir / "done.txt").exists()
     assert "job: SIGTERM: stopping the server" in (case.dir / "launched-0.out").read_text()
+
+
+WORKER_JOB = textwrap.dedent(
+    """
+    import json, os, sys, time
+    scripts, plan_path, state = sys.argv[1:]
+    sys.path.insert(0, scripts)
+    from studylib.worker_client import WorkerClient
+
+    plan = json.load(open(plan_path))
+    client = WorkerClient("torch", plan_path, open(os.devnull, "w"))
+    client.start(120)
+    # A power loop far longer than the test waits: the worker is busy when the job dies.
+    client.send({"loop": plan["points"][0], "mode": "eager", "seconds": 600})
+    with open(state + ".tmp", "w") as f:
+        json.dump({"job": os.getpid(), "worker": client.proc.pid}, f)
+    os.replace(state + ".tmp", state)
+    while True:
+        time.sleep(3600)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_measuring_worker_dies_with_its_job(tmp_path, sig):
+    # The sweep's and the power loops' worker runs in its own session (so the job can kill
+    # its group), out of reach of the signals that stop the job; busy in a loop it would not
+    # read its closed stdin until the loop ends: the kernel must end it with the job.
+    from helpers import tiny_config
+    from snakemake.utils import validate
+    from studylib.plan import kernel_power_plan
+
+    config = tiny_config()
+    validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
+    config["device"] = "cpu"
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(json.dumps(kernel_power_plan(config, "torch")))
+    state = tmp_path / "state.json"
+    job = subprocess.Popen([sys.executable, "-c", WORKER_JOB, SCRIPTS, str(plan_path),
+                            str(state)])  # fmt: skip
+    worker = None
+    try:
+        poll(state.exists, "the worker's hello", proc=job)
+        worker = json.loads(state.read_text())["worker"]
+        assert pid_alive(worker)
+        os.kill(job.pid, sig)
+        job.wait(timeout=DEADLINE_S)
+        poll(lambda: not pid_alive(worker), "the worker to die with its job")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            job.kill()
+        job.wait()
+        if worker is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker, signal.SIGKILL)

@@ -98,3 +98,35 @@ def test_graph_calls_of_an_unmeasured_kernel_take_the_cap():
     assert graph_calls(0.0) == MAX_GRAPH_CALLS
     assert cold_rounds(250.0) == 4  # 4 passes over every input set of 250 us
     assert replay_target_us(5.0) == 1000.0 and replay_target_us(20.0) == 2000.0
+
+
+def test_flashinfer_moe_tactics_are_tuned_at_the_points_tokens(monkeypatch):
+    # The fused MoE runs once under FlashInfer's autotuner, profiling exactly the point's
+    # token count (as a server warms up), before any timed call; without an autotuner in
+    # the installed flashinfer, the default tactic is used and said so.
+    import contextlib
+    import sys
+    import types
+
+    from studylib.backends.flashinfer_backend import tune_tactics
+
+    entered, calls = [], []
+
+    @contextlib.contextmanager
+    def autotune(tune_mode=True, tuning_buckets=None):
+        entered.append((tune_mode, tuning_buckets))
+        yield
+        entered.append("exit")
+
+    package = types.ModuleType("flashinfer")
+    package.__path__ = []
+    tuner = types.ModuleType("flashinfer.autotuner")
+    tuner.autotune = autotune
+    monkeypatch.setitem(sys.modules, "flashinfer", package)
+    monkeypatch.setitem(sys.modules, "flashinfer.autotuner", tuner)
+    assert tune_tactics(lambda: calls.append(entered[-1]), 64) == "autotuned"
+    assert entered == [(True, (64,)), "exit"] and calls == [(True, (64,))]
+
+    monkeypatch.setitem(sys.modules, "flashinfer.autotuner", None)  # no autotuner: ImportError
+    assert tune_tactics(lambda: calls.append("untuned"), 64) == "default"
+    assert calls == [(True, (64,))]  # nothing run: the timed calls use the default tactic

@@ -34,6 +34,7 @@ from .timing import (
     summarize,
     timer_for,
 )
+from .worker_client import PARENT_ENV
 
 # Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit" | "cuda_trap"}.
 FAULTS_ENV = "STUDY_INJECT_FAULTS"
@@ -333,7 +334,27 @@ class Measurer:
         return {**summarize(samples, "cold"), **extra}
 
 
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this worker when the job that started it dies, however it
+    dies. The worker runs in its own session, so the job can kill its whole group, and so the
+    signals that stop the job (a Snakemake run ended by SIGTERM) never reach it: on the H200
+    (2026-12-01) a kernel-power worker outlived its killed job and kept a loop running on
+    the GPU beside the next job's timings. Linux only; elsewhere the job's stop() ends it."""
+    parent = int(os.environ.get(PARENT_ENV) or 0)
+    if not parent:
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the job died before the line above took effect
+        os._exit(1)
+
+
 def main(argv=None) -> int:
+    die_with_parent()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--backend", required=True)
     parser.add_argument("--plan", required=True, help="path of the plan JSON")

@@ -30,6 +30,10 @@ class WorkerGone(Exception):
         self.timed_out = timed_out
 
 
+#: The pid of the job that started a worker (worker.die_with_parent).
+PARENT_ENV = "STUDY_WORKER_PARENT"
+
+
 class WorkerClient:
     """A worker process and the pipes to it."""
 
@@ -52,6 +56,7 @@ class WorkerClient:
             p for p in (str(SCRIPTS_DIR), env.get("PYTHONPATH", "")) if p
         )
         env["PYTHONUNBUFFERED"] = "1"
+        env[PARENT_ENV] = str(os.getpid())
         cmd = [
             sys.executable, "-m", "studylib.worker", "--backend", self.backend,
             "--plan", str(self.plan_path), "--result-fd", str(write_fd),
@@ -63,7 +68,9 @@ class WorkerClient:
             stderr=self.log_stream,
             pass_fds=(write_fd,),
             env=env,
-            start_new_session=True,  # its own process group: killed whole, never orphaned
+            # Its own process group, killed whole by stop(); killed by the kernel if this
+            # job dies first (worker.die_with_parent).
+            start_new_session=True,
         )
         os.close(write_fd)
         self.read_fd = read_fd
