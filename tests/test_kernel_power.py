@@ -122,3 +122,32 @@ def test_a_failed_gpu_row_gets_no_power(tmp_path):
 def test_worker_envs_give_each_worker_one_gpu(monkeypatch, gpus, machine, expected):
     monkeypatch.setattr(kernel_power, "machine_gpus", lambda: machine)
     assert kernel_power.worker_envs({"gpus": gpus}) == expected
+
+
+def test_a_killed_run_keeps_its_finished_windows(tmp_path, monkeypatch):
+    # The first run dies after its first window (a kill, here an interrupt between loops);
+    # the rerun in the same folder takes that window from the journal and measures the rest.
+    plan = cpu_plan()
+    plan["points"] = [dict(plan["points"][0], M=16), dict(plan["points"][0], M=32)]
+    measured = []
+    real_loop = KernelPowerRun.loop
+
+    def loop(self, hellos, point, mode, seconds):
+        if point["M"] == 32 and "killed" not in measured:
+            measured.append("killed")
+            raise KeyboardInterrupt
+        measured.append(point["M"])
+        return real_loop(self, hellos, point, mode, seconds)
+
+    monkeypatch.setattr(KernelPowerRun, "loop", loop)
+    with pytest.raises(KeyboardInterrupt):
+        KernelPowerRun(plan, tmp_path / "work").run()
+    assert measured == [16, "killed"]
+    first = json.loads((next((tmp_path / "work").glob("progress-*.jsonl"))).read_text())
+
+    windows, _ = KernelPowerRun(plan, tmp_path / "work").run()
+    assert measured == [16, "killed", 32]  # the rerun measured only M = 32
+    loops = windows[windows["label"] == "steady"].reset_index(drop=True)
+    assert loops["M"].tolist() == [16, 32] and (loops["status"] == "ok").all()
+    assert loops["t_start"].iloc[0] == first["t_start"]  # M = 16 is the first run's row
+    assert (windows["label"] == "idle").sum() == 1  # a fresh idle baseline only

@@ -6,7 +6,9 @@ the backend's worker runs the kernel back to back for ``seconds``; the sampler i
 process (NVML reads are process-independent) records every GPU the job can see. An idle
 baseline comes first and a cooldown separates loops. One row per (window, GPU). With
 ``gpus: N`` the job holds N GPUs and runs each loop on all of them at once (one worker per
-GPU).
+GPU). Finished windows go to a journal as they end (the sweep's, keyed by the plan and what
+measures it): a killed job's rerun measures only the windows it had not finished, after a
+new idle baseline; its timeline covers the rerun only.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .gpu_slots import machine_gpus
 from .io import write_frame
 from .power import Sampler, open_readers, visible_nvml_indices
 from .progress import Progress
+from .sweep import journal_path, read_journal
 from .worker_client import WorkerClient, WorkerGone
 
 log = logging.getLogger("study.kernel_power")
@@ -52,9 +55,11 @@ class KernelPowerRun:
         work_dir.mkdir(parents=True, exist_ok=True)
         self.plan_path = work_dir / "plan.json"
         self.plan_path.write_text(json.dumps(plan, sort_keys=True), encoding="utf-8")
+        self.work_dir = work_dir
         self.clients = [WorkerClient(plan["backend"], self.plan_path, log_stream, env)
                         for env in (worker_envs or [{}])]  # fmt: skip
         self.timeout = float(plan["timing"]["point_timeout_s"])
+        self.journal = None  # the open journal of finished windows (see run)
 
     def run(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         plan = self.plan
@@ -73,8 +78,14 @@ class KernelPowerRun:
             log.info("power source %s (%s)", self.source, why)
         self.sampler = Sampler(readers, rate_hz=plan["sample_hz"])
         seconds = plan["seconds"][device]
+        # Windows a killed run finished (its rows, one per GPU, keyed "window#j"), as the
+        # sweep keeps its points: the rerun measures only the rest, and a new idle baseline.
+        journal = journal_path(self.work_dir, plan, (working or hellos)[0])
+        done: dict[str, list[dict]] = {}
+        for key, row in read_journal(journal).items():
+            done.setdefault(key.rsplit("#", 1)[0], []).append(row)
         try:
-            with self.sampler:
+            with self.sampler, open(journal, "a", encoding="utf-8") as self.journal:
                 time.sleep(0.2)  # a few samples before the first window opens
                 t0 = time.monotonic()
                 time.sleep(plan["idle_s"][device])
@@ -85,9 +96,13 @@ class KernelPowerRun:
                          for mode in point.get("modes") or plan["modes"]]  # fmt: skip
                 self.progress = Progress(len(loops))
                 for point, mode in loops:
-                    if self.loop(hellos, point, mode, seconds):
+                    if window_id(point, mode) in done:
+                        self.rows.extend(done[window_id(point, mode)])
+                        self.progress.skip()
+                    elif self.loop(hellos, point, mode, seconds):
                         time.sleep(plan["cooldown_s"][device])
         finally:
+            self.journal = None
             for client in self.clients:
                 client.stop()
         cpu = self.sampler.cpu_fraction()
@@ -195,13 +210,18 @@ class KernelPowerRun:
         else:
             pairs = [(r, stats[j] if r["status"] == "ok" and j < len(stats) else None)
                      for j, r in enumerate(results)]  # fmt: skip
-        for result, gpu_stats in pairs:
+        for j, (result, gpu_stats) in enumerate(pairs):
             row = {**base, **{k: result.get(k) for k in keys}}
             if gpu_stats is not None:
                 row.update(gpu_stats)
             elif result["status"] == "ok":
                 row["seconds"] = result["t_end"] - result["t_start"]
             self.rows.append(row)
+            if point is not None and self.journal is not None:
+                key = f"{base['window']}#{j}"
+                self.journal.write(json.dumps({**row, "_key": key}, default=str) + "\n")
+        if self.journal is not None:
+            self.journal.flush()
 
 
 def worker_envs(plan: dict) -> list[dict]:
