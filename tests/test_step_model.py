@@ -137,13 +137,18 @@ def test_table_rows_per_component_and_routing_for_one_gpu_variants_only():
     assert other["measured_basis"] == "TPOT - predicted kernels"
 
 
-def test_energy_per_token_from_loop_watts_and_idle_power():
-    windows = pd.DataFrame([
+def loop_windows() -> pd.DataFrame:
+    """Kernel-power windows at M = 16: the fused MoE at 600 W, the GEMMs at 400 W."""
+    return pd.DataFrame([
         {"backend": b, "impl": i, "op": o, "dtype": "bf16", "M": 16, "mode": "cold",
          "label": "steady", "status": "ok", "avg_w": w}
         for b, i, o, w in (("sgl_kernel", "triton", "fused_moe", 600),
                            ("torch", "aten", "matmul", 400))
     ])  # fmt: skip
+
+
+def test_energy_per_token_from_loop_watts_and_idle_power():
+    windows = loop_windows()
     table = step_model(sweep(), decode(graphs=False), GEOMETRY, windows=windows)
     row = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")]
     parts = row.set_index("component")["predicted_us"]
@@ -187,12 +192,7 @@ def test_finding_counts_components_and_energy_within_their_targets():
         for comp, us in (("moe", 6005), ("attention", 50), ("dense", 55), ("other", 35),
                          ("communication", 25))
     ])  # fmt: skip
-    windows = pd.DataFrame([
-        {"backend": b, "impl": i, "op": o, "dtype": "bf16", "M": 16, "mode": "cold",
-         "label": "steady", "status": "ok", "avg_w": w}
-        for b, i, o, w in (("sgl_kernel", "triton", "fused_moe", 600),
-                           ("torch", "aten", "matmul", 400))
-    ])  # fmt: skip
+    windows = loop_windows()
     table = step_model(sweep(), decode(), GEOMETRY, windows=windows, breakdown=breakdown)
     text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
     assert (
