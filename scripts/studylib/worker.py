@@ -25,6 +25,7 @@ from .backends import adapter
 from .backends.base import Unsupported
 from .device import device_name, resolve_device
 from .nvml import open_clock_watch_factory
+from .serving.guard import die_with_parent
 from .timing import (
     StopRule,
     cold_rounds,
@@ -34,7 +35,6 @@ from .timing import (
     summarize,
     timer_for,
 )
-from .worker_client import PARENT_ENV
 
 # Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit" | "cuda_trap"}.
 FAULTS_ENV = "STUDY_INJECT_FAULTS"
@@ -334,27 +334,12 @@ class Measurer:
         return {**summarize(samples, "cold"), **extra}
 
 
-def die_with_parent() -> None:
-    """Have the kernel SIGKILL this worker when the job that started it dies, however it
-    dies. The worker runs in its own session, so the job can kill its whole group, and so the
-    signals that stop the job (a Snakemake run ended by SIGTERM) never reach it: on the H200
-    (2026-12-01) a kernel-power worker outlived its killed job and kept a loop running on
-    the GPU beside the next job's timings. Linux only; elsewhere the job's stop() ends it."""
-    parent = int(os.environ.get(PARENT_ENV) or 0)
-    if not parent:
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the job died before the line above took effect
-        os._exit(1)
-
-
 def main(argv=None) -> int:
-    die_with_parent()
+    # The worker runs in its own session, so the job can kill its whole group, and so the
+    # signals that stop the job (a Snakemake run ended by SIGTERM) never reach it; busy in a
+    # loop it reads its closed stdin only when the loop ends. On the H200 (2026-12-01) a
+    # kernel-power worker outlived its killed job and looped on the GPU beside the next job.
+    die_with_parent(signal.SIGKILL)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--backend", required=True)
     parser.add_argument("--plan", required=True, help="path of the plan JSON")

@@ -30,10 +30,6 @@ class WorkerGone(Exception):
         self.timed_out = timed_out
 
 
-#: The pid of the job that started a worker (worker.die_with_parent).
-PARENT_ENV = "STUDY_WORKER_PARENT"
-
-
 class WorkerClient:
     """A worker process and the pipes to it."""
 
@@ -56,7 +52,6 @@ class WorkerClient:
             p for p in (str(SCRIPTS_DIR), env.get("PYTHONPATH", "")) if p
         )
         env["PYTHONUNBUFFERED"] = "1"
-        env[PARENT_ENV] = str(os.getpid())
         cmd = [
             sys.executable, "-m", "studylib.worker", "--backend", self.backend,
             "--plan", str(self.plan_path), "--result-fd", str(write_fd),
@@ -68,8 +63,8 @@ class WorkerClient:
             stderr=self.log_stream,
             pass_fds=(write_fd,),
             env=env,
-            # Its own process group, killed whole by stop(); killed by the kernel if this
-            # job dies first (worker.die_with_parent).
+            # Its own process group, killed whole by stop(); the worker dies with this job
+            # if the job dies first (serving.guard.die_with_parent).
             start_new_session=True,
         )
         os.close(write_fd)
