@@ -92,6 +92,11 @@ class Findings:
 # ---------------------------------------------------------------------------------------------
 
 
+def field_getter(row: Any):
+    """``get(key, default=None)`` over a row: a mapping, a pandas Series or a named tuple."""
+    return row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+
+
 def num_of(value: Any) -> float:
     try:
         out = float(value)

@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 
 from ..nvml import reason_names
-from ..serving.server_log import delivery_note
 from .common import (
     DTYPE_NAMES,
     Findings,
@@ -21,6 +20,7 @@ from .common import (
     _ok,
     _plain,
     _span,
+    field_getter,
     fmt_pct,
     fmt_ratio,
     fmt_w,
@@ -127,9 +127,35 @@ def _count(value: Any) -> int:
 SHORT_STEADY = "steady window shorter than the minimum"
 
 
+#: The client's tok/s may fall this far below the scheduler's before a window is called
+#: delivery-bound (the two count over windows that differ by up to a log interval).
+DELIVERY_TOLERANCE = 0.05
+
+#: The share of C the scheduler must have kept running through the window (as the load's
+#: own steady window asks of the client's in-flight count).
+RUNNING_FRACTION = 0.85
+
+
+def delivery_note(row: Any) -> str:
+    """Why a window's client-side figures do not describe steady decode ("" when they do,
+    or when the server logged nothing to compare): the scheduler generated more than the
+    client received, or ran fewer than ``RUNNING_FRACTION`` × C requests."""
+    get = field_getter(row)
+    server, client = num_of(get("server_tok_s")), num_of(get("output_tok_s"))
+    running, c = num_of(get("server_running_min")), num_of(get("concurrency"))
+    causes = []  # a missing value is NaN: no comparison with it holds
+    if client < (1 - DELIVERY_TOLERANCE) * server:
+        causes.append(f"the server generated {server:,.0f} tok/s, the client received "
+                      f"{client:,.0f}: its streaming path set the pace")  # fmt: skip
+    if running < RUNNING_FRACTION * c:
+        causes.append(f"the server ran as few as {running:.0f} of C = {c:.0f} requests "
+                      "(it idled, waiting for the client)")  # fmt: skip
+    return "; ".join(causes)
+
+
 def invalid_note(row: Any) -> str:
     """Why a decode run is invalid ("" when it is valid): the figures' and report's note."""
-    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    get = field_getter(row)
     if valid_flag(get("valid", False)):
         return ""
     causes = []

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from ..nvml import reason_names
-from .common import num_of, text_of
+from .common import field_getter, num_of, text_of
 
 #: Utilisation (GPM, %) at or above which a pipe counts as the busy one.
 UTIL_BUSY_PCT = 50.0
@@ -78,7 +78,7 @@ def limit_reasons(cell: Any) -> list[str]:
 
 def classify_window(row: Any) -> tuple[str, str]:
     """``(class, why)`` of one window row (a mapping or a pandas Series); see the rule."""
-    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
+    get = field_getter(row)
     status = text_of(get("status", "ok")) or "ok"
     if status != "ok":
         error = text_of(get("error", ""))

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..findings.decode import delivery_note
 from ..io import write_frame, write_json
 from ..power import Sampler, open_readers, visible_nvml_indices
 from ..progress import Progress
@@ -48,7 +49,7 @@ from .model import step_bytes
 from .profile import RANK_COLUMNS, TraceError, breakdown_rows, rank_breakdown, read_kernels
 from .profile import trace_files as find_traces
 from .server_log import COLUMNS as SERVER_COLUMNS
-from .server_log import delivery_note, server_window_of
+from .server_log import server_window_of
 
 log = logging.getLogger("study.decode")
 

@@ -13,13 +13,12 @@ has read them and sends new ones: the window's watts and J/token then describe d
 with idle, and the client's TPOT describes the streaming path, not the GPU. On the H200
 (2026-12-01) a 4-layer FP8 model at C = 256 stepped every 11 ms (22,600 tokens/s by this log)
 while the client received 12,300 tokens/s; the scheduler had finished its 256 requests 5 s
-before the 15-s window ended. ``delivery_note`` names such a window; ``serving.decode`` then
-marks it invalid.
+before the 15-s window ended. ``findings.decode.delivery_note`` names such a window, and
+``serving.decode`` marks it invalid.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 import time
@@ -28,14 +27,6 @@ from pathlib import Path
 
 #: Columns this module adds to a decode summary row.
 COLUMNS = ["server_tok_s", "server_running_min", "server_lines"]
-
-#: The client's tok/s may fall this far below the scheduler's before a window is called
-#: delivery-bound (the two count over windows that differ by up to a log interval).
-DELIVERY_TOLERANCE = 0.05
-
-#: The share of C the scheduler must have kept running through the window (as the load's
-#: own steady window asks of the client's in-flight count).
-RUNNING_FRACTION = 0.85
 
 _LINE = re.compile(
     r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>[^\]]*)\] Decode batch"
@@ -86,28 +77,3 @@ def server_window_of(log_path: str | Path, t0: float, t1: float) -> dict:
         return dict.fromkeys(COLUMNS)
     text = path.read_text(encoding="utf-8", errors="replace")
     return server_window(text, wall_of(t0), wall_of(t1))
-
-
-def _num(value) -> float | None:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
-def delivery_note(row) -> str:
-    """Why a window's client-side figures do not describe steady decode ("" when they do,
-    or when the server logged nothing to compare): the scheduler generated more than the
-    client received, or ran fewer than ``RUNNING_FRACTION`` × C requests."""
-    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
-    server, client = _num(get("server_tok_s")), _num(get("output_tok_s"))
-    running, c = _num(get("server_running_min")), _num(get("concurrency"))
-    causes = []
-    if server and client is not None and client < (1 - DELIVERY_TOLERANCE) * server:
-        causes.append(f"the server generated {server:,.0f} tok/s, the client received "
-                      f"{client:,.0f}: its streaming path set the pace")  # fmt: skip
-    if running is not None and c and running < RUNNING_FRACTION * c:
-        causes.append(f"the server ran as few as {running:.0f} of C = {c:.0f} requests "
-                      "(it idled, waiting for the client)")  # fmt: skip
-    return "; ".join(causes)
