@@ -96,8 +96,8 @@ class KernelPowerRun:
                          for mode in point.get("modes") or plan["modes"]]  # fmt: skip
                 self.progress = Progress(len(loops))
                 for point, mode in loops:
-                    if window_id(point, mode) in done:
-                        self.rows.extend(done[window_id(point, mode)])
+                    if finished := done.get(window_id(point, mode)):
+                        self.rows.extend(finished)
                         self.progress.skip()
                     elif self.loop(hellos, point, mode, seconds):
                         time.sleep(plan["cooldown_s"][device])
