@@ -33,7 +33,7 @@ class StopRule:
     max_samples: int = 2000
     min_time_s: float = 0.05
     max_time_s: float = 1.0
-    rel_noise: float = 0.005
+    rel_noise: float = 0.01
 
     @classmethod
     def from_config(cls, timing: dict, device: str) -> StopRule:
