@@ -283,7 +283,7 @@ def test_q3_power_ranges_and_capping():
     # Any power-cap reason counts (the windows' classification), at 80 % of the limit too.
     assert capped.numbers["capped"] == 2 and capped.numbers["windows"] == 5
     assert capped.numbers["clock_min"] == 1400.0 and capped.numbers["max_clock"] == 1980
-    assert "torch·a matmul M = 4096 eager, torch·a matmul M = 4096 graph" in capped.text
+    assert "torch·a matmul BF16 M = 4096 eager, torch·a matmul BF16 M = 4096 graph" in capped.text
     assert "(a clocks-event reason sw_power_cap or hw_power_brake_slowdown)" in capped.text
     assert "1400–1900 MHz against a maximum of 1980 MHz" in capped.text
     under = only(out, 3, "under-use")
@@ -841,6 +841,31 @@ def test_q3_gives_cold_and_expert_loops_their_own_ranges():
     assert loops.numbers["prefill_w_max"] == 690.0
 
 
+def test_q3_names_each_capped_window_once_with_its_dtype():
+    # A BF16 and an FP8 loop of one op and size are two windows: both named, none merged.
+    rows = []
+    for dtype in ("bf16", "fp8_e4m3"):
+        fused = window("graph", 32, 698.0, 99.7, clock=1790.0, reasons="sw_power_cap")
+        fused.update(op="fused_moe", G=256, dtype=dtype)
+        rows.append(fused)
+    out = q3_power(pd.concat([synthetic_power(), pd.DataFrame(rows)], ignore_index=True))
+    capped = only(out, 3, "power-capped")
+    assert capped.numbers["capped"] == 4
+    assert "torch·a fused_moe BF16 M = 32 graph, torch·a fused_moe FP8 M = 32 graph" in capped.text
+
+
+def test_seed_power_sentence_counts_single_gemm_loops_only():
+    # An eager loop of a whole MoE layer at 32 tokens is not a decode-sized GEMM loop (question
+    # 3 gives it the experts' range): the seed sentence leaves it out, as question 3 does.
+    fused = window("eager", 32, 698.0, 99.7, reasons="sw_power_cap")
+    fused.update(op="fused_moe", G=256)
+    kp = pd.concat([synthetic_power(), pd.DataFrame([fused])], ignore_index=True)
+    power = only(seed_comparison(StudyTables(HW_H200, PEAKS, kernel_power=kp)), "seed",
+                 "235 W of 600 W")  # fmt: skip
+    assert "eager GEMM loops draw 150–210 W" in power.text
+    assert power.numbers["loop_w_max"] == 210.0
+
+
 def test_many_implementations_sharing_a_reason_are_counted_per_backend():
     from studylib.findings.sweep import q1_backends
 
@@ -878,6 +903,38 @@ def test_moe_layers_get_their_own_ranking_and_the_routing_effect():
     )
     assert f.numbers["recorded_change_min_pct"] == pytest.approx(-100 * 300 / 2200)
     assert f.numbers["recorded_change_max_pct"] == pytest.approx(100 * 100 / 6200)
+
+
+def test_m_list_writes_a_set_with_gaps_as_its_runs():
+    from studylib.findings.common import _m_list
+
+    grid = [1, 4, 16, 64, 128, 256, 512]
+    assert _m_list([1, 16, 64, 128, 256], grid) == "M 1, 16–256"
+    assert _m_list([4, 512], grid) == "M 4, 512"
+    assert _m_list([16, 64, 128], grid) == "M 16–128"
+    assert _m_list([64], grid) == "M = 64"
+
+
+def test_moe_layers_name_a_tie_as_one_and_a_lone_winner_apart():
+    from studylib.findings.sweep import q1_backends
+
+    rows = []
+    for backend, impl, times in (
+        ("flashinfer", "cutlass", {1: 164.0, 16: 2228.0, 512: 4597.0}),
+        ("sgl_kernel", "triton", {1: 157.0, 16: 2236.0, 512: 7401.0}),
+    ):
+        for m, t in times.items():
+            rows.append({"backend": backend, "impl": impl, "op": "fused_moe", "dtype": "bf16",
+                         "shape": "down", "M": m, "N": 6144, "K": 2048, "G": 256, "top_k": 8,
+                         "routing": "balanced", "status": "ok", "cold_us": t,
+                         "cold_iqr_us": 5.0})  # fmt: skip
+    f = only(q1_backends(pd.DataFrame(rows)), 1, "Whole MoE layers")
+    # 164 against 157 µs (4 %) is no tie under the 3 % rule; 2228 against 2236 is.
+    assert ("fastest sgl_kernel·triton fused_moe at M = 1; flashinfer·cutlass fused_moe and "
+            "sgl_kernel·triton fused_moe tied at M = 16; flashinfer·cutlass fused_moe at "
+            "M = 512." in f.text)  # fmt: skip
+    assert f.numbers["wins"] == {"flashinfer·cutlass fused_moe": 2,
+                                 "sgl_kernel·triton fused_moe": 2}  # fmt: skip
 
 
 def test_gaps_of_a_machine_without_a_gpu_are_expected_and_a_missed_recorder_is_not():

@@ -170,13 +170,24 @@ def _message(text: Any) -> str:
     return msg if len(msg) <= MAX_MESSAGE else msg[: MAX_MESSAGE - 1] + "…"
 
 
-def _m_list(ms: Iterable[float]) -> str:
+def _m_list(ms: Iterable[float], grid: Iterable[float] | None = None) -> str:
+    """The sizes as "M = a", or "M a–b"; with ``grid`` (the sizes measured), a set with gaps
+    in it is written as its runs, "M 1, 16–256", so no range claims a size it skipped."""
     values = sorted({int(m) for m in ms})
     if not values:
         return ""
     if len(values) == 1:
         return f"M = {values[0]}"
-    return f"M {values[0]}–{values[-1]}"
+    if grid is None:
+        return f"M {values[0]}–{values[-1]}"
+    where = {m: i for i, m in enumerate(sorted({int(g) for g in grid} | set(values)))}
+    runs: list[list[int]] = []
+    for m in values:
+        if runs and where[m] == where[runs[-1][-1]] + 1:
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+    return "M " + ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
 
 
 def _has(frame: pd.DataFrame | None, *columns: str) -> bool:

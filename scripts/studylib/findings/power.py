@@ -10,6 +10,7 @@ from .common import (
     DECODE_MAX_M,
     PREFILL_MIN_M,
     Findings,
+    _dtype_name,
     _gpu,
     _has,
     _impl_label,
@@ -45,6 +46,12 @@ def _prep_power(kp: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def split_expert_loops(loops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Single-GEMM windows, and those over G experts (grouped GEMMs and whole MoE layers: M
+    is another axis there, and every call reads more weights than the L2 holds), apart."""
+    return loops[loops["G"].isna()], loops[loops["G"].notna()]
+
+
 def _watts_span(rows: pd.DataFrame) -> tuple[str, dict[str, float]]:
     w, p = rows["avg_w"], rows["pct_limit"]
     text = _span(w.min(), w.max(), _plain, " W")
@@ -77,9 +84,7 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
     what = "CPU package power from RAPL" if rapl else "GPU power from NVML"
     idle = measured[(measured["mode"] == "idle") | (measured["label"] == "idle")]
     loops = measured.drop(idle.index)
-    # Single GEMMs by size; grouped GEMMs and whole MoE layers (G experts: M is another axis
-    # there, and every call reads more weights than the L2 holds) apart.
-    single, experts = loops[loops["G"].isna()], loops[loops["G"].notna()]
+    single, experts = split_expert_loops(loops)
     decode = single[single["M"] <= DECODE_MAX_M]
     prefill = single[single["M"] >= PREFILL_MIN_M]
     d_eager, d_graph = decode[decode["mode"] == "eager"], decode[decode["mode"] == "graph"]
@@ -173,8 +178,9 @@ def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
     classes = classify_windows(loops)["class"]
     capped, thermal = loops[classes == "power-capped"], loops[classes == "thermally throttled"]
     if not capped.empty:
-        names = sorted({f"{_impl_label(r)} M = {r['M']:.0f} {r['mode']}"
-                        for _, r in capped.iterrows()})  # fmt: skip
+        # The dtype is named: a BF16 and an FP8 loop of one op and size are two windows.
+        names = sorted({f"{_impl_label(r)} {_dtype_name(r['dtype'])} M = {r['M']:.0f} "
+                        f"{r['mode']}" for _, r in capped.iterrows()})  # fmt: skip
         clocks = capped["sm_clock_mhz"]
         text = (f"{len(capped)} of {len(loops)} {_window_unit(loops)} were power-capped "
                 f"({CAPPED}): {', '.join(names)}; their SM clock fell "

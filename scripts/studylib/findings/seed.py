@@ -33,7 +33,7 @@ from .common import (
     text_of,
 )
 from .decode import DUMMY_ENGINES, _prep_decode
-from .power import _prep_power, _watts_span
+from .power import _prep_power, _watts_span, split_expert_loops
 from .sweep import _best, _decode_m, _expert_rows, _mode, _prep_sweep
 
 #: The seed write-up's figures (``seed/fp4-power-pivot.txt``), quoted with their source.
@@ -285,8 +285,10 @@ def _seed_power(out: Findings, hardware: dict | None, kernel_power: pd.DataFrame
             bits.append(bit)
     if _has(kernel_power, "mode"):
         kp = _prep_power(kernel_power)
-        loops = kp[(kp["status"] == "ok") & kp["avg_w"].notna() & (kp["mode"] == "eager")
-                   & (kp["M"] <= DECODE_MAX_M) & (kp["power_source"] != "none")]  # fmt: skip
+        single, _ = split_expert_loops(kp)  # question 3's split: MoE layers are not GEMMs here
+        loops = single[(single["status"] == "ok") & single["avg_w"].notna()
+                       & (single["mode"] == "eager") & (single["M"] <= DECODE_MAX_M)
+                       & (single["power_source"] != "none")]  # fmt: skip
         if len(loops):
             text, nums = _watts_span(loops)
             bits.append(f"decode-sized (M ≤ {DECODE_MAX_M}) eager GEMM loops draw {text}")

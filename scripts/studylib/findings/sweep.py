@@ -159,13 +159,20 @@ def _q1_moe_layers(out: Findings, df: pd.DataFrame) -> None:
             continue
         column = _time_basis(sub)
         wins: dict[str, list[float]] = {}
+        # Token counts grouped by who won there, smallest first: a tie is named as one.
+        by_winners: dict[tuple[str, ...], list[float]] = {}
         for m, at_m in sub.groupby("M"):
             won = fastest(at_m, column)
-            for name in won[0] if won is not None else []:
+            names = tuple(sorted(won[0])) if won is not None else ()
+            for name in names:
                 wins.setdefault(name, []).append(float(m))
+            if names:
+                by_winners.setdefault(names, []).append(float(m))
         ranked = sorted(wins.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         ms = sorted(sub["M"].unique())
-        parts = [f"{name} at {_m_list(sorted(at))}" for name, at in ranked]
+        order = sorted(by_winners.items(), key=lambda kv: min(kv[1]))
+        parts = [f"{' and '.join(names)}{' tied' if len(names) > 1 else ''} at "
+                 f"{_m_list(at, sub['M'])}" for names, at in order]  # fmt: skip
         text = (f"Whole MoE layers ({geometry}), {_dtype_name(dtype)}, balanced routing, "
                 f"ranked by {_mode(column)} time over {len(ms)} token counts: fastest "
                 + "; ".join(parts))  # fmt: skip
