@@ -3,17 +3,23 @@
 1. triton's ``do_bench_cudagraph`` at its default length (``rep=20`` ms): its own graph of
    the same call, its own events, its own median;
 2. CUPTI through ``torch.profiler``: the kernel durations of 5 back-to-back replays of the
-   harness's graph (after 20 more, so the GPU runs as steadily as when the harness samples),
-   summed per call (``cupti_busy_us``). The span from the first kernel's start to the last
-   one's end (``cupti_span_us``) is kept beside it; on the H200 (2026-12-01) it ran up to
-   7 % above the durations at kernels of ~5 µs, and above the harness's time of the same
-   graph: a gap between kernels that appears only under the tracer.
+   harness's graph (after ``WARM_S`` of replays, so the GPU runs at the clock it holds when
+   the harness samples), summed per call (``cupti_busy_us``). The span from the first
+   kernel's start to the last one's end (``cupti_span_us``) is kept beside it; on the H200
+   (2026-12-01) it ran up to 7 % above the durations at kernels of ~5 µs, and above the
+   harness's time of the same graph: a gap between kernels that appears only under the
+   tracer.
 
 The harness and each timer run in ``ROUNDS`` alternating rounds and their medians are
 compared (clocks and power drift between minutes by more than the tolerance at the
-power-capped sizes); the triton phase runs before any profiling (see below). The CUPTI rows
-also keep one replay timed from an idle GPU (``graph_isolated_us``: launch latency included,
-as the harness timed before 2026-12-01).
+power-capped sizes); the triton phase runs before any profiling (see below). Each timer
+starts from ``WARM_S`` of replays, and every measurement records the SM clock NVML saw
+during it (``*_clock_mhz``) and its clocks-event reasons: at a power-capped size a short
+burst after an idle gap may run at a higher clock than sustained sampling (run 7,
+2026-12-01: FlashInfer ``bmm_fp8`` M = 4096 read 1.083 against CUPTI after 29 ms of warm
+replays, and 1.044 against triton's 20-ms burst), so each ratio comes with the clocks it
+was taken at. The CUPTI rows also keep one replay timed from an idle GPU
+(``graph_isolated_us``: launch latency included, as the harness timed before 2026-12-01).
 
 Run on a CUDA machine (skipped elsewhere):
     python3 -m pytest tests/gpu -q -s
@@ -24,6 +30,8 @@ worst. Target: every ratio within 5 %.
 import csv
 import os
 import statistics
+import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -60,6 +68,9 @@ RESULTS: list[dict] = []
 TOLERANCE = 0.05
 # Alternating rounds of the harness and one timer; the medians are compared.
 ROUNDS = 3
+# Replays before an independent timer starts: as long as the harness's own minimum sampling
+# time, so both time the GPU in the power and clock state sustained replays settle in.
+WARM_S = PLAN["timing"]["min_time_s"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -79,14 +90,35 @@ def report():
                 print(f"\nworst against {timer}: {worst['ratio']:.3f} at {worst}")
 
 
-def cupti_times(graph, calls: int, replays: int = 5, warm: int = 20) -> tuple[float, float]:
+def keep_busy(graph, seconds: float = WARM_S) -> None:
+    """Replay ``graph`` back to back for ``seconds`` (a synchronise every 8 replays keeps the
+    launch queue short), leaving the GPU in its sustained clock and power state."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        for _ in range(8):
+            graph.replay()
+        torch.cuda.synchronize()
+
+
+def clocked(measurer, measure):
+    """``measure()`` and the median SM clock (MHz) and clocks-event reasons NVML saw during
+    it (None and "" without NVML)."""
+    watch = measurer.clock_watch() if measurer.clock_watch else None
+    if watch is None:
+        return measure(), None, ""
+    with watch:
+        value = measure()
+    seen = watch.result()
+    return value, seen["sm_clock_mhz"], seen["throttle"]
+
+
+def cupti_times(graph, calls: int, replays: int = 5) -> tuple[float, float]:
     """(span, busy) µs per call from CUPTI's kernel records of ``replays`` back-to-back replays
-    of ``graph``, after ``warm`` more: the GPU in the steady state the harness samples in,
-    not starting from idle clocks after a synchronise."""
+    of ``graph``, after ``WARM_S`` of them: the GPU in the steady state the harness samples
+    in, not starting from idle clocks after a synchronise."""
     from torch.profiler import ProfilerActivity, profile
 
-    for _ in range(warm):
-        graph.replay()
+    keep_busy(graph)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):
             graph.replay()
@@ -143,12 +175,22 @@ def test_graph_time_matches_triton(backend, impl, op, dtype, m, n, k, g, routing
     point, measurer, prepared = prepare(backend, impl, op, dtype, m, n, k, g, routing)
     rounds = []
     for _ in range(ROUNDS):
-        ours = measurer._graph(prepared.run, "graph")
+        ours, ours_mhz, ours_why = clocked(
+            measurer, partial(measurer._graph, prepared.run, "graph")
+        )
+        warm, _, _ = measurer._graph_of(prepared.run)
+        keep_busy(warm)
+        del warm
         # triton's own graph of the same call at its default length (rep=20 ms); its median.
-        theirs = triton_testing.do_bench_cudagraph(prepared.run, rep=20, return_mode="median")
+        bench = partial(
+            triton_testing.do_bench_cudagraph, prepared.run, rep=20, return_mode="median"
+        )
+        theirs, theirs_mhz, theirs_why = clocked(measurer, bench)
         rounds.append({"graph_us": ours["graph_us"], "graph_calls": ours["graph_calls"],
                        "graph_fixed_us": measurer.graph_fixed_us(),
-                       "triton_us": theirs * 1e3})  # fmt: skip
+                       "graph_clock_mhz": ours_mhz, "graph_reasons": ours_why,
+                       "triton_us": theirs * 1e3, "triton_clock_mhz": theirs_mhz,
+                       "triton_reasons": theirs_why})  # fmt: skip
     row = record(point, "triton", rounds)
     assert abs(row["ratio"] - 1) <= TOLERANCE, row
 
@@ -158,14 +200,18 @@ def test_graph_time_matches_cupti_kernel_durations(backend, impl, op, dtype, m, 
     point, measurer, prepared = prepare(backend, impl, op, dtype, m, n, k, g, routing)
     rounds = []
     for _ in range(ROUNDS):
-        ours = measurer._graph(prepared.run, "graph")
+        ours, ours_mhz, ours_why = clocked(
+            measurer, partial(measurer._graph, prepared.run, "graph")
+        )
         graph, calls, _ = measurer._graph_of(prepared.run)
-        span, busy = cupti_times(graph, calls)
+        (span, busy), cupti_mhz, cupti_why = clocked(measurer, partial(cupti_times, graph, calls))
         # Diagnosis only: one replay from an idle GPU, launch included (the old timing).
         isolated = statistics.median(measurer.timer.replay_isolated(graph, calls) for _ in range(9))
         del graph
         rounds.append({"graph_us": ours["graph_us"], "graph_calls": ours["graph_calls"],
+                       "graph_clock_mhz": ours_mhz, "graph_reasons": ours_why,
                        "cupti_busy_us": busy, "cupti_span_us": span,
+                       "cupti_clock_mhz": cupti_mhz, "cupti_reasons": cupti_why,
                        "graph_isolated_us": isolated})  # fmt: skip
     row = record(point, "cupti_busy", rounds)
     assert abs(row["ratio"] - 1) <= TOLERANCE, row
