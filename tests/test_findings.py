@@ -848,7 +848,7 @@ def test_q3_names_each_capped_window_once_with_its_dtype():
         fused = window("graph", 32, 698.0, 99.7, clock=1790.0, reasons="sw_power_cap")
         fused.update(op="fused_moe", G=256, dtype=dtype)
         rows.append(fused)
-    out = q3_power(pd.concat([synthetic_power(), pd.DataFrame(rows)], ignore_index=True))
+    out = q3_power(pd.DataFrame(synthetic_power().to_dict("records") + rows))
     capped = only(out, 3, "power-capped")
     assert capped.numbers["capped"] == 4
     assert "torch·a fused_moe BF16 M = 32 graph, torch·a fused_moe FP8 M = 32 graph" in capped.text
@@ -859,7 +859,7 @@ def test_seed_power_sentence_counts_single_gemm_loops_only():
     # 3 gives it the experts' range): the seed sentence leaves it out, as question 3 does.
     fused = window("eager", 32, 698.0, 99.7, reasons="sw_power_cap")
     fused.update(op="fused_moe", G=256)
-    kp = pd.concat([synthetic_power(), pd.DataFrame([fused])], ignore_index=True)
+    kp = pd.DataFrame(synthetic_power().to_dict("records") + [fused])
     power = only(seed_comparison(StudyTables(HW_H200, PEAKS, kernel_power=kp)), "seed",
                  "235 W of 600 W")  # fmt: skip
     assert "eager GEMM loops draw 150–210 W" in power.text
