@@ -283,3 +283,25 @@ def test_the_h200_runs_step_model_renders_in_the_report(tmp_path):
     assert 'id="chart-step_model"' in html
     assert "Q6. Where do a decode step" in html
     assert "C = 16: predicted 4.95 ms against TPOT 5.01 ms (0.99×)" in html
+
+
+def test_an_h200_examples_report_draws_power_against_utilisation(tmp_path):
+    """tools/example_report.py on runs 14-15's kernel-power windows: the kernel-power section
+    shows the power-against-utilisation figure drawn from them (examples keep no timelines),
+    and question 3 names FlashInfer's capped MoE loops per dtype."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    example = root / "examples" / "h200-2026-12-01-kernels" / "run14-15"
+    subprocess.run([sys.executable, str(root / "tools" / "example_report.py"), str(example),
+                    "--sweeps", "sweeps/torch.csv", "--out", str(tmp_path)],
+                   check=True, capture_output=True)  # fmt: skip
+    spec = json.loads((tmp_path / "figures" / "power_vs_util.vl.json").read_text())
+    # One row per window (26: three idle baselines, 23 loops), beside the power-limit rule's.
+    assert max(len(d) for d in spec["datasets"].values()) == 26
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert 'id="chart-power_vs_util"' in html
+    assert "flashinfer·cutlass fused_moe FP8 M = 32 graph" in html

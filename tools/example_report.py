@@ -7,7 +7,8 @@ Reads the example's sweep CSVs (the pattern, relative to the example), its ``pea
 ``hardware.json`` and, where present, ``kernel_power/windows.csv``, ``tables/decode.csv`` and
 ``tables/step_model.csv``; writes under OUT the tables (``tables/sweep.csv``,
 ``support.csv``), the sweep figures (latency per backend, support, efficiency, launch
-overhead), the decode and step-model figures where their tables are, and
+overhead), the power-against-utilisation, decode and step-model figures where their tables
+are, and
 ``report/index.html``, as the workflow's own steps would. ``--baseline`` (a pattern in the
 example, or a path) adds "Before and after". Prints
 the report's path.
@@ -39,6 +40,7 @@ def main() -> int:
     from studylib.decode_figures import plot_decode
     from studylib.figure_list import figures
     from studylib.findings import compute_findings
+    from studylib.power_figures import plot_power
     from studylib.report import render_report
     from studylib.step_figures import step_chart
     from studylib.sweep_figures import plot_latency, plot_support, plot_table_figure
@@ -76,6 +78,9 @@ def main() -> int:
     windows = example / "kernel_power" / "windows.csv"
     if windows.is_file():
         inputs["kernel_power"] = windows
+        # Power against utilisation needs only the windows; the timeline needs the per-sample
+        # timelines, which examples do not keep.
+        plot_power(windows, None, *spec("power_vs_util").values(), kind="power_vs_util")
     decode, step = example / "tables" / "decode.csv", example / "tables" / "step_model.csv"
     if decode.is_file():
         inputs["decode"] = decode
