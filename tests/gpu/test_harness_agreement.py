@@ -17,8 +17,9 @@ starts from ``WARM_S`` of replays, and every measurement records the SM clock NV
 during it (``*_clock_mhz``) and its clocks-event reasons: at a power-capped size a short
 burst after an idle gap may run at a higher clock than sustained sampling (run 7,
 2026-12-01: FlashInfer ``bmm_fp8`` M = 4096 read 1.083 against CUPTI after 29 ms of warm
-replays, and 1.044 against triton's 20-ms burst), so each ratio comes with the clocks it
-was taken at. The CUPTI rows also keep one replay timed from an idle GPU
+replays, and 1.044 against triton's 20-ms burst; warmed for ``WARM_S``, run 16 read it at
+0.979 and every one of the 50 ratios within 0.974-1.039), so each ratio comes with the
+clocks it was taken at. The CUPTI rows also keep one replay timed from an idle GPU
 (``graph_isolated_us``: launch latency included, as the harness timed before 2026-12-01).
 
 Run on a CUDA machine (skipped elsewhere):
