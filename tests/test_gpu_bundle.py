@@ -185,3 +185,24 @@ def test_cross_build_names_what_cuda_home_lacks(tmp_path):
     assert ("lacks include/cublasLt.h, include/curand_kernel.h, include/nvrtc.h, "
             "lib64/libnvrtc.so") in done.stderr  # fmt: skip
     assert not (tmp_path / "out").exists()
+
+
+def test_default_part_leaves_room_for_the_tree(tmp_path):
+    """A device call carries the working tree and one part: at most 64 MiB together."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs the git checkout")
+    listing = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True
+    ).stdout.decode()
+    tree = sum((REPO / p).stat().st_size for p in listing.split("\0") if p and (REPO / p).exists())
+    absent = tmp_path / "absent.txt"
+    run = subprocess.run(
+        ["bash", str(SCRIPTS[0]), "--dest", str(tmp_path / "b"), "--list", str(absent)],
+        capture_output=True,
+        text=True,
+    )
+    # It stops at the missing list, before any download, having sized its parts.
+    assert run.returncode != 0 and "pinned list not found" in run.stderr
+    part_mib = int(re.search(r"part size: (\d+) MiB", run.stdout).group(1))
+    assert part_mib * 2**20 + tree <= 64 * 2**20
+    assert part_mib >= 16

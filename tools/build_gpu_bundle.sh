@@ -6,7 +6,9 @@
 #   tools/build_gpu_bundle.sh [--dest DIR] [--part-mib N] [--without GROUP]...
 #
 #   --dest DIR       output folder (default: <repo>/.gpu-bundle, git-ignored)
-#   --part-mib N     max total size of one part folder in MiB (default: 56)
+#   --part-mib N     max total size of one part folder in MiB (default: 63 less the
+#                    repo's tracked files, rounded up: a device call carries at most
+#                    64 MiB, the working tree and one part together)
 #   --without GROUP  leave a group out: snakemake | report | flashinfer | sgl_kernel |
 #                    serving | serving_sglang (repeatable, or comma-separated)
 #   --list FILE      pinned list (default: <repo>/envs/gpu-offline.txt)
@@ -36,7 +38,7 @@ log() { echo "build_gpu_bundle: $*"; }
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST="$REPO/.gpu-bundle"
-PART_MIB=56
+PART_MIB=""
 LIST="$REPO/envs/gpu-offline.txt"
 PY="${PYTHON:-python3}"
 WITHOUT=()
@@ -56,6 +58,14 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
+if [[ -z "$PART_MIB" ]]; then
+  # The tree travels with every device call, so a part gets what the tree leaves of 64 MiB.
+  tree_bytes=$(git -C "$REPO" ls-files -z 2>/dev/null | (cd "$REPO" && xargs -0 -r stat -c %s 2>/dev/null) \
+    | awk '{s += $1} END {print s + 0}')
+  PART_MIB=$(( 63 - (tree_bytes + 1048575) / 1048576 ))
+  (( PART_MIB >= 16 )) || die "the repo's tracked files take $(( tree_bytes / 1048576 )) MiB: too little of a 64-MiB device call is left for a part (pass --part-mib)"
+  log "part size: $PART_MIB MiB (63 less the repo's tracked $(( (tree_bytes + 1048575) / 1048576 )) MiB)"
+fi
 [[ "$PART_MIB" =~ ^[0-9]+$ && "$PART_MIB" -ge 1 ]] || die "--part-mib must be a positive integer, got '$PART_MIB'"
 for g in "${WITHOUT[@]+"${WITHOUT[@]}"}"; do
   case "$g" in snakemake|report|flashinfer|sgl_kernel|serving|serving_sglang) ;;
