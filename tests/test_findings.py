@@ -947,3 +947,24 @@ def test_gaps_of_a_machine_without_a_gpu_are_expected_and_a_missed_recorder_is_n
     assert q4_experts(None, decode_cpu).missing[0].expected
     decode_gpu = pd.DataFrame([{"engine": "sglang", "concurrency": 1}])
     assert not q4_experts(None, decode_gpu).missing[0].expected
+
+
+def test_q3_under_use_sentence_is_scoped_to_single_gemms_and_names_capped_expert_loops():
+    # A whole MoE layer at 32 tokens at its power cap is not a decode-sized GEMM window: the
+    # under-use sentence counts single GEMMs only, and a second sentence names the expert loops.
+    fused = window("graph", 32, 698.0, 99.7, clock=1790.0, reasons="sw_power_cap")
+    fused.update(op="fused_moe", G=256)
+    quiet = window("graph", 16, 420.0, 60.0)
+    quiet.update(op="fused_moe", G=256)
+    out = q3_power(pd.DataFrame(synthetic_power().to_dict("records") + [fused, quiet]), HW_H200)
+    under = only(out, 3, "under-use")
+    assert "decode-sized (M ≤ 64) single-GEMM loops" in under.text
+    assert under.numbers["decode_throttled"] == 0 and under.numbers["decode_windows"] == 3
+    experts = only(out, 3, "not low-power")
+    assert experts.numbers == {"expert_small_capped": 1, "expert_small_windows": 2}
+    assert "1 of 2 ran at the power cap, drawing 698 W" in experts.text
+
+
+def test_q3_no_expert_sentence_without_capped_expert_loops():
+    found = q3_power(synthetic_power(), HW_H200).findings
+    assert not [f for f in found if "not low-power" in f.text]

@@ -205,16 +205,27 @@ def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
         return
     throttled = decode[decode["throttle_reasons"].map(lambda r: bool(limit_reasons(r)))]
     clocks = decode["sm_clock_mhz"].dropna()
+    scope = f"decode-sized (M ≤ {DECODE_MAX_M}) single-GEMM"
     if throttled.empty:
-        text = ("Low power at decode sizes is under-use, not throttling: no decode-sized window "
-                "reports a power or thermal limit")  # fmt: skip
+        text = (f"Low power in the {scope} loops is under-use, not throttling: none of their "
+                f"{len(decode)} windows reports a power or thermal limit")  # fmt: skip
         if len(clocks):
             text += f", and the SM clock holds {_span(clocks.min(), clocks.max(), _plain, ' MHz')}"
             if _ok(max_clock):
                 text += f" (maximum {max_clock:.0f} MHz)"
-        out.add(3, text + ".", decode_throttled=0,
+        out.add(3, text + ".", decode_throttled=0, decode_windows=len(decode),
                 decode_clock_min=float(clocks.min()) if len(clocks) else None)  # fmt: skip
     else:
-        out.add(3, f"{len(throttled)} of {len(decode)} decode-sized windows report a power or "
+        out.add(3, f"{len(throttled)} of {len(decode)} {scope} windows report a power or "
                    "thermal limit: low power there is partly throttling.",
-                decode_throttled=len(throttled))  # fmt: skip
+                decode_throttled=len(throttled), decode_windows=len(decode))  # fmt: skip
+    # The expert loops at the same token counts are another regime: every call streams more
+    # weights than the L2 holds, and the GPU may sit at its power cap.
+    _, experts = split_expert_loops(loops)
+    small = experts[experts["M"] <= DECODE_MAX_M]
+    small_capped = small[classes.reindex(small.index) == "power-capped"]
+    if not small_capped.empty:
+        out.add(3, f"The loops over experts at M ≤ {DECODE_MAX_M} (grouped GEMMs and whole MoE "
+                   f"layers) are not low-power: {len(small_capped)} of {len(small)} ran at the "
+                   f"power cap, drawing {_watts_span(small_capped)[0]}.",
+                expert_small_capped=len(small_capped), expert_small_windows=len(small))  # fmt: skip
