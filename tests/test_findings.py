@@ -968,3 +968,19 @@ def test_q3_under_use_sentence_is_scoped_to_single_gemms_and_names_capped_expert
 def test_q3_no_expert_sentence_without_capped_expert_loops():
     found = q3_power(synthetic_power(), HW_H200).findings
     assert not [f for f in found if "not low-power" in f.text]
+
+
+def test_q3_cold_only_decode_loops_are_named_as_decode_sized():
+    # A run with only cold loops at decode sizes (the step-model runs): the first clause names
+    # the size itself, and no "no decode-sized window" note contradicts it.
+    frame = pd.DataFrame([
+        window("idle", w=82.0, pct=82 / 7, clock=345.0),
+        window("cold", 16, 660.0, 94.0, clock=1800.0, reasons="sw_power_cap", tensor=6.0),
+        window("cold", 64, 620.0, 88.5, tensor=30.0),
+    ])  # fmt: skip
+    out = q3_power(frame, HW_H200)
+    loops = only(out, 3, "kernel loops")
+    assert "(GPU power from NVML), decode-sized (M ≤ 64) cold loops (weights streamed" in loops.text
+    assert "their cold loops" not in loops.text
+    assert not [m for m in out.missing if "decode-sized" in m.text]
+    assert only(out, 3, "partly throttling").numbers["decode_windows"] == 2

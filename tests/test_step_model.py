@@ -158,6 +158,14 @@ def test_energy_per_token_from_loop_watts_and_idle_power():
     assert row["j_per_token_ratio"].iloc[0] == pytest.approx(joules / 16 / 0.5)
 
 
+def decode_at(tpot16_ms: float, graphs=True) -> pd.DataFrame:
+    """decode() with TPOT at C = 16 set to a profile's step (the profiled step must run as
+    the measured window did for its parts to stand as measured)."""
+    frame = decode(graphs)
+    frame.loc[frame["concurrency"] == 16, "tpot_ms"] = tpot16_ms
+    return frame
+
+
 def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
     breakdown = pd.DataFrame([
         {"variant": "v-True", "concurrency": 16, "rank": r, "component": comp,
@@ -169,12 +177,13 @@ def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
     measured = measured_components(breakdown, "v-True", 16)
     assert measured == pytest.approx({"moe": 6005, "attention": 50, "dense": 55,
                                       "other": 35 + 25 + 50})  # fmt: skip
-    table = step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown)
+    table = step_model(sweep(), decode_at(6.2), GEOMETRY, breakdown=breakdown)
     row = table[(table["concurrency"] == 16) & (table["component"] == "moe")].iloc[0]
     assert row["measured_us"] == pytest.approx(6005) and row["measured_basis"] == "profile"
+    assert row["profile_step_us"] == pytest.approx(6005 + 50 + 55 + 110)
     assert math.isnan(row["profile_context"])  # a breakdown without the column: unknown
     breakdown["context"] = 640.0
-    table = step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown)
+    table = step_model(sweep(), decode_at(6.2), GEOMETRY, breakdown=breakdown)
     at16 = table[table["concurrency"] == 16]
     assert (at16["profile_context"] == 640.0).all()
     assert table[table["concurrency"] == 1]["profile_context"].isna().all()  # no profile
@@ -193,19 +202,50 @@ def test_finding_counts_components_and_energy_within_their_targets():
                          ("communication", 25))
     ])  # fmt: skip
     windows = loop_windows()
-    table = step_model(sweep(), decode(), GEOMETRY, windows=windows, breakdown=breakdown)
+    table = step_model(sweep(), decode_at(6.2), GEOMETRY, windows=windows, breakdown=breakdown)
     text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
+    # Graphs on, the model predicts no host time: the profiler's 110 µs is shown as such.
     assert (
         "Components within ±25% of the profiler's (KV length of the profile not "
-        "recorded) at 2 of 4 (not: dense at C = 16 0.53×, other at C = 16 0.00×)."
+        "recorded) at 2 of 4 (not: dense at C = 16 0.53×, other at C = 16 none predicted "
+        "against 0.11 ms)."
     ) in text
     breakdown["context"] = 640.0
-    table = step_model(sweep(), decode(), GEOMETRY, windows=windows, breakdown=breakdown)
+    table = step_model(sweep(), decode_at(6.2), GEOMETRY, windows=windows, breakdown=breakdown)
     text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
     assert "Components within ±25% of the profiler's (profiled at KV length 640) at 2 of 4" in text
     ratio = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")][
         "j_per_token_ratio"].iloc[0]  # fmt: skip
     assert f"J/token within ±25% at {int(abs(ratio - 1) <= 0.25)} of 1." in text
+
+
+def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
+    from studylib.findings.step import q6_step
+
+    # A profiled step of 5.17 ms (3 ms of it idle: the tracer's host cost) against a measured
+    # TPOT of 2.6 ms: the kernels stand, other becomes TPOT less them (2,600 - 2,105 µs).
+    breakdown = pd.DataFrame([
+        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": comp,
+         "us_per_step": us, "idle_us_per_step": 3000.0}
+        for comp, us in (("moe", 2000), ("attention", 50), ("dense", 55), ("other", 35),
+                         ("communication", 25))
+    ])  # fmt: skip
+    table = step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown)
+    at16 = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")]
+    measured = at16.set_index("component")["measured_us"]
+    assert measured["moe"] == pytest.approx(2000) and measured["other"] == pytest.approx(495)
+    assert at16["profile_step_us"].tolist() == pytest.approx([5165.0] * 4)
+    assert at16["measured_basis"].iloc[0] == (
+        "profile; other = TPOT - profiled kernels (profiled step 5.17 ms, 1.99× TPOT)"
+    )
+    text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
+    assert "other is TPOT less the profiled kernels where the profiled step ran 1.99× TPOT " \
+           "(C = 16)" in text  # fmt: skip
+    # Within the tolerance the profile stands whole.
+    table = step_model(sweep(), decode_at(5.165 / 1.2), GEOMETRY, breakdown=breakdown)
+    other = table[(table["concurrency"] == 16) & (table["component"] == "other")].iloc[0]
+    assert other["measured_basis"] == "profile"
+    assert other["measured_us"] == pytest.approx(35 + 25 + 3000)
 
 
 def test_finding_states_the_prediction_against_tpot_and_the_launch_gap():
@@ -305,3 +345,40 @@ def test_an_h200_examples_report_draws_power_against_utilisation(tmp_path):
     html = (tmp_path / "report" / "index.html").read_text()
     assert 'id="chart-power_vs_util"' in html
     assert "flashinfer·cutlass fused_moe FP8 M = 32 graph" in html
+
+
+def test_a_profiled_step_shorter_than_tpot_stands_whole():
+    # Tracing never speeds a step up: a profile at half the window's TPOT is kept as it is.
+    breakdown = pd.DataFrame([
+        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": comp,
+         "us_per_step": us, "idle_us_per_step": 100.0}
+        for comp, us in (("moe", 2000), ("attention", 50), ("dense", 55))
+    ])  # fmt: skip
+    table = step_model(sweep(), decode_at(4.4), GEOMETRY, breakdown=breakdown)
+    other = table[(table["concurrency"] == 16) & (table["component"] == "other")].iloc[0]
+    assert other["measured_basis"] == "profile" and other["measured_us"] == pytest.approx(100)
+    assert other["profile_step_us"] == pytest.approx(2205)
+
+
+def test_an_example_without_hardware_record_is_refused_and_its_tables_are_all_read(tmp_path):
+    """tools/example_report.py on runs 9-12 (which kept no hardware.json): refused with one
+    message naming the missing record; with --hardware, its kernel-power and per-expert tables
+    (tables/) answer questions 3 and 4."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    example = root / "examples" / "h200-2026-12-01-step-model"
+    tool = [sys.executable, str(root / "tools" / "example_report.py"), str(example),
+            "--sweeps", "sweeps/*.csv", "--out", str(tmp_path)]  # fmt: skip
+    refused = subprocess.run(tool, capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert "no hardware record" in refused.stderr and "--hardware" in refused.stderr
+    hardware = root / "examples" / "h200-2026-12-01-kernels" / "hardware.json"
+    subprocess.run([*tool, "--hardware", str(hardware)], check=True, capture_output=True)
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert "no kernel-power table" not in html and "cold loops (weights streamed" in html
+    assert "no SGLang expert-distribution record" not in html
+    assert "the busiest expert gets 1.03× it" in html
+    assert "this machine has no GPU" not in html

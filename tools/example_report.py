@@ -4,8 +4,11 @@
         --sweeps 'sweeps/run6_*.csv' --out /tmp/h200-report [--baseline 'sweeps/*.csv']
 
 Reads the example's sweep CSVs (the pattern, relative to the example), its ``peaks.json``,
-``hardware.json`` and, where present, ``kernel_power/windows.csv``, ``tables/decode.csv`` and
-``tables/step_model.csv``; writes under OUT the tables (``tables/sweep.csv``,
+``hardware.json`` (or ``--hardware``: an example that kept none takes the record of the same
+machine from another) and, where present, its kernel-power windows
+(``kernel_power/windows.csv``, else ``tables/kernel_power.csv``), ``tables/decode.csv``,
+``tables/expert_m.csv`` and ``tables/step_model.csv``; writes under OUT the tables
+(``tables/sweep.csv``,
 ``support.csv``), the sweep figures (latency per backend, support, efficiency, launch
 overhead), the power-against-utilisation, decode and step-model figures where their tables
 are, and
@@ -31,6 +34,8 @@ def main() -> int:
     parser.add_argument("--sweeps", default="sweeps/*.csv", help="pattern of its sweep files")
     parser.add_argument("--out", type=Path, required=True, help="folder to write into")
     parser.add_argument("--baseline", help="a pattern (in the example) or path to compare with")
+    parser.add_argument("--hardware", type=Path,
+                        help="hardware.json to use (default: the example's own)")  # fmt: skip
     args = parser.parse_args()
 
     import pandas as pd
@@ -47,6 +52,13 @@ def main() -> int:
     from studylib.tables import StudyTables, read_optional
 
     example, out = args.example, args.out
+    hardware = args.hardware or example / "hardware.json"
+    if not hardware.is_file():
+        # Without it every sentence would describe a machine without a GPU.
+        print(f"example_report: no hardware record {hardware}: pass --hardware with one of "
+              "the same machine (e.g. examples/h200-2026-12-01-kernels/hardware.json)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     files = sorted(glob.glob(str(example / args.sweeps)))
     if not files:
         print(f"example_report: {example / args.sweeps} matches no file", file=sys.stderr)
@@ -74,9 +86,11 @@ def main() -> int:
     plot_support(tables["support"], **spec("support"))
     for kind in ("efficiency", "launch_overhead"):
         plot_table_figure(kind, tables["sweep"], *spec(kind).values())
-    inputs = {"hardware": example / "hardware.json", "peaks": peaks, **tables}
-    windows = example / "kernel_power" / "windows.csv"
-    if windows.is_file():
+    inputs = {"hardware": hardware, "peaks": peaks, **tables}
+    windows = next((w for w in (example / "kernel_power" / "windows.csv",
+                                example / "tables" / "kernel_power.csv") if w.is_file()),
+                   None)  # fmt: skip
+    if windows is not None:
         inputs["kernel_power"] = windows
         # Power against utilisation needs only the windows; the timeline needs the per-sample
         # timelines, which examples do not keep.
@@ -86,6 +100,8 @@ def main() -> int:
         inputs["decode"] = decode
         for kind in ("decode", "decode_latency", "decode_frontier"):
             plot_decode(decode, *spec(kind).values(), kind=kind)
+    if (example / "tables" / "expert_m.csv").is_file():
+        inputs["expert_m"] = example / "tables" / "expert_m.csv"
     if step.is_file():
         inputs["step_model"] = step
         save_chart(step_chart(read_optional(step)), *spec("step_model").values())

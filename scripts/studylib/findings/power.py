@@ -97,12 +97,24 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
         out.miss(3, "no idle baseline window in the kernel-power table")
     parts = []
     numbers: dict[str, Any] = {"source": source}
+    # The first decode-sized clause present names the size; the ones after it say "their".
+    decode_clauses = [
+        (what, rows, key)
+        for what, rows, key in (
+            ("eager loops", d_eager, "decode_eager"),
+            ("graph-replayed loops (weights L2-resident where they fit)", d_graph,
+             "decode_graph"),
+            ("cold loops (weights streamed from HBM on every call, as in decode)", d_cold,
+             "decode_cold"),
+        )
+        if not rows.empty
+    ]  # fmt: skip
+    decode_clauses = [
+        (f"{f'decode-sized (M ≤ {DECODE_MAX_M})' if i == 0 else 'their'} {what}", rows, key)
+        for i, (what, rows, key) in enumerate(decode_clauses)
+    ]
     for label, rows, key in (
-        (f"decode-sized (M ≤ {DECODE_MAX_M}) eager loops", d_eager, "decode_eager"),
-        ("their graph-replayed loops (weights L2-resident where they fit)", d_graph,
-         "decode_graph"),
-        ("their cold loops (weights streamed from HBM on every call, as in decode)", d_cold,
-         "decode_cold"),
+        *decode_clauses,
         (f"prefill-sized (M ≥ {PREFILL_MIN_M}) loops", prefill, "prefill"),
         (f"loops over {'/'.join(f'{g:.0f}' for g in sorted(experts['G'].unique()))} experts "
          "(grouped GEMMs and whole MoE layers)", experts, "experts"),
@@ -124,7 +136,7 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
         numbers.update({f"{key}_{k}": v for k, v in nums.items()})
     if parts:
         out.add(3, f"In the kernel loops ({what}), " + "; ".join(parts) + ".", **numbers)
-    if d_eager.empty and d_graph.empty:
+    if decode.empty:
         out.miss(3, f"no decode-sized (M ≤ {DECODE_MAX_M}) kernel-power window was measured")
     _q3_throttle(out, loops, decode, hardware)
     _q3_gpu_spread(out, loops)

@@ -82,8 +82,9 @@ def _energy_targets(steps: pd.DataFrame) -> str:
 def _component_targets(parts: pd.DataFrame, concurrencies: pd.Series) -> str:
     """How many predicted components are within COMPONENT_TOLERANCE of the profiler's at
     these concurrencies, and which are not (with their ratios)."""
+    basis = parts["measured_basis"].fillna("").astype(str)
     rows = parts[parts["concurrency"].isin(concurrencies)
-                 & (parts["measured_basis"] == "profile") & (parts["measured_us"] > 0)]  # fmt: skip
+                 & basis.str.startswith("profile") & (parts["measured_us"] > 0)]  # fmt: skip
     rows = rows.dropna(subset=["predicted_us"])
     if rows.empty:
         return ""
@@ -97,15 +98,27 @@ def _component_targets(parts: pd.DataFrame, concurrencies: pd.Series) -> str:
     text = (f" Components within ±{COMPONENT_TOLERANCE:.0%} of the profiler's ({at}) at "
             f"{len(rows) - len(off)} of {len(rows)}")  # fmt: skip
     if len(off):
-        text += (
-            " (not: "
-            + ", ".join(
-                f"{r['component']} at C = {int(r['concurrency'])} {r['ratio']:.2f}×"
-                for _, r in off.iterrows()
-            )
-            + ")"
+        text += " (not: " + ", ".join(_off_by(r) for _, r in off.iterrows()) + ")"
+    # Profiles whose step ran far from TPOT: their other is TPOT less their kernels
+    # (step_model.representative); say where, with the profiled step against TPOT.
+    adjusted = rows[rows["measured_basis"].astype(str) != "profile"].drop_duplicates("concurrency")
+    if len(adjusted):
+        text += "; other is TPOT less the profiled kernels where the profiled step ran " + (
+            ", ".join(
+                f"{r['profile_step_us'] / r['tpot_us']:.2f}× TPOT (C = {int(r['concurrency'])})"
+                for _, r in adjusted.iterrows()
+            )  # fmt: skip
         )
     return text + "."
+
+
+def _off_by(row) -> str:
+    """One component outside its tolerance: the ratio, or both times where none is
+    predicted (a ratio of 0 says nothing)."""
+    where = f"{row['component']} at C = {int(row['concurrency'])}"
+    if row["predicted_us"] == 0:
+        return f"{where} none predicted against {row['measured_us'] / 1e3:.2f} ms"
+    return f"{where} {row['ratio']:.2f}×"
 
 
 def gap_explained(gap_us: float, predicted_us: float, tpot_on_us: float) -> bool:
