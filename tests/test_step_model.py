@@ -382,3 +382,21 @@ def test_an_example_without_hardware_record_is_refused_and_its_tables_are_all_re
     assert "no SGLang expert-distribution record" not in html
     assert "the busiest expert gets 1.03× it" in html
     assert "this machine has no GPU" not in html
+
+
+def test_the_step_figure_stacks_a_set_aside_profiles_kernels_and_tpot_where_none_ran():
+    from studylib.step_figures import NOT_PROFILED, step_frames
+
+    breakdown = pd.DataFrame([
+        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": comp,
+         "us_per_step": us, "idle_us_per_step": 3000.0}
+        for comp, us in (("moe", 2000), ("attention", 50), ("dense", 55))
+    ])  # fmt: skip
+    bars, _ = step_frames(step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown))
+    measured = bars[bars["bar"] == "measured"].set_index(["concurrency", "component"])["ms"]
+    # C = 16: the profiled step (5.1 ms) ran 1.96x the 2.6-ms TPOT: kernels stacked, other is
+    # TPOT less them. C = 1: no profile, TPOT alone.
+    assert measured[(16, "moe")] == pytest.approx(2.0)
+    assert measured[(16, "other")] == pytest.approx(2.6 - 2.105)
+    assert (16, NOT_PROFILED) not in measured.index
+    assert measured[(1, NOT_PROFILED)] == pytest.approx(1.1)

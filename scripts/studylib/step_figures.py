@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 
 from .charts import no_data_chart, strict_frame
-from .step_model import MODEL_COMPONENTS
+from .step_model import MODEL_COMPONENTS, PROFILE_STEP_TOLERANCE
 
 STEP_TITLE = "Decode: where a step's time goes, predicted from the kernel tables and measured"
 #: Bars per C, left to right.
@@ -35,7 +35,8 @@ def step_frames(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                                "source": f"predicted, {routing}",
                                "j_per_token": r["predicted_j_per_token"].iloc[0]})  # fmt: skip
         first = g[g["routing"] == g["routing"].iloc[0]]
-        if (first["measured_basis"] == "profile").any():
+        # A profile whose idle was set aside (step_model.representative) still gives kernels.
+        if first["measured_basis"].fillna("").astype(str).str.startswith("profile").any():
             for _, row in first.iterrows():
                 bars.append({"variant": variant, "concurrency": int(c), "bar": "measured",
                              "component": row["component"],
@@ -114,7 +115,9 @@ def step_chart(table: pd.DataFrame | None) -> alt.TopLevelMixin:
         "attention, the dense projections, lm_head) over the model's layers; other: with CUDA "
         "graphs off, the host's time beyond the kernels (their least eager times)",
         "measured: SGLang's profiler over steady steps at batch C (other: unmodelled kernels, "
-        "communication, idle gaps), or TPOT alone where no profile ran",
+        "communication, idle gaps; TPOT less the profiled kernels where the profiled step ran "
+        f"more than {PROFILE_STEP_TOLERANCE:.0%} longer than TPOT), or TPOT alone where no "
+        "profile ran",
     ]
     # Components and sources are different legends.
     return (
