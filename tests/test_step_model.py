@@ -166,6 +166,15 @@ def decode_at(tpot16_ms: float, graphs=True) -> pd.DataFrame:
     return frame
 
 
+def profile_at16(parts: dict, idle_us: float) -> pd.DataFrame:
+    """A one-rank profile of v-True at C = 16: µs per step per component, and its idle."""
+    return pd.DataFrame([
+        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": comp,
+         "us_per_step": us, "idle_us_per_step": idle_us}
+        for comp, us in parts.items()
+    ])  # fmt: skip
+
+
 def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
     breakdown = pd.DataFrame([
         {"variant": "v-True", "concurrency": 16, "rank": r, "component": comp,
@@ -195,12 +204,8 @@ def test_finding_counts_components_and_energy_within_their_targets():
 
     # The profile at C = 16 (per rank averaged): MoE 6,005 µs against 6,416 predicted,
     # attention 50 against 40, dense 55 against 29, other 110 against none.
-    breakdown = pd.DataFrame([
-        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": comp,
-         "us_per_step": us, "idle_us_per_step": 50.0}
-        for comp, us in (("moe", 6005), ("attention", 50), ("dense", 55), ("other", 35),
-                         ("communication", 25))
-    ])  # fmt: skip
+    breakdown = profile_at16({"moe": 6005, "attention": 50, "dense": 55, "other": 35,
+                              "communication": 25}, 50.0)  # fmt: skip
     windows = loop_windows()
     table = step_model(sweep(), decode_at(6.2), GEOMETRY, windows=windows, breakdown=breakdown)
     text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
@@ -224,12 +229,8 @@ def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
 
     # A profiled step of 5.17 ms (3 ms of it idle: the tracer's host cost) against a measured
     # TPOT of 2.6 ms: the kernels stand, other becomes TPOT less them (2,600 - 2,105 µs).
-    breakdown = pd.DataFrame([
-        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": comp,
-         "us_per_step": us, "idle_us_per_step": 3000.0}
-        for comp, us in (("moe", 2000), ("attention", 50), ("dense", 55), ("other", 35),
-                         ("communication", 25))
-    ])  # fmt: skip
+    breakdown = profile_at16({"moe": 2000, "attention": 50, "dense": 55, "other": 35,
+                              "communication": 25}, 3000.0)  # fmt: skip
     table = step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown)
     at16 = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")]
     measured = at16.set_index("component")["measured_us"]
@@ -349,11 +350,7 @@ def test_an_h200_examples_report_draws_power_against_utilisation(tmp_path):
 
 def test_a_profiled_step_shorter_than_tpot_stands_whole():
     # Tracing never speeds a step up: a profile at half the window's TPOT is kept as it is.
-    breakdown = pd.DataFrame([
-        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": comp,
-         "us_per_step": us, "idle_us_per_step": 100.0}
-        for comp, us in (("moe", 2000), ("attention", 50), ("dense", 55))
-    ])  # fmt: skip
+    breakdown = profile_at16({"moe": 2000, "attention": 50, "dense": 55}, 100.0)
     table = step_model(sweep(), decode_at(4.4), GEOMETRY, breakdown=breakdown)
     other = table[(table["concurrency"] == 16) & (table["component"] == "other")].iloc[0]
     assert other["measured_basis"] == "profile" and other["measured_us"] == pytest.approx(100)
@@ -387,11 +384,7 @@ def test_an_example_without_hardware_record_is_refused_and_its_tables_are_all_re
 def test_the_step_figure_stacks_a_set_aside_profiles_kernels_and_tpot_where_none_ran():
     from studylib.step_figures import NOT_PROFILED, step_frames
 
-    breakdown = pd.DataFrame([
-        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": comp,
-         "us_per_step": us, "idle_us_per_step": 3000.0}
-        for comp, us in (("moe", 2000), ("attention", 50), ("dense", 55))
-    ])  # fmt: skip
+    breakdown = profile_at16({"moe": 2000, "attention": 50, "dense": 55}, 3000.0)
     bars, _ = step_frames(step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown))
     measured = bars[bars["bar"] == "measured"].set_index(["concurrency", "component"])["ms"]
     # C = 16: the profiled step (5.1 ms) ran 1.96x the 2.6-ms TPOT: kernels stacked, other is
