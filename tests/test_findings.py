@@ -424,6 +424,13 @@ def test_seed_comparison_on_a_blackwell_like_sweep():
     assert (fp4.numbers["fp4_eager_min"], fp4.numbers["fp4_eager_max"]) == (35.0, 35.0)
     assert fp4.numbers["fp8_e4m3_eager_us"] == 20.0 and fp4.numbers["fp8_e4m3_graph_us"] == 4.0
     assert fp4.numbers["bf16_decode_eager_span"] == [30.0, 40.0]
+    assert "the fastest eager time over M 1–64 spanning 30.0–40.0 µs" in fp4.text
+    # The same fastest time at every decode size is one value, not a span.
+    flat = synthetic_sweep()
+    bf16 = (flat["dtype"] == "bf16") & (flat["M"] <= 64)
+    flat.loc[bf16, "eager_us"] = flat.loc[bf16, "eager_us"].clip(upper=30.0)
+    text = only(seed_comparison(StudyTables(HW_H200, PEAKS, flat)), "seed", "30–42 µs").text
+    assert "the fastest eager time over M 1–64 is 30.0 µs" in text
     sgl = only(out, "seed", "cutlass_scaled_fp4_mm")
     n = sgl.numbers
     assert (n["ok"], n["points"], n["failed_max_m"]) == (3, 5, 64)

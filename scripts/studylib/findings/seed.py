@@ -120,9 +120,11 @@ def seed_comparison(tables: StudyTables) -> Findings:
                 dec = rows[(rows["dtype"] == dtype) & (rows["M"] <= DECODE_MAX_M)]
                 span = dec.groupby("M")["eager_us"].min()
                 if len(span) > 1:
+                    spread = _span(span.min(), span.max(), fmt_us)
+                    # One value when the range rounds to a point: "is", not "spanning".
+                    verb = "spanning" if "–" in spread else "is"
                     bits[-1] += (f", the fastest eager time over M {span.index.min():.0f}–"
-                                 f"{span.index.max():.0f} spanning "
-                                 f"{_span(span.min(), span.max(), fmt_us)}")  # fmt: skip
+                                 f"{span.index.max():.0f} {verb} {spread}")  # fmt: skip
                     numbers[f"{dtype}_decode_eager_span"] = [float(span.min()), float(span.max())]
         out.add(
             q, f"{seed_txt}; on {shape or 'the expert shape'} " + "; ".join(bits) + ".", **numbers
