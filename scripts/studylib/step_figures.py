@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 
 from .charts import no_data_chart, strict_frame
-from .step_model import MODEL_COMPONENTS, PROFILE_STEP_TOLERANCE
+from .step_model import MODEL_COMPONENTS, PROFILE_STEP_TOLERANCE, from_profile
 
 STEP_TITLE = "Decode: where a step's time goes, predicted from the kernel tables and measured"
 #: Bars per C, left to right.
@@ -36,7 +36,7 @@ def step_frames(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                                "j_per_token": r["predicted_j_per_token"].iloc[0]})  # fmt: skip
         first = g[g["routing"] == g["routing"].iloc[0]]
         # A profile whose idle was set aside (step_model.representative) still gives kernels.
-        if first["measured_basis"].fillna("").astype(str).str.startswith("profile").any():
+        if from_profile(first["measured_basis"]).any():
             for _, row in first.iterrows():
                 bars.append({"variant": variant, "concurrency": int(c), "bar": "measured",
                              "component": row["component"],

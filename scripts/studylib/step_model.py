@@ -45,7 +45,6 @@ import math
 
 import pandas as pd
 
-from .findings.decode import graphs_flag
 from .step_components import COMPONENTS
 
 #: The step's parts as the model predicts them: the profiler's classes (step_components),
@@ -87,6 +86,10 @@ POWER_MODES = ("cold", "graph", "eager")
 #: C = 1 with CUDA graphs and 2.07× at C = 256 without, where its kernels alone took 0.86×
 #: and 0.97×).
 PROFILE_STEP_TOLERANCE = 0.25
+
+#: ``measured_basis`` of a step measured by the profiler; a profile whose idle was set aside
+#: (``representative``) says so after it.
+PROFILE_BASIS = "profile"
 
 COLUMNS = [
     "variant", "weights", "cuda_graphs", "concurrency", "routing", "component",
@@ -285,16 +288,23 @@ def measured_components(breakdown: pd.DataFrame | None, variant: str, c: int) ->
     return out
 
 
+def from_profile(basis: pd.Series, whole: bool = False) -> pd.Series:
+    """Which rows' measured side comes from the profiler (``whole``: with its own idle too,
+    not set aside by ``representative``)."""
+    basis = basis.fillna("").astype(str)
+    return basis == PROFILE_BASIS if whole else basis.str.startswith(PROFILE_BASIS)
+
+
 def representative(profiled: dict, tpot_us: float) -> tuple[dict, str, float]:
     """The profile's parts as the measured side, its basis, and the profiled step's length.
     A profiled step longer than TPOT by more than PROFILE_STEP_TOLERANCE keeps its kernels;
     its ``other`` becomes what TPOT leaves beyond them."""
     step = sum(profiled.values())
     if not (tpot_us > 0) or step / tpot_us - 1 <= PROFILE_STEP_TOLERANCE:
-        return profiled, "profile", step
+        return profiled, PROFILE_BASIS, step
     kernels = step - profiled["other"]
-    basis = (f"profile; other = TPOT - profiled kernels (profiled step {step / 1e3:.2f} ms, "
-             f"{step / tpot_us:.2f}× TPOT)")  # fmt: skip
+    basis = (f"{PROFILE_BASIS}; other = TPOT - profiled kernels (profiled step "
+             f"{step / 1e3:.2f} ms, {step / tpot_us:.2f}× TPOT)")  # fmt: skip
     return {**profiled, "other": max(tpot_us - kernels, 0.0)}, basis, step
 
 
@@ -303,6 +313,9 @@ def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
                routings: tuple[str, ...] = ("balanced", "recorded"),
                mode: str = "cold") -> pd.DataFrame:  # fmt: skip
     """The step-model table: one row per (variant, C, routing, component)."""
+    # Here, not at the top: the findings read this module's basis rule (from_profile).
+    from .findings.decode import graphs_flag
+
     rows = []
     if decode is None or decode.empty:
         return pd.DataFrame(columns=COLUMNS)

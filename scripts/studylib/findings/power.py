@@ -98,21 +98,16 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
     parts = []
     numbers: dict[str, Any] = {"source": source}
     # The first decode-sized clause present names the size; the ones after it say "their".
-    decode_clauses = [
-        (what, rows, key)
-        for what, rows, key in (
-            ("eager loops", d_eager, "decode_eager"),
-            ("graph-replayed loops (weights L2-resident where they fit)", d_graph,
-             "decode_graph"),
-            ("cold loops (weights streamed from HBM on every call, as in decode)", d_cold,
-             "decode_cold"),
-        )
-        if not rows.empty
-    ]  # fmt: skip
-    decode_clauses = [
-        (f"{f'decode-sized (M ≤ {DECODE_MAX_M})' if i == 0 else 'their'} {what}", rows, key)
-        for i, (what, rows, key) in enumerate(decode_clauses)
-    ]
+    decode_clauses, lead = [], f"decode-sized (M ≤ {DECODE_MAX_M})"
+    for loops_of, rows, key in (
+        ("eager loops", d_eager, "decode_eager"),
+        ("graph-replayed loops (weights L2-resident where they fit)", d_graph, "decode_graph"),
+        ("cold loops (weights streamed from HBM on every call, as in decode)", d_cold,
+         "decode_cold"),
+    ):  # fmt: skip
+        if not rows.empty:
+            decode_clauses.append((f"{lead} {loops_of}", rows, key))
+            lead = "their"
     for label, rows, key in (
         *decode_clauses,
         (f"prefill-sized (M ≥ {PREFILL_MIN_M}) loops", prefill, "prefill"),
@@ -138,7 +133,7 @@ def q3_power(kernel_power: pd.DataFrame | None, hardware: dict | None = None) ->
         out.add(3, f"In the kernel loops ({what}), " + "; ".join(parts) + ".", **numbers)
     if decode.empty:
         out.miss(3, f"no decode-sized (M ≤ {DECODE_MAX_M}) kernel-power window was measured")
-    _q3_throttle(out, loops, decode, hardware)
+    _q3_throttle(out, loops, decode, experts, hardware)
     _q3_gpu_spread(out, loops)
     gaps = measured["energy_gap_pct"].abs()
     if gaps.notna().any():
@@ -185,7 +180,7 @@ CAPPED = f"a clocks-event reason {' or '.join(POWER_CAP_REASONS)}"
 
 
 def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
-                 hardware: dict | None) -> None:  # fmt: skip
+                 experts: pd.DataFrame, hardware: dict | None) -> None:  # fmt: skip
     max_clock = num_of(_gpu(hardware).get("max_sm_clock_mhz"))
     classes = classify_windows(loops)["class"]
     capped, thermal = loops[classes == "power-capped"], loops[classes == "thermally throttled"]
@@ -233,7 +228,6 @@ def _q3_throttle(out: Findings, loops: pd.DataFrame, decode: pd.DataFrame,
                 decode_throttled=len(throttled), decode_windows=len(decode))  # fmt: skip
     # The expert loops at the same token counts are another regime: every call streams more
     # weights than the L2 holds, and the GPU may sit at its power cap.
-    _, experts = split_expert_loops(loops)
     small = experts[experts["M"] <= DECODE_MAX_M]
     small_capped = small[classes.reindex(small.index) == "power-capped"]
     if not small_capped.empty:

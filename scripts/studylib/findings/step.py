@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..step_model import PROFILE_BASIS, from_profile
 from .common import Findings, _numeric
 from .decode import graphs_flag
 
@@ -82,9 +83,8 @@ def _energy_targets(steps: pd.DataFrame) -> str:
 def _component_targets(parts: pd.DataFrame, concurrencies: pd.Series) -> str:
     """How many predicted components are within COMPONENT_TOLERANCE of the profiler's at
     these concurrencies, and which are not (with their ratios)."""
-    basis = parts["measured_basis"].fillna("").astype(str)
     rows = parts[parts["concurrency"].isin(concurrencies)
-                 & basis.str.startswith("profile") & (parts["measured_us"] > 0)]  # fmt: skip
+                 & from_profile(parts["measured_basis"]) & (parts["measured_us"] > 0)]  # fmt: skip
     rows = rows.dropna(subset=["predicted_us"])
     if rows.empty:
         return ""
@@ -101,7 +101,8 @@ def _component_targets(parts: pd.DataFrame, concurrencies: pd.Series) -> str:
         text += " (not: " + ", ".join(_off_by(r) for _, r in off.iterrows()) + ")"
     # Profiles whose step ran far from TPOT: their other is TPOT less their kernels
     # (step_model.representative); say where, with the profiled step against TPOT.
-    adjusted = rows[rows["measured_basis"].astype(str) != "profile"].drop_duplicates("concurrency")
+    adjusted = rows[~from_profile(rows["measured_basis"], whole=True)]
+    adjusted = adjusted.drop_duplicates("concurrency")
     if len(adjusted):
         text += "; other is TPOT less the profiled kernels where the profiled step ran " + (
             ", ".join(
@@ -149,7 +150,7 @@ def _launch_gap(out: Findings, df: pd.DataFrame) -> None:
             bit = (f"C = {c}: {gap / 1e3:+.2f} ms ({gap / r['tpot_us_on']:+.0%} of TPOT), "
                    f"predicted {predicted / 1e3:+.2f} ms")  # fmt: skip
             measured = other["measured_us"].get((r["variant_off"], c), float("nan"))
-            if other["measured_basis"].get((r["variant_off"], c)) == "profile":
+            if other["measured_basis"].get((r["variant_off"], c)) == PROFILE_BASIS:
                 bit += f", GPU idle or in unmodelled kernels {measured / 1e3:.2f} ms per step"
             bits.append(bit + ("" if ok else " (missed)"))
         if bits:
