@@ -245,6 +245,7 @@ class Sampler:
         gpm_period_s: float = 1.0,
         max_samples: int = 200_000,
         clock=time.monotonic,
+        gpm: bool = True,
     ):
         self.readers = list(readers)
         self.period_s = 1.0 / rate_hz
@@ -264,7 +265,9 @@ class Sampler:
         self.cpu_s = 0.0  # CPU time the sampling thread used
         self.wall_s = 0.0
         self._failures = {r.index: 0 for r in self.readers}
-        self._gpm_supported = {r.index: r.gpm_supported() for r in self.readers}
+        # gpm=False: power, clocks and reasons only (what GPM sampling costs is measured
+        # against this: tools/decode_load_probe.py).
+        self._gpm_supported = {r.index: bool(gpm) and r.gpm_supported() for r in self.readers}
         self._gpm_last: dict[int, tuple[float, object]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -161,7 +161,7 @@ def cuda_graphs(engine: str, args: list) -> bool | None:
     return flags[engine] not in [str(a) for a in args]
 
 
-class _Pass:
+class ServerPass:
     """One server start of a variant: its argv, env, served name and log."""
 
     def __init__(self, plan: dict, eng, out_dir: Path, log_name: str, recorder: bool = False,
@@ -239,7 +239,7 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
     if why:
         log.info("power source %s (%s)", source, why)
     sampler = Sampler(readers, rate_hz=plan["sample_hz"])
-    main = _Pass(plan, eng, out_dir, "server.log")
+    main = ServerPass(plan, eng, out_dir, "server.log")
     rows, windows, requests, recorder_rows, breakdown = [], [], [], [], []
     expert_frames = []
     facts = {"argv": main.argv, "served_name": main.served_name,
@@ -267,7 +267,7 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
         facts["main_pass_s"] = time.monotonic() - started
         if plan.get("expert_distribution") and plan["engine"] == "sglang":
             shared = (model_facts or {}).get("shared_experts", 0)
-            rec = _Pass(plan, eng, out_dir, "server_recorder.log", recorder=True,
+            rec = ServerPass(plan, eng, out_dir, "server_recorder.log", recorder=True,
                         shared_experts=shared)  # fmt: skip
             started = time.monotonic()
             try:
@@ -314,7 +314,7 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
 DRAIN_TIMEOUT_S = 60.0
 
 
-def _drain(pas: _Pass, timeout: float = DRAIN_TIMEOUT_S) -> int | None:
+def _drain(pas: ServerPass, timeout: float = DRAIN_TIMEOUT_S) -> int | None:
     """Wait until the server holds no request (SGLang: /v1/loads), so that the requests the
     previous load cancelled at its window's end do not run in the next one: SGLang drops a
     cancelled stream's request only when it notices the closed connection, and on the H200
@@ -334,7 +334,7 @@ def _drain(pas: _Pass, timeout: float = DRAIN_TIMEOUT_S) -> int | None:
         time.sleep(0.25)
 
 
-def _steady(pas: _Pass, c: int, seconds: float, sampler, windows: list, label: str):
+def _steady(pas: ServerPass, c: int, seconds: float, sampler, windows: list, label: str):
     """Warm up, then hold C in flight for ``seconds``: the load and its steady window."""
     _drain(pas)
     warm, spec = _specs(pas.plan, c, seconds)
@@ -392,7 +392,7 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
     return row
 
 
-def _recorder_concurrency(pas: _Pass, c: int, sampler, main_row: dict):
+def _recorder_concurrency(pas: ServerPass, c: int, sampler, main_row: dict):
     """One recorded window at C: the per-layer per-expert counts and the recorder's cost."""
     plan = pas.plan
     expert_recorder(pas.base_url, "start")
@@ -477,7 +477,7 @@ def model_layers(plan: dict, model_facts: dict | None) -> int | None:
     return int(value) if value else None
 
 
-def _profile_pass(pas: _Pass, main_rows: list[dict], model_facts, out_dir: Path,
+def _profile_pass(pas: ServerPass, main_rows: list[dict], model_facts, out_dir: Path,
                   breakdown: list) -> dict:  # fmt: skip
     """Profile ``profile_steps`` decode steps at each C (module docstring): the breakdown
     rows go into ``breakdown``; the record for run.json is returned. Never raises for a
@@ -542,7 +542,7 @@ def profile_after_tokens(output_len: int, steps: int) -> int:
     return max(1, int(output_len) // 2 - int(steps) // 2)
 
 
-def _profile_concurrency(pas: _Pass, c: int, steps: int, layers: int, ranks: int,
+def _profile_concurrency(pas: ServerPass, c: int, steps: int, layers: int, ranks: int,
                          folder: Path, profile_id: str) -> tuple[dict, list, float]:  # fmt: skip
     """One profile at C: a closed-loop load at C in a thread; once its first C requests have
     each streamed ``profile_after_tokens`` tokens (past the start's prefill burst, at the
@@ -603,7 +603,7 @@ def _profile_concurrency(pas: _Pass, c: int, steps: int, layers: int, ranks: int
     return by_rank, notes, context
 
 
-def _end_profile(pas: _Pass) -> None:
+def _end_profile(pas: ServerPass) -> None:
     """Best effort: stop a profile that did not finish (nothing to do if it did)."""
     if not pas.server.alive():
         return

@@ -42,6 +42,9 @@ class LoadSpec:
     seed: int = 0
     temperature: float = 0.0
     timeout_s: float = 600.0
+    # Ask the server for its running token count in every chunk (continuous_usage_stats), so
+    # a chunk of several tokens counts them all; False: one token per chunk with text.
+    usage_per_chunk: bool = True
 
     def __post_init__(self):
         if self.concurrency < 1:
@@ -176,7 +179,8 @@ async def _stream_completion(parts, model, prompt, spec, extras, record) -> None
         # continuous_usage_stats: every chunk says how many tokens the request has so far, so
         # tokens a server sends together in one chunk count as tokens (SGLang does so when its
         # HTTP side falls behind: 1.3-2.3 tokens per chunk at FP8 C = 256 on the H200).
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        **({"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+           if spec.usage_per_chunk else {}),
         **extras,
     }).encode()  # fmt: skip
     head = (

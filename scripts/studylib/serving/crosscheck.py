@@ -1,0 +1,151 @@
+"""The study's load checked by an independent client: SGLang's own ``bench_serving``.
+
+``python -m sglang.bench_serving`` (the client SGLang's benchmarks use) runs against the same
+server, right after the study's window at each C: random token ids of the study's input
+length (``--dataset-name random-ids --tokenize-prompt``, exact lengths), the study's output
+length with EOS ignored, ``--max-concurrency C`` and enough prompts for the study's window
+(whole waves of C). Its median TPOT (per request: (latency - TTFT) / (output tokens - 1)) and
+output tok/s stand beside the study's in ``decode_crosscheck.csv``.
+
+bench_serving imports Hugging Face ``datasets`` at start, for its MMMU dataset alone. An
+offline box does not carry that library's closure (pyarrow, fsspec, multiprocess, xxhash,
+...), so when it is missing this module, run as a script, puts a stand-in in its place that
+refuses to load any dataset, and runs bench_serving with ``HF_HUB_OFFLINE=1`` (the tokenizer
+is the served model's local folder: without it each start retries the hub for a minute).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+#: One row per variant and C of tables/decode_crosscheck.csv.
+CROSSCHECK_COLUMNS = [
+    "engine", "variant", "weights", "cuda_graphs", "concurrency", "tpot_ms", "output_tok_s",
+    "avg_w_per_gpu", "valid", "bench_tpot_ms", "bench_output_tok_s", "bench_ttft_ms",
+    "bench_prompts", "bench_completed", "bench_duration_s", "bench_server_tok_s",
+    "tpot_ratio", "tok_s_ratio", "bench_error",
+]  # fmt: skip
+
+#: The most prompts one cross-check sends (a slow server at C = 1 would otherwise get many).
+MAX_WAVES = 64
+#: How long one bench_serving run may take beyond its expected time.
+TIMEOUT_MARGIN_S = 120.0
+
+
+def bench_prompts(concurrency: int, seconds: float, output_len: int, tpot_ms: float | None) -> int:
+    """Whole waves of C prompts lasting about ``seconds`` at the study's TPOT (one wave when
+    the TPOT is unknown or one wave already lasts that long)."""
+    if not tpot_ms or tpot_ms <= 0:
+        return concurrency
+    request_s = output_len * tpot_ms / 1e3
+    waves = max(1, min(MAX_WAVES, math.ceil(seconds / request_s)))
+    return concurrency * waves
+
+
+def bench_serving_argv(python: str, host: str, port: int, model_dir: str, concurrency: int,
+                       input_len: int, output_len: int, num_prompts: int, seed: int,
+                       output_file: str | Path) -> list[str]:  # fmt: skip
+    """This module as bench_serving's runner, with bench_serving's arguments."""
+    return [python, str(Path(__file__).resolve()),
+            "--backend", "sglang", "--host", str(host), "--port", str(port),
+            "--model", str(model_dir), "--tokenizer", str(model_dir),
+            "--dataset-name", "random-ids", "--tokenize-prompt",
+            "--random-input-len", str(input_len), "--random-output-len", str(output_len),
+            "--random-range-ratio", "1.0", "--num-prompts", str(num_prompts),
+            "--max-concurrency", str(concurrency), "--request-rate", "inf",
+            "--seed", str(seed), "--warmup-requests", "1", "--disable-tqdm",
+            "--output-file", str(output_file)]  # fmt: skip
+
+
+def bench_env(base: dict | None = None) -> dict:
+    env = dict(os.environ if base is None else base)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    return env
+
+
+def read_bench_result(path: str | Path) -> dict:
+    """The last JSON line bench_serving appended to its output file."""
+    lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
+    if not lines:
+        raise ValueError(f"{path}: bench_serving wrote no result")
+    return json.loads(lines[-1])
+
+
+def run_bench_serving(argv: list[str], output_file: str | Path, timeout_s: float,
+                      log_path: str | Path) -> dict:  # fmt: skip
+    """Run bench_serving; its numbers as ``bench_*`` fields and the run's monotonic span
+    (``t0``, ``t1``), or ``bench_error`` naming what went wrong (the log's last line)."""
+    output_file = Path(output_file)
+    output_file.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        try:
+            done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=bench_env(),
+                                  timeout=timeout_s, check=False)  # fmt: skip
+            rc = done.returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+    t1 = time.monotonic()
+    out = {"t0": t0, "t1": t1}
+    if rc != 0:
+        tail = Path(log_path).read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        why = f"timed out after {timeout_s:.0f} s" if rc is None else f"exit {rc}"
+        return {**out, "bench_error": f"bench_serving {why}: {tail[0][:300]}"}
+    try:
+        result = read_bench_result(output_file)
+    except (OSError, ValueError) as exc:
+        return {**out, "bench_error": f"{type(exc).__name__}: {exc}"}
+    return {**out, "bench_tpot_ms": result.get("median_tpot_ms"),
+            "bench_output_tok_s": result.get("output_throughput"),
+            "bench_ttft_ms": result.get("median_ttft_ms"),
+            "bench_completed": result.get("completed"),
+            "bench_duration_s": result.get("duration"), "bench_error": ""}  # fmt: skip
+
+
+def ratios(row: dict) -> dict:
+    """The study's TPOT and tok/s over bench_serving's."""
+
+    def ratio(a, b):
+        return a / b if a and b else None
+
+    return {
+        "tpot_ratio": ratio(row.get("tpot_ms"), row.get("bench_tpot_ms")),
+        "tok_s_ratio": ratio(row.get("output_tok_s"), row.get("bench_output_tok_s")),
+    }
+
+
+def _datasets_stand_in() -> types.ModuleType:
+    module = types.ModuleType("datasets")
+
+    def load_dataset(*args, **kwargs):
+        raise RuntimeError("Hugging Face datasets is not installed here: the study's "
+                           "cross-check runs bench_serving's random-ids dataset only")  # fmt: skip
+
+    module.load_dataset = load_dataset
+    return module
+
+
+def main(argv: list[str]) -> None:
+    """bench_serving's command line, with a stand-in for a missing ``datasets``."""
+    if importlib.util.find_spec("datasets") is None:
+        sys.modules["datasets"] = _datasets_stand_in()
+    # sglang.bench_serving is the deprecated name of sglang.benchmark.serving (0.5.16);
+    # its cli_main parses sys.argv.
+    sys.argv = ["sglang.benchmark.serving", *argv]
+    module = importlib.import_module("sglang.benchmark.serving")
+    module.cli_main()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

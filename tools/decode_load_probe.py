@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""What each part of the decode load costs: one server, the load's parts switched on and off.
+
+    tools/decode_load_probe.py --variant sglang-bf16-graphs --model results/decode/served_model/bf16
+        [--level 1] [--level 256:study,nousage,bench] [--seconds 12] [--rounds 2]
+        [--server-args "--stream-interval 8"] --out DIR
+
+Starts the variant's server once (its config args, plus --server-args), then at each level's
+C, for each round, runs the level's arms (all six when it names none) in turn and writes one
+row per arm to DIR/probe.csv:
+- study: the study's load (usage statistics in every chunk) with the power sampler (NVML
+  at 20 Hz and GPM) running, as the decode job runs it;
+- nosampler / nogpm: the same load with no sampler / the sampler without GPM;
+- nousage: the load without per-chunk usage statistics (one token per chunk counted);
+- bench / bench_sampler: SGLang's bench_serving (serving.crosscheck) without / with the sampler.
+Each row: the client's TPOT and tok/s, the scheduler's tok/s over the same span (its log), the
+load's CPU. The arms alternate within a round, so a drift of the machine spreads over all.
+"""
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import yaml  # noqa: E402
+from studylib.power import Sampler, open_readers, visible_nvml_indices  # noqa: E402
+from studylib.serving.crosscheck import (  # noqa: E402
+    bench_prompts,
+    bench_serving_argv,
+    run_bench_serving,
+)
+from studylib.serving.decode import ServerPass  # noqa: E402
+from studylib.serving.engines import engine  # noqa: E402
+from studylib.serving.load import LoadSpec, steady_window, summarize_load  # noqa: E402
+from studylib.serving.server_log import server_window_of  # noqa: E402
+
+ARMS = ("study", "nosampler", "nogpm", "nousage", "bench", "bench_sampler")
+
+
+class NoSampler:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--variant", default="sglang-bf16-graphs")
+    p.add_argument("--model", required=True, help="the served model folder (config-only)")
+    p.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
+    p.add_argument("--level", action="append", default=[],
+                   help="C, or C:arm,arm (repeatable; default 1 and 256 with every arm)")
+    p.add_argument("--seconds", type=float, default=12.0)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--server-args", default="", help="extra server arguments, one string")
+    p.add_argument("--port", type=int, default=30100)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    levels = []
+    for text in a.level or ["1", "256"]:
+        c, _, names = text.partition(":")
+        arms = names.split(",") if names else list(ARMS)
+        unknown = sorted(set(arms) - set(ARMS))
+        if unknown:
+            p.error(f"--level {text}: unknown arms {unknown}; known: {', '.join(ARMS)}")
+        levels.append((int(c), arms))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    config = yaml.safe_load(Path(a.config).read_text())["decode"]
+    variant = config["variants"][a.variant]
+    args = [str(x) for x in variant["args"]["cuda"]] + a.server_args.split()
+    model = str(Path(a.model).resolve())
+    input_len, output_len = config["input_len"]["cuda"], config["output_len"]["cuda"]
+    plan = {"engine": "sglang", "variant": a.variant, "model": model, "model_kind": "dummy",
+            "args": args, "env": variant.get("env") or {}, "routing": variant.get("routing"),
+            "host": "127.0.0.1", "port": a.port, "ready_timeout_s": 900}  # fmt: skip
+    pas = ServerPass(plan, engine("sglang"), out, "server.log")
+    readers, source, why = open_readers(visible_nvml_indices())
+    print(f"power source {source} {why or ''}; server args {' '.join(args)}", flush=True)
+    rows = []
+    with pas.server:
+        print(f"ready after {pas.server.wait_ready():.0f} s", flush=True)
+        for c, arms in levels:
+            spec = LoadSpec(concurrency=c, input_len=input_len, output_len=output_len,
+                            duration_s=a.seconds, vocab_size=32000, seed=c)  # fmt: skip
+            warm = LoadSpec(concurrency=c, input_len=input_len, output_len=16, num_prompts=c,
+                            vocab_size=32000, seed=c)  # fmt: skip
+            pas.load(warm)
+            tpot_guess = None
+            for rnd in range(a.rounds):
+                for arm in arms:
+                    sampler = (NoSampler() if arm in ("nosampler", "bench")
+                               else Sampler(readers, rate_hz=20, gpm=arm != "nogpm"))  # fmt: skip
+                    row = {"arm": arm, "round": rnd, "concurrency": c}
+                    with sampler:
+                        if arm.startswith("bench"):
+                            row.update(bench(pas, a, c, input_len, output_len, model,
+                                             tpot_guess, out))  # fmt: skip
+                        else:
+                            row.update(study(pas, spec, arm))
+                    tpot_guess = tpot_guess or row.get("tpot_ms") or row.get("bench_tpot_ms")
+                    print(row, flush=True)
+                    rows.append(row)
+                    write(rows, out / "probe.csv")
+    print_summary(rows)
+    return 0
+
+
+def study(pas, spec, arm):
+    if arm == "nousage":
+        spec = LoadSpec(**{**spec.__dict__, "usage_per_chunk": False})
+    load = pas.load(spec)
+    window = steady_window(load.active, spec.concurrency, after=load.admitted)
+    if window is None:
+        return {"error": "no steady window"}
+    s = summarize_load(load.records, spec, *window)
+    server = server_window_of(pas.server.log_path, *window)
+    return {"tpot_ms": s["tpot_ms"], "output_tok_s": s["output_tok_s"],
+            "steady_s": s["steady_s"], "errors": s["errors"],
+            "server_tok_s": server["server_tok_s"], "server_running_min":
+            server["server_running_min"], "load_cpu_pct": load.cpu_pct}  # fmt: skip
+
+
+def bench(pas, a, c, input_len, output_len, model, tpot_guess, out):
+    prompts = bench_prompts(c, a.seconds, output_len, tpot_guess)
+    result_file = out / f"bench_c{c}.jsonl"
+    argv = bench_serving_argv(sys.executable, "127.0.0.1", a.port, model, c, input_len,
+                              output_len, prompts, c, result_file)  # fmt: skip
+    r = run_bench_serving(argv, result_file, 600, out / "bench_serving.log")
+    server = server_window_of(pas.server.log_path, r["t0"], r["t1"])
+    return {"tpot_ms": None, "bench_tpot_ms": r.get("bench_tpot_ms"),
+            "bench_output_tok_s": r.get("bench_output_tok_s"), "bench_prompts": prompts,
+            "bench_duration_s": r.get("bench_duration_s"), "error": r.get("bench_error"),
+            "server_tok_s": server["server_tok_s"],
+            "server_running_min": server["server_running_min"]}  # fmt: skip
+
+
+FIELDS = ["arm", "round", "concurrency", "tpot_ms", "output_tok_s", "steady_s", "errors",
+          "server_tok_s", "server_running_min", "load_cpu_pct", "bench_tpot_ms",
+          "bench_output_tok_s", "bench_prompts", "bench_duration_s", "error"]  # fmt: skip
+
+
+def write(rows, path):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def print_summary(rows):
+    print("\nmedian over rounds: arm, C, client TPOT ms, bench TPOT ms, client tok/s, "
+          "scheduler tok/s")  # fmt: skip
+    keys = sorted({(r["concurrency"], r["arm"]) for r in rows})
+
+    def med(rs, k):
+        v = [r[k] for r in rs if r.get(k)]
+        return f"{statistics.median(v):.3f}" if v else "-"
+
+    for c, arm in keys:
+        rs = [r for r in rows if r["concurrency"] == c and r["arm"] == arm]
+        print(f"{arm:14s} C={c:<4d} {med(rs, 'tpot_ms'):>8s} {med(rs, 'bench_tpot_ms'):>8s} "
+              f"{med(rs, 'output_tok_s'):>10s} {med(rs, 'server_tok_s'):>10s}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
