@@ -1,6 +1,6 @@
 # GEMM and power study of MoE inference kernels: hardware -> sweeps -> tables -> figures -> report.
 # Usage: `snakemake --cores 8` (everything), `snakemake report` (the HTML report),
-# `snakemake --forcerun sweep --allowed-rules sweep ...`: see README.md.
+# `snakemake --forcerun sweep --allowed-rules sweep ...`: see docs/running.md.
 from snakemake.utils import min_version
 
 min_version("9.0")
