@@ -54,8 +54,12 @@ def main() -> int:
     p.add_argument("--variant", default="sglang-bf16-graphs")
     p.add_argument("--model", required=True, help="the served model folder (config-only)")
     p.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
-    p.add_argument("--level", action="append", default=[],
-                   help="C, or C:arm,arm (repeatable; default 1 and 256 with every arm)")
+    p.add_argument(
+        "--level",
+        action="append",
+        default=[],
+        help="C, or C:arm,arm (repeatable; default 1 and 256 with every arm)",
+    )
     p.add_argument("--seconds", type=float, default=12.0)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--server-args", default="", help="extra server arguments, one string")
@@ -164,8 +168,10 @@ def print_summary(rows):
 
     for c, arm in keys:
         rs = [r for r in rows if r["concurrency"] == c and r["arm"] == arm]
-        print(f"{arm:14s} C={c:<4d} {med(rs, 'tpot_ms'):>8s} {med(rs, 'bench_tpot_ms'):>8s} "
-              f"{med(rs, 'output_tok_s'):>10s} {med(rs, 'server_tok_s'):>10s}")
+        print(
+            f"{arm:14s} C={c:<4d} {med(rs, 'tpot_ms'):>8s} {med(rs, 'bench_tpot_ms'):>8s} "
+            f"{med(rs, 'output_tok_s'):>10s} {med(rs, 'server_tok_s'):>10s}"
+        )
 
 
 if __name__ == "__main__":
