@@ -43,6 +43,7 @@ rule decode:
         expert_m="results/decode/{variant}/expert_m.csv",
         recorder="results/decode/{variant}/recorder.csv",
         breakdown="results/decode/{variant}/breakdown.csv",
+        crosscheck="results/decode/{variant}/crosscheck.csv",
     log:
         "results/logs/decode/{variant}.log",
     benchmark:
@@ -70,6 +71,9 @@ rule aggregate_decode:
         recorder=expand(
             "results/decode/{variant}/recorder.csv", variant=DECODE_VARIANTS
         ),
+        crosscheck=expand(
+            "results/decode/{variant}/crosscheck.csv", variant=DECODE_VARIANTS
+        ),
         peaks="results/peaks.json",
     output:
         decode=report(
@@ -80,6 +84,12 @@ rule aggregate_decode:
         ),
         expert_m="results/tables/expert_m.csv",
         recorder="results/tables/decode_recorder.csv",
+        crosscheck=report(
+            "results/tables/decode_crosscheck.csv",
+            caption="../report/captions/decode_crosscheck.rst",
+            category="Tables",
+            labels={"table": "decode cross-check"},
+        ),
     log:
         "results/logs/aggregate_decode.log",
     conda:

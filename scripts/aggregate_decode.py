@@ -1,6 +1,7 @@
 """Snakemake entry: every variant's decode results -> results/tables/decode.csv (with the
 step's HBM floor), expert_m.csv (per-expert M per variant, layer and C) and
-decode_recorder.csv (what SGLang's expert recorder cost)."""
+decode_recorder.csv (what SGLang's expert recorder cost) and decode_crosscheck.csv (SGLang's
+bench_serving beside the study's load)."""
 
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pandas as pd
 from studylib.aggregate import decode_table, with_variant
 from studylib.entry import setup_logging
 from studylib.io import read_json, write_frame
+from studylib.serving.crosscheck import CROSSCHECK_COLUMNS
 from studylib.serving.decode import RECORDER_COLUMNS
 from studylib.serving.experts import EXPERT_M_COLUMNS
 
@@ -23,4 +25,5 @@ def by_variant(paths):
 
 write_frame(with_variant(by_variant(inp.expert_m), EXPERT_M_COLUMNS), out.expert_m)
 write_frame(with_variant(by_variant(inp.recorder), RECORDER_COLUMNS), out.recorder)
+write_frame(with_variant(by_variant(inp.crosscheck), CROSSCHECK_COLUMNS), out.crosscheck)
 log.info("%d decode rows", len(table))

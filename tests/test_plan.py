@@ -323,7 +323,7 @@ def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
     validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
     base = resolve_for_device(decode_plan(config, "transformers"), "cuda")
     two = resolve_for_device(decode_plan(config, "two_gpus"), "cuda")
-    assert base["concurrency"] == [1, 4, 16, 64, 128, 256] and two["concurrency"] == [16]
+    assert base["concurrency"] == [1, 16, 64, 256, 512] and two["concurrency"] == [16]
     assert two["gpus"] == 2 and two["output_len"] == base["output_len"]
 
 

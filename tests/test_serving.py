@@ -208,7 +208,7 @@ def test_h200_x2_example_plans_tp2_and_ep2_with_their_nccl_environment():
         "sglang-fp8-eager-tp2": (2, 1, False, "0", "2", [1, 16, 64, 256]),
         "sglang-fp8-graphs-ep2": (2, 2, True, "0", "2", [1, 16, 64, 256]),
         "sglang-fp8-graphs-tp2-seed-nccl": (2, 1, True, "0", "2", [1, 16, 64, 256]),
-        "sglang-fp8-graphs": (1, 1, True, None, "1", [1, 4, 16, 64, 128, 256]),
+        "sglang-fp8-graphs": (1, 1, True, None, "1", [1, 16, 64, 256, 512]),
     }  # fmt: skip
     seed = resolve_for_device(decode_plan(config, "sglang-fp8-graphs-tp2-seed-nccl"), "cuda")
     assert {k: v for k, v in seed["env"].items() if k.startswith("NCCL_")} == {

@@ -83,11 +83,13 @@ def _decode(name: str, first: tuple = (), last: tuple = ()) -> Callable[[], dict
     decode table is read: sweep workers import this module too)."""
 
     def kinds() -> dict[str, str]:
+        from .serving.crosscheck import CROSSCHECK_COLUMNS
         from .serving.decode import BREAKDOWN_COLUMNS, RECORDER_COLUMNS, SUMMARY_COLUMNS
         from .serving.experts import EXPERT_M_COLUMNS
 
         owned = {"summary": SUMMARY_COLUMNS, "recorder": RECORDER_COLUMNS,
-                 "expert_m": EXPERT_M_COLUMNS, "breakdown": BREAKDOWN_COLUMNS}[name]  # fmt: skip
+                 "expert_m": EXPERT_M_COLUMNS, "breakdown": BREAKDOWN_COLUMNS,
+                 "crosscheck": CROSSCHECK_COLUMNS}[name]  # fmt: skip
         return dict.fromkeys([*first, *owned, *last], "any")
 
     return kinds
@@ -136,6 +138,11 @@ def _tables() -> dict[str, Table]:
         "recorder_table": Table("recorder_table", "the decode recorder table",
                                 "results/tables/decode_recorder.csv",
                                 _decode("recorder", first=("variant",))),
+        "crosscheck": Table("crosscheck", "a variant's decode cross-check",
+                            "results/decode/{variant}/crosscheck.csv", _decode("crosscheck")),
+        "crosscheck_table": Table("crosscheck_table", "the decode cross-check table",
+                                  "results/tables/decode_crosscheck.csv",
+                                  _decode("crosscheck", first=("variant",))),
         "breakdown": Table("breakdown", "a variant's measured decode-step breakdown",
                            "results/decode/{variant}/breakdown.csv", _decode("breakdown")),
     }  # fmt: skip

@@ -138,6 +138,10 @@ def _datasets_stand_in() -> types.ModuleType:
 
 def main(argv: list[str]) -> None:
     """bench_serving's command line, with a stand-in for a missing ``datasets``."""
+    # Run as a script, this folder is sys.path[0], and its modules (profile, model, load)
+    # would shadow the standard library's and SGLang's.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != here]
     if importlib.util.find_spec("datasets") is None:
         sys.modules["datasets"] = _datasets_stand_in()
     # sglang.bench_serving is the deprecated name of sglang.benchmark.serving (0.5.16);

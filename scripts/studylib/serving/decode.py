@@ -39,6 +39,14 @@ from ..findings.decode import delivery_note
 from ..io import write_frame, write_json
 from ..power import Sampler, open_readers, visible_nvml_indices
 from ..progress import Progress
+from .crosscheck import (
+    CROSSCHECK_COLUMNS,
+    TIMEOUT_MARGIN_S,
+    bench_prompts,
+    bench_serving_argv,
+    ratios,
+    run_bench_serving,
+)
 from .engines import engine as get_engine
 from .engines.base import run_served_name
 from .engines.sglang_engine import expert_recorder, requests_held, start_profile, stop_profile
@@ -240,7 +248,7 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
         log.info("power source %s (%s)", source, why)
     sampler = Sampler(readers, rate_hz=plan["sample_hz"])
     main = ServerPass(plan, eng, out_dir, "server.log")
-    rows, windows, requests, recorder_rows, breakdown = [], [], [], [], []
+    rows, windows, requests, recorder_rows, breakdown, crosscheck = [], [], [], [], [], []
     expert_frames = []
     facts = {"argv": main.argv, "served_name": main.served_name,
              "engine_version": eng.version(), "power_source": source}  # fmt: skip
@@ -262,6 +270,8 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
                 rows.append(_one_concurrency(main, c, sampler, source, windows, requests,
                                              idle_w_total, model_facts))  # fmt: skip
                 log.info("%s main pass, C=%d done", progress.step(), c)
+            # Before the profile pass: no measured window follows a trace.
+            facts["crosscheck"] = _crosscheck_pass(main, rows, out_dir, crosscheck)
             facts["profile"] = _profile_pass(main, rows, model_facts, out_dir, breakdown)
         facts["teardown"] = main.server.stop_result
         facts["main_pass_s"] = time.monotonic() - started
@@ -297,6 +307,8 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
     experts = (pd.concat(expert_frames, ignore_index=True) if expert_frames
                else pd.DataFrame(columns=EXPERT_M_COLUMNS))  # fmt: skip
     write_frame(experts.reindex(columns=EXPERT_M_COLUMNS), out_dir / "expert_m.csv")
+    write_frame(pd.DataFrame(crosscheck).reindex(columns=CROSSCHECK_COLUMNS),
+                out_dir / "crosscheck.csv")  # fmt: skip
     write_frame(pd.DataFrame(breakdown).reindex(columns=BREAKDOWN_COLUMNS),
                 out_dir / "breakdown.csv")  # fmt: skip
     write_frame(pd.DataFrame(requests), out_dir / "requests.parquet")
@@ -308,6 +320,53 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
     facts["model"] = model_facts
     write_json(out_dir / "run.json", facts)
     return summary
+
+
+def _crosscheck_pass(pas: ServerPass, main_rows: list[dict], out_dir: Path,
+                     crosscheck: list) -> dict:  # fmt: skip
+    """SGLang's bench_serving at each C against the same server (serving.crosscheck): one
+    row per C into ``crosscheck``; the record for run.json. A failed run is that C's
+    ``bench_error``; nothing else is lost."""
+    plan = pas.plan
+    if not plan.get("crosscheck"):
+        return {"enabled": False}
+    if plan["engine"] != "sglang":
+        why = f"bench_serving drives SGLang's own API; the {plan['engine']} engine is not checked"
+        log.info("cross-check skipped: %s", why)
+        return {"enabled": True, "skipped": why}
+    folder = out_dir / "crosscheck"
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    for c, row in zip(plan["concurrency"], main_rows, strict=True):
+        out = {key: row.get(key) for key in ("engine", "variant", "weights", "cuda_graphs",
+               "concurrency", "tpot_ms", "output_tok_s", "avg_w_per_gpu", "valid")}  # fmt: skip
+        prompts = bench_prompts(c, plan["min_steady_s"], plan["output_len"], row.get("tpot_ms"))
+        out["bench_prompts"] = prompts
+        if not pas.server.alive():
+            out["bench_error"] = "the server is no longer running"
+            crosscheck.append(out)
+            continue
+        _drain(pas)
+        result_file = folder / f"bench_c{c}.jsonl"
+        argv = bench_serving_argv(sys.executable, pas.host, pas.port, plan["model"], c,
+                                  plan["input_len"], plan["output_len"], prompts, c,
+                                  result_file)  # fmt: skip
+        # Its expected time at the study's TPOT, twice, and its start (imports, tokenizer).
+        expected = prompts / c * plan["output_len"] * (row.get("tpot_ms") or 100.0) / 1e3
+        result = run_bench_serving(argv, result_file, 2 * expected + TIMEOUT_MARGIN_S,
+                                   folder / "bench_serving.log")  # fmt: skip
+        t0, t1 = result.pop("t0"), result.pop("t1")
+        out.update(result)
+        out["bench_server_tok_s"] = server_window_of(pas.server.log_path, t0, t1)["server_tok_s"]
+        out.update(ratios(out))
+        crosscheck.append(out)
+        if out.get("bench_error"):
+            log.warning("C=%d: cross-check failed: %s", c, out["bench_error"])
+        else:
+            log.info("C=%d: bench_serving TPOT %.2f ms, %.0f tok/s (study %.2f ms, %.0f tok/s)",
+                     c, out.get("bench_tpot_ms") or 0, out.get("bench_output_tok_s") or 0,
+                     out.get("tpot_ms") or 0, out.get("output_tok_s") or 0)  # fmt: skip
+    return {"enabled": True, "pass_s": time.monotonic() - started}
 
 
 #: How long to wait for the server to drop a finished load's cancelled requests.
