@@ -5,7 +5,12 @@ server, right after the study's window at each C: random token ids of the study'
 length (``--dataset-name random-ids --tokenize-prompt``, exact lengths), the study's output
 length with EOS ignored, ``--max-concurrency C`` and enough prompts for the study's window
 (whole waves of C). Its median TPOT (per request: (latency - TTFT) / (output tokens - 1)) and
-output tok/s stand beside the study's in ``decode_crosscheck.csv``.
+output tok/s stand beside the study's in ``decode_crosscheck.csv``, with its median ITL (a
+chunk's gap shared by its tokens): at high C one wave of C requests starts at once, and an
+early request's TPOT then holds the others' prefills (on the H200 at C = 512, 1.3 s of median
+TTFT), which its median ITL leaves out. ``engine_ratio`` is the scheduler's own tok/s during
+bench_serving's run over that during the study's window (SGLang's log): where the two clients'
+TPOTs differ by that ratio, the engine ran at a different speed, not the load.
 
 bench_serving imports Hugging Face ``datasets`` at start, for its MMMU dataset alone. An
 offline box does not carry that library's closure (pyarrow, fsspec, multiprocess, xxhash,
@@ -29,9 +34,10 @@ from pathlib import Path
 #: One row per variant and C of tables/decode_crosscheck.csv.
 CROSSCHECK_COLUMNS = [
     "engine", "variant", "weights", "cuda_graphs", "concurrency", "tpot_ms", "output_tok_s",
-    "avg_w_per_gpu", "valid", "bench_tpot_ms", "bench_output_tok_s", "bench_ttft_ms",
-    "bench_prompts", "bench_completed", "bench_duration_s", "bench_server_tok_s",
-    "tpot_ratio", "tok_s_ratio", "bench_error",
+    "server_tok_s", "avg_w_per_gpu", "valid", "bench_tpot_ms", "bench_itl_ms",
+    "bench_output_tok_s", "bench_ttft_ms", "bench_prompts", "bench_completed",
+    "bench_duration_s", "bench_server_tok_s", "tpot_ratio", "itl_ratio", "engine_ratio",
+    "tok_s_ratio", "bench_error",
 ]  # fmt: skip
 
 #: The most prompts one cross-check sends (a slow server at C = 1 would otherwise get many).
@@ -109,18 +115,22 @@ def run_bench_serving(argv: list[str], output_file: str | Path, timeout_s: float
     return {**out, "bench_tpot_ms": result.get("median_tpot_ms"),
             "bench_output_tok_s": result.get("output_throughput"),
             "bench_ttft_ms": result.get("median_ttft_ms"),
+            "bench_itl_ms": result.get("median_itl_ms"),
             "bench_completed": result.get("completed"),
             "bench_duration_s": result.get("duration"), "bench_error": ""}  # fmt: skip
 
 
 def ratios(row: dict) -> dict:
-    """The study's TPOT and tok/s over bench_serving's."""
+    """The study's TPOT over bench_serving's median TPOT and median ITL, the scheduler's
+    tok/s during bench_serving over during the study, the study's tok/s over bench_serving's."""
 
     def ratio(a, b):
         return a / b if a and b else None
 
     return {
         "tpot_ratio": ratio(row.get("tpot_ms"), row.get("bench_tpot_ms")),
+        "itl_ratio": ratio(row.get("tpot_ms"), row.get("bench_itl_ms")),
+        "engine_ratio": ratio(row.get("bench_server_tok_s"), row.get("server_tok_s")),
         "tok_s_ratio": ratio(row.get("output_tok_s"), row.get("bench_output_tok_s")),
     }
 

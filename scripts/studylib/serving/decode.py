@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import statistics
 import sys
 import threading
@@ -52,7 +53,14 @@ from .engines.base import run_served_name
 from .engines.sglang_engine import expert_recorder, requests_held, start_profile, stop_profile
 from .experts import EXPERT_M_COLUMNS, RECORDER_DIR_ENV, expert_m, load_logical_count
 from .launcher import ServerProcess, flag_value
-from .load import LoadControl, LoadSpec, run_load, steady_window, summarize_load
+from .load import (
+    STEADY_FRACTION,
+    LoadControl,
+    LoadSpec,
+    run_load,
+    steady_window,
+    summarize_load,
+)
 from .model import step_bytes
 from .profile import RANK_COLUMNS, TraceError, breakdown_rows, rank_breakdown, read_kernels
 from .profile import trace_files as find_traces
@@ -339,7 +347,8 @@ def _crosscheck_pass(pas: ServerPass, main_rows: list[dict], out_dir: Path,
     started = time.monotonic()
     for c, row in zip(plan["concurrency"], main_rows, strict=True):
         out = {key: row.get(key) for key in ("engine", "variant", "weights", "cuda_graphs",
-               "concurrency", "tpot_ms", "output_tok_s", "avg_w_per_gpu", "valid")}  # fmt: skip
+               "concurrency", "tpot_ms", "output_tok_s", "server_tok_s", "avg_w_per_gpu",
+               "valid")}  # fmt: skip
         prompts = bench_prompts(c, plan["min_steady_s"], plan["output_len"], row.get("tpot_ms"))
         out["bench_prompts"] = prompts
         if not pas.server.alive():
@@ -357,7 +366,10 @@ def _crosscheck_pass(pas: ServerPass, main_rows: list[dict], out_dir: Path,
                                    folder / "bench_serving.log")  # fmt: skip
         t0, t1 = result.pop("t0"), result.pop("t1")
         out.update(result)
-        out["bench_server_tok_s"] = server_window_of(pas.server.log_path, t0, t1)["server_tok_s"]
+        # The scheduler's rate over bench_serving's steady part (not its start's prefills or
+        # its end's stragglers), as over the study's steady window.
+        steady = server_window_of(pas.server.log_path, t0, t1, math.ceil(STEADY_FRACTION * c))
+        out["bench_server_tok_s"] = steady["server_tok_s"]
         out.update(ratios(out))
         crosscheck.append(out)
         if out.get("bench_error"):

@@ -28,6 +28,9 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+#: The steady window: the span with at least this share of the target concurrency in flight.
+STEADY_FRACTION = 0.85
+
 
 @dataclass(frozen=True)
 class LoadSpec:
@@ -389,7 +392,8 @@ def run_load(
     return result
 
 
-def steady_window(active: list[tuple[float, int]], concurrency: int, fraction: float = 0.85,
+def steady_window(active: list[tuple[float, int]], concurrency: int,
+                  fraction: float = STEADY_FRACTION,
                   after: float | None = None):  # fmt: skip
     """The longest span with at least fraction × concurrency requests in flight, from
     ``after`` on (the load's admission) when given, or None."""

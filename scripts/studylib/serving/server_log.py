@@ -53,14 +53,16 @@ def wall_of(monotonic_t: float) -> float:
     return monotonic_t + (time.time() - time.monotonic())
 
 
-def server_window(text: str, wall0: float, wall1: float) -> dict:
+def server_window(text: str, wall0: float, wall1: float, min_running: int = 0) -> dict:
     """The scheduler's tokens/s and fewest running requests over the decode lines logged
     inside [wall0, wall1]. A stamp is a whole second: a line stamped s was written in
     [s, s + 1) and counts steps before it, so lines are taken from one second after the
     window's start to one second before its end (the next pass may log in the same second).
-    Data-parallel ranks log each for itself: their rates add. Nothing logged there: the
-    columns are None."""
-    lines = [x for x in decode_lines(text) if wall0 + 1 <= x[0] <= wall1 - 1]
+    Data-parallel ranks log each for itself: their rates add. ``min_running``: only lines
+    with at least that many requests running (a run's steady part, not its ramps). Nothing
+    logged there: the columns are None."""
+    lines = [x for x in decode_lines(text)
+             if wall0 + 1 <= x[0] <= wall1 - 1 and x[2] >= min_running]  # fmt: skip
     empty = dict.fromkeys(COLUMNS)
     if not lines:
         return {**empty, "server_lines": 0}
@@ -70,10 +72,10 @@ def server_window(text: str, wall0: float, wall1: float) -> dict:
     return {"server_tok_s": tok_s, "server_running_min": running, "server_lines": len(lines)}
 
 
-def server_window_of(log_path: str | Path, t0: float, t1: float) -> dict:
+def server_window_of(log_path: str | Path, t0: float, t1: float, min_running: int = 0) -> dict:
     """:func:`server_window` over a log file for a window on this process's monotonic clock."""
     path = Path(log_path)
     if not path.is_file():
         return dict.fromkeys(COLUMNS)
     text = path.read_text(encoding="utf-8", errors="replace")
-    return server_window(text, wall_of(t0), wall_of(t1))
+    return server_window(text, wall_of(t0), wall_of(t1), min_running)
