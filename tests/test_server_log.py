@@ -34,9 +34,13 @@ def test_server_window_takes_the_lines_stamped_inside():
     # after the end) are left out.
     got = server_window(LOG, _t("14:26:35") + 0.5, _t("14:26:47") + 0.5)
     assert got == {"server_tok_s": pytest.approx((22623.93 + 20874.52) / 2),
-                   "server_running_min": 256, "server_lines": 2}  # fmt: skip
+                   "server_running_min": 256, "server_running_median": 256,
+                   "server_lines": 2}  # fmt: skip
     # The scheduler ran out of requests inside a longer window: its fewest running say so.
     assert server_window(LOG, _t("14:26:35"), _t("14:26:48"))["server_running_min"] == 8
+    # min_running keeps a run's steady lines only (not the straggler line).
+    steady = server_window(LOG, _t("14:26:35"), _t("14:26:48"), min_running=218)
+    assert steady["server_running_min"] == 256 and steady["server_lines"] == 3
     assert server_window(LOG, _t("14:27:00"), _t("14:27:10"))["server_lines"] == 0
 
 
@@ -50,12 +54,16 @@ def test_data_parallel_ranks_add_up():
 
 
 def test_delivery_note():
-    row = {"concurrency": 256, "server_tok_s": 21362.0, "server_running_min": 256}
+    row = {"concurrency": 256, "server_tok_s": 21362.0, "server_running_min": 256,
+           "server_running_median": 256}  # fmt: skip
     assert delivery_note({**row, "output_tok_s": 21362.0 * (1 - DELIVERY_TOLERANCE / 2)}) == ""
     note = delivery_note({**row, "output_tok_s": 12268.0})
     assert note.startswith("the server generated 21,362 tok/s, the client received 12,268")
-    assert "as few as 8 of C = 256" in delivery_note({**row, "output_tok_s": 21362.0,
-                                                      "server_running_min": 8})  # fmt: skip
+    assert "a median 100 of C = 256" in delivery_note({**row, "output_tok_s": 21362.0,
+                                                       "server_running_median": 100})  # fmt: skip
+    # One line at a lockstep wave's turnover (12 running, the replacements in prefill) is
+    # not an idle server: the FP8 C = 256 window of 2026-12-02 on the H200.
+    assert delivery_note({**row, "output_tok_s": 21362.0, "server_running_min": 12}) == ""
     # Nothing logged (another engine, or an old table without the columns): no verdict.
     assert delivery_note({"concurrency": 256, "output_tok_s": 1.0}) == ""
     assert delivery_note({**row, "server_tok_s": float("nan"), "output_tok_s": 1.0}) == ""

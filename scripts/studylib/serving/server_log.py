@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 #: Columns this module adds to a decode summary row.
-COLUMNS = ["server_tok_s", "server_running_min", "server_lines"]
+COLUMNS = ["server_tok_s", "server_running_min", "server_running_median", "server_lines"]
 
 _LINE = re.compile(
     r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>[^\]]*)\] Decode batch"
@@ -54,7 +54,7 @@ def wall_of(monotonic_t: float) -> float:
 
 
 def server_window(text: str, wall0: float, wall1: float, min_running: int = 0) -> dict:
-    """The scheduler's tokens/s and fewest running requests over the decode lines logged
+    """The scheduler's tokens/s and fewest and median running requests over the decode lines logged
     inside [wall0, wall1]. A stamp is a whole second: a line stamped s was written in
     [s, s + 1) and counts steps before it, so lines are taken from one second after the
     window's start to one second before its end (the next pass may log in the same second).
@@ -69,7 +69,9 @@ def server_window(text: str, wall0: float, wall1: float, min_running: int = 0) -
     ranks = sorted({rank for _, rank, _, _ in lines})
     tok_s = sum(statistics.fmean(x[3] for x in lines if x[1] == r) for r in ranks)
     running = sum(min(x[2] for x in lines if x[1] == r) for r in ranks)
-    return {"server_tok_s": tok_s, "server_running_min": running, "server_lines": len(lines)}
+    median = sum(statistics.median(x[2] for x in lines if x[1] == r) for r in ranks)
+    return {"server_tok_s": tok_s, "server_running_min": running,
+            "server_running_median": median, "server_lines": len(lines)}  # fmt: skip
 
 
 def server_window_of(log_path: str | Path, t0: float, t1: float, min_running: int = 0) -> dict:
