@@ -10,6 +10,7 @@ from snakemake.utils import validate
 # The study's library lives under scripts/ beside the entry scripts.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
+from studylib.core.io import stable_hash  # noqa: E402
 from studylib.figure_list import figures, spec_path  # noqa: E402
 from studylib.hardware import job_versions, nvml_driver  # noqa: E402
 from studylib.plan import (  # noqa: E402
@@ -27,7 +28,6 @@ from studylib.plan import (  # noqa: E402
     kernel_power_plan,
     read_config_file,
     served_models,
-    stable_hash,
     study_device,
     sweep_plan,
 )

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 from studylib.aggregate import decode_table, with_variant
-from studylib.entry import setup_logging
-from studylib.io import read_json, write_frame
+from studylib.core.io import read_json, write_frame
 from studylib.serving.decode import RECORDER_COLUMNS
 from studylib.serving.experts import EXPERT_M_COLUMNS
+from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output

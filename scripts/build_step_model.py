@@ -3,10 +3,10 @@ decode table, the kernel-power table and each variant's profiled breakdown, for 
 model's geometry (``params.geometry``): see studylib.step_model."""
 
 import pandas as pd
-from studylib.entry import setup_logging
-from studylib.io import write_frame
+from studylib.core.io import write_frame
+from studylib.core.table_registry import read_optional
+from studylib.snakemake_job import setup_logging
 from studylib.step_model import step_model
-from studylib.tables import read_optional
 
 log = setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output

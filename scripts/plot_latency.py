@@ -1,6 +1,6 @@
 """Snakemake entry: latency-vs-M figure of one backend's sweep (HTML, PNG, Vega-Lite JSON)."""
 
-from studylib.entry import setup_logging
+from studylib.snakemake_job import setup_logging
 from studylib.sweep_figures import plot_latency
 
 log = setup_logging(snakemake)  # noqa: F821

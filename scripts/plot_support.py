@@ -1,6 +1,6 @@
 """Snakemake entry: support-matrix heat-map (HTML, PNG, Vega-Lite JSON)."""
 
-from studylib.entry import setup_logging
+from studylib.snakemake_job import setup_logging
 from studylib.sweep_figures import plot_support
 
 log = setup_logging(snakemake)  # noqa: F821

@@ -2,9 +2,9 @@
 
 import sys
 
-from studylib.entry import setup_logging
 from studylib.gpu_slots import pin_gpus
 from studylib.kernel_power import run_kernel_power
+from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)
 pin_gpus(snakemake)  # before anything initialises CUDA

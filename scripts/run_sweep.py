@@ -2,8 +2,8 @@
 
 import sys
 
-from studylib.entry import setup_logging
 from studylib.gpu_slots import pin_gpus
+from studylib.snakemake_job import setup_logging
 from studylib.sweep import run_sweep
 
 log = setup_logging(snakemake)  # noqa: F821

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from studylib import charts
+from studylib.core import charts
 from studylib.decode_figures import (
     PAIRED_PALETTE,
     decode_chart,

@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 from helpers import ROOT, default_config
 from studylib.aggregate import aggregate
+from studylib.core.journal import journal_path, read_journal
+from studylib.core.table_registry import DamagedFile, check_inputs, columns, read_record, read_table
 from studylib.hardware import BACKEND_PACKAGES, job_versions
 from studylib.plan import (
     ConfigFileError,
@@ -25,8 +27,7 @@ from studylib.plan import (
     read_config_file,
     schema_problem,
 )
-from studylib.sweep import journal_path, read_journal, to_frame
-from studylib.tables import DamagedFile, check_inputs, columns, read_record, read_table
+from studylib.sweep import to_frame
 
 # --- config: contradictions ------------------------------------------------------------------
 
@@ -401,7 +402,7 @@ def test_make_clean_results_removes_everything_but_the_readme(tmp_path):
      ("results/decode/x/requests.parquet", None), ("results/figures/support.vl.json", None)],
 )  # fmt: skip
 def test_every_study_file_is_known_by_where_it_lives(path, name):
-    from studylib.tables import kind_of
+    from studylib.core.table_registry import kind_of
 
     assert (kind_of(path) or (None, None))[1] == name
 
@@ -409,7 +410,7 @@ def test_every_study_file_is_known_by_where_it_lives(path, name):
 def test_a_checked_table_is_read_once_until_it_changes(tmp_path, monkeypatch):
     # A job's inputs are checked before it runs and then read again by the job: the second
     # read reuses the first, a changed file is read afresh, and callers never share a frame.
-    from studylib import tables
+    from studylib.core import table_registry as tables
 
     path = tmp_path / "support.csv"
     cols = tables.columns("support")

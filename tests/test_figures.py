@@ -9,7 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from studylib import charts, sweep_figures
+from studylib import sweep_figures
+from studylib.core import charts
 
 EVIL = "BackendSupportedError: <script>alert(1)</script> & sm_90 lacks FP4"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

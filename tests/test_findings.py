@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from studylib.findings import (
+from studylib.study_answers import (
     SEED,
     Finding,
     Findings,
@@ -19,7 +19,7 @@ from studylib.findings import (
     q5_decode,
     seed_comparison,
 )
-from studylib.tables import StudyTables
+from studylib.study_tables import StudyTables
 
 H200 = Path(__file__).resolve().parents[1] / "examples" / "h200x2-2026-11-29"  # a real run
 CPU = Path("/tmp/freshclone2/results")
@@ -699,7 +699,7 @@ def test_q4_per_layer_trend_and_random_routing():
 
 
 def test_dummy_weights_note_names_the_routing_of_each_variant():
-    from studylib.findings import dummy_weights_note
+    from studylib.study_answers import dummy_weights_note
 
     table = pd.DataFrame({
         "engine": ["sglang", "sglang", "transformers"],
@@ -718,7 +718,7 @@ def test_dummy_weights_note_names_the_routing_of_each_variant():
 
 
 def test_q5_tensor_parallel_against_one_gpu_and_graphs_paired_per_gpu_count():
-    from studylib.findings import tp_pairs
+    from studylib.study_answers import tp_pairs
 
     one = sglang_decode()
     one = one[one["weights"] == "fp8"]

@@ -1,7 +1,7 @@
 import os
 
 import pytest
-from studylib.io import atomic_path, read_json, write_json
+from studylib.core.io import atomic_path, read_json, write_json
 
 
 def test_failed_write_leaves_nothing(tmp_path):

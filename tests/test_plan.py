@@ -2,14 +2,8 @@ import copy
 
 import pytest
 from helpers import ROOT, default_config
-from studylib.plan import (
-    check_config,
-    enabled_backends,
-    expand_points,
-    schema_problem,
-    stable_hash,
-    sweep_plan,
-)
+from studylib.core.io import stable_hash
+from studylib.plan import check_config, enabled_backends, expand_points, schema_problem, sweep_plan
 
 
 def test_default_config_is_clean():

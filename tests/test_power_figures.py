@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from studylib import charts
+from studylib.core import charts
 from studylib.findings.windows import (
     CLASSES,
     CLASSIFICATION_RULE,

@@ -1,6 +1,6 @@
 """Progress lines of long jobs: [i/N] and an ETA from the steps measured so far."""
 
-from studylib.progress import Progress, duration
+from studylib.core.progress import Progress, duration
 
 
 class Clock:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from studylib import charts, sweep_figures
+from studylib import sweep_figures
+from studylib.core import charts
 from studylib.report import (
     backend_summaries,
     expected_gap,

@@ -40,16 +40,17 @@ def main() -> int:
 
     import pandas as pd
     from studylib.aggregate import aggregate
-    from studylib.charts import save_chart
     from studylib.compare import write_comparison
+    from studylib.core.charts import save_chart
+    from studylib.core.table_registry import read_optional
     from studylib.decode_figures import plot_decode
     from studylib.figure_list import figures
-    from studylib.findings import compute_findings
     from studylib.power_figures import plot_power
     from studylib.report import render_report
     from studylib.step_figures import step_chart
+    from studylib.study_answers import compute_findings
+    from studylib.study_tables import StudyTables
     from studylib.sweep_figures import plot_latency, plot_support, plot_table_figure
-    from studylib.tables import StudyTables, read_optional
 
     example, out = args.example, args.out
     hardware = args.hardware or example / "hardware.json"

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import tables
-from .io import write_frame
+from .core.io import write_frame
+from .core.table_registry import read_record, read_table
 from .peaks import PEAK_FOR_DTYPE
+from .serving.decode import SUMMARY_COLUMNS
+from .stages.sweep.sweep_schema import STATUSES, SUPPORT_TABLE, SWEEPS
 
-COLUMNS = tables.columns("sweep")
-STATUSES = list(tables.STATUSES)
-SUPPORT_COLUMNS = tables.columns("support")
+COLUMNS = list(SWEEPS.columns)
+
+SUPPORT_COLUMNS = list(SUPPORT_TABLE.columns)
 
 
 def load_sweeps(paths) -> pd.DataFrame:
-    frames = [tables.read_table("sweep", p) for p in paths]
+    frames = [read_table("sweep", p) for p in paths]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     extra = [c for c in frame.columns if c not in COLUMNS]
     return frame[[c for c in COLUMNS if c in frame.columns] + extra]
@@ -76,7 +78,7 @@ def add_roofline(sweep: pd.DataFrame, peaks: dict) -> pd.DataFrame:
 
 
 def aggregate(sweep_paths, peaks_path, out_sweep_csv, out_support_csv) -> pd.DataFrame:
-    sweep = add_roofline(load_sweeps(sweep_paths), tables.read_record("peaks", peaks_path))
+    sweep = add_roofline(load_sweeps(sweep_paths), read_record("peaks", peaks_path))
     write_frame(sweep, out_sweep_csv)
     write_frame(support_matrix(sweep), out_support_csv)
     return sweep
@@ -99,8 +101,6 @@ def decode_table(summaries: list[pd.DataFrame], peaks: dict | None) -> pd.DataFr
     attention, lm_head, KV cache) over the measured copy bandwidth of the job's GPUs. A
     tensor-parallel server splits every one of those tensors over its ranks, which read
     their shares at once: the floor divides by the GPU count."""
-    from .serving.decode import SUMMARY_COLUMNS
-
     table = _concat(summaries, SUMMARY_COLUMNS)
     gbps = (peaks or {}).get("copy_gbps") if (peaks or {}).get("device") == "cuda" else None
     step_gb = pd.to_numeric(table.get("step_gb"), errors="coerce")

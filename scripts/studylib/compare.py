@@ -87,7 +87,7 @@ def speedup_chart(table: pd.DataFrame, title: str = "Before and after: speed-up 
     timing mode, one line per backend · impl · op · dtype · shape; a rule at 1."""
     import altair as alt
 
-    from .charts import M_LABEL_EXPR, backend_scale, no_data_chart
+    from .core.charts import M_LABEL_EXPR, backend_scale, no_data_chart
 
     if table.empty:
         return no_data_chart(title, "no point is ok in both runs")
@@ -134,8 +134,8 @@ def speedup_chart(table: pd.DataFrame, title: str = "Before and after: speed-up 
 
 def write_comparison(baseline_source, current_source, out_csv, spec_path) -> pd.DataFrame:
     """The per-point table (CSV) and its chart (Vega-Lite JSON, with HTML and PNG beside it)."""
-    from .charts import save_chart
-    from .io import write_frame
+    from .core.charts import save_chart
+    from .core.io import write_frame
 
     table = compare(load_sweep(baseline_source), load_sweep(current_source))
     write_frame(table, out_csv)

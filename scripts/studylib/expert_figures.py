@@ -11,7 +11,7 @@ import math
 import altair as alt
 import pandas as pd
 
-from .charts import no_data_chart, strict_frame
+from .core.charts import no_data_chart, strict_frame
 from .findings.common import text_of
 
 EXPERTS_TITLE = "Decode: per-expert M (tokens per expert per step) against balanced routing"

@@ -20,18 +20,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import tables
+from .core.io import write_frame
+from .core.journal import journal_path, read_journal
+from .core.progress import Progress
+from .core.table_registry import read_table
 from .gpu_slots import machine_gpus
-from .io import write_frame
 from .power import Sampler, open_readers, visible_nvml_indices
-from .progress import Progress
-from .sweep import journal_path, read_journal
+from .stages.kernel_power.kernel_power_schema import WINDOW_TABLE
 from .worker_client import WorkerClient, WorkerGone
 
 log = logging.getLogger("study.kernel_power")
 
 POINT_KEYS = ["backend", "impl", "op", "dtype", "shape", "M", "N", "K", "G", "top_k", "routing"]
-WINDOW_COLUMNS = tables.columns("kernel_power")
+WINDOW_COLUMNS = list(WINDOW_TABLE.columns)
 
 
 def window_id(point: dict | None, mode: str) -> str:
@@ -246,7 +247,7 @@ def run_kernel_power(plan: dict, out_windows, out_timeline, log_stream=None) -> 
 
 
 def aggregate_kernel_power(paths, out_csv) -> pd.DataFrame:
-    frames = [tables.read_table("kernel_power", p) for p in paths]
+    frames = [read_table("kernel_power", p) for p in paths]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=WINDOW_COLUMNS)
     write_frame(table, out_csv)
     return table

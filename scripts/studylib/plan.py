@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import json
 from pathlib import Path
 
 from .backends import catalogue
@@ -459,12 +457,6 @@ def expand_points(plan: dict, device: str) -> list[dict]:
 def attention_geometry(shape: dict) -> dict:
     """The keys an attention shape adds to its points (none for a GEMM shape)."""
     return {key: shape[key] for key in ATTENTION_POINT_KEYS if key in shape}
-
-
-def stable_hash(data) -> str:
-    """A short hash of JSON-able ``data``, independent of key order."""
-    blob = json.dumps(data, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
 
 
 def schema_problem(config: dict, schema_path: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from .charts import (
+from .core.charts import (
     backend_color,
     backend_scale,
     has_data,
@@ -24,10 +24,12 @@ from .charts import (
     no_data_panel,
     save_chart,
 )
-from .charts import strict_frame as _strict
+from .core.charts import strict_frame as _strict
+from .core.formats import tooltips
+from .core.table_registry import read_optional
 from .findings.common import text_of
 from .findings.windows import classify_windows
-from .tables import read_optional, tips
+from .stages.kernel_power.kernel_power_schema import KERNEL_POWER_SHOWN, TIMELINE_SHOWN
 
 CLASS_COLORS: dict[str, str] = {
     "idle": "#bab0ac",
@@ -97,10 +99,12 @@ def _prepare_windows(windows: pd.DataFrame) -> pd.DataFrame:
 # Power timeline
 # ---------------------------------------------------------------------------------------------
 
-WINDOW_TOOLTIP = tips("kernel_power_table", ("window", "mode", "seconds", "avg_w", "pct_limit",
+WINDOW_TOOLTIP = tooltips(KERNEL_POWER_SHOWN, ("window", "mode", "seconds", "avg_w", "pct_limit",
                                               "sm_clock_mhz", "throttle_reasons", "tensor_util",
                                               "class"))  # fmt: skip
-SAMPLE_TOOLTIP = tips("timeline", ("t_rel", "power_w", "sm_clock_mhz", "temp_c", "reasons_names"))
+SAMPLE_TOOLTIP = tooltips(
+    TIMELINE_SHOWN, ("t_rel", "power_w", "sm_clock_mhz", "temp_c", "reasons_names")
+)
 
 
 def _gpu_layers(
@@ -337,7 +341,7 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
     )
     if limits:
         subtitle.append("dashed: power limit")
-    tooltip_cols = tips("kernel_power_table", ("window", "backend", "gpu", "M", "mode", "avg_w",
+    tooltip_cols = tooltips(KERNEL_POWER_SHOWN, ("window", "backend", "gpu", "M", "mode", "avg_w",
                                                 "tensor_util", "sm_clock_mhz", "dram_util",
                                                 "pct_limit", "class", "why"))  # fmt: skip
     tooltip_cols = [

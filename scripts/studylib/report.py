@@ -20,7 +20,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from . import figure_list
-from .charts import (
+from .core.charts import (
     BACKEND_COLORS,
     EMBED_OPTIONS,
     STATUS_COLORS,
@@ -29,9 +29,10 @@ from .charts import (
     json_for_script,
     vega_bundle,
 )
-from .findings import QUESTIONS
+from .core.formats import fmt_us
+from .core.io import read_json, write_text
+from .core.table_registry import read_optional
 from .findings.ranking import fastest_per_size
-from .io import read_json, write_text
 from .report_tables import (
     DASH,
     clean_text_columns,
@@ -46,7 +47,7 @@ from .report_tables import (
     long_text,
     sweep_table,
 )
-from .tables import fmt_us, read_optional
+from .study_answers import QUESTIONS
 
 TEMPLATE = "index.html.j2"
 GOOD = ("ok", "mismatch")

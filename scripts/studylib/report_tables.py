@@ -13,15 +13,15 @@ from typing import Any
 
 import pandas as pd
 
+from .core.formats import Column
+from .core.table_registry import SHOWN, read_optional, shown
 from .decode_figures import TEXT_COLUMNS as DECODE_TEXT
 from .decode_figures import graphs_label
 from .figure_list import in_section
-from .findings import dummy_weights_note, graphs_pairs, tp_pairs
-from .findings.decode import invalid_note
+from .findings.decode import dummy_weights_note, graphs_pairs, invalid_note, tp_pairs
 from .findings.decode import power_sources as decode_power_sources
 from .findings.windows import CLASSES, CLASSIFICATION_RULE, classify_windows
 from .power_figures import CLASS_COLORS
-from .tables import SHOWN, Column, read_optional, shown
 
 DASH = "—"
 LONG_TEXT = 120

@@ -8,7 +8,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .charts import no_data_chart, strict_frame
+from .core.charts import no_data_chart, strict_frame
 from .step_model import MODEL_COMPONENTS, PROFILE_STEP_TOLERANCE, from_profile
 
 STEP_TITLE = "Decode: where a step's time goes, predicted from the kernel tables and measured"

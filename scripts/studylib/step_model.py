@@ -45,6 +45,8 @@ import math
 
 import pandas as pd
 
+from .findings.decode import graphs_flag
+from .stages.step_model.step_model_schema import COLUMNS
 from .step_components import COMPONENTS
 
 #: The step's parts as the model predicts them: the profiler's classes (step_components),
@@ -90,14 +92,6 @@ PROFILE_STEP_TOLERANCE = 0.25
 #: ``measured_basis`` of a step measured by the profiler; a profile whose idle was set aside
 #: (``representative``) says so after it.
 PROFILE_BASIS = "profile"
-
-COLUMNS = [
-    "variant", "weights", "cuda_graphs", "concurrency", "routing", "component",
-    "predicted_us", "measured_us", "basis", "missing", "predicted_step_us", "tpot_us",
-    "predicted_over_tpot", "predicted_w", "predicted_j_per_token", "j_per_token",
-    "j_per_token_ratio", "hbm_floor_us", "measured_basis", "profile_context",
-    "profile_step_us",
-]  # fmt: skip
 
 
 def _rows(sweep: pd.DataFrame, **match) -> pd.DataFrame:
@@ -313,9 +307,6 @@ def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
                routings: tuple[str, ...] = ("balanced", "recorded"),
                mode: str = "cold") -> pd.DataFrame:  # fmt: skip
     """The step-model table: one row per (variant, C, routing, component)."""
-    # Here, not at the top: the findings read this module's basis rule (from_profile).
-    from .findings.decode import graphs_flag
-
     rows = []
     if decode is None or decode.empty:
         return pd.DataFrame(columns=COLUMNS)

@@ -15,26 +15,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import write_frame
-from .plan import ATTENTION_POINT_KEYS, expand_points, stable_hash
-from .progress import Progress
-from .tables import columns
+from .core.io import write_frame
+from .core.journal import journal_path, point_key, read_journal
+from .core.progress import Progress
+from .plan import ATTENTION_POINT_KEYS, expand_points
+from .stages.sweep.sweep_schema import SWEEPS
 from .worker_client import WorkerClient, WorkerGone
 
 log = logging.getLogger("study.sweep")
 
 # The sweep table's leading columns, in order (the README's output contract).
-COLUMNS = columns("sweep")
+COLUMNS = list(SWEEPS.columns)
 
 
 def skipped_after_timeout(point: dict, exc: WorkerGone) -> str:
     return (f"not run: {point['impl']} {point['op']} {point['dtype']} at M={point['M']} "
             f"{exc} (a hang or a kernel build longer than timing.point_timeout_s); its "
             "later points would wait as long")  # fmt: skip
-
-
-def point_key(point: dict) -> str:
-    return json.dumps(point, sort_keys=True)
 
 
 def derive(row: dict) -> dict:
@@ -128,28 +125,6 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
         stale.unlink()
     work_dir.rmdir()
     return frame
-
-
-def journal_path(work_dir: Path, plan: dict, hello: dict) -> Path:
-    """The journal of finished points, keyed by the plan and by what measures it (device,
-    library version as the worker reports it): an upgrade never reuses old points."""
-    measured_by = {k: hello.get(k) for k in ("device", "device_name", "library_version")}
-    return work_dir / f"progress-{stable_hash([plan, measured_by])}.jsonl"
-
-
-def read_journal(progress: Path) -> dict:
-    """{point key: row} of a journal; a line cut short by a kill mid-write is dropped."""
-    done = {}
-    if progress.exists():
-        for line in progress.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and "_key" in row:
-                done[row.pop("_key")] = row
-        log.info("resuming: %d points already measured", len(done))
-    return done
 
 
 def to_frame(rows: list[dict]) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from .charts import (
+from .core.charts import (
     M_LABEL_EXPR,
     SpecChart,
     backend_color,
@@ -31,7 +31,9 @@ from .charts import (
     strict_frame,
     view_spec,
 )
-from .tables import read_optional, tips
+from .core.formats import tooltips
+from .core.table_registry import read_optional
+from .stages.sweep.sweep_schema import SWEEP_SHOWN
 
 #: Timing modes of a sweep row, in the order of the radio buttons: label -> (median, IQR).
 TIMING_MODES: dict[str, tuple[str, str]] = {
@@ -56,7 +58,7 @@ PANEL_WIDTH, PANEL_HEIGHT = 210, 150
 PANEL_META = ("panel_title", "panel_order")
 
 #: Optional sweep columns shown in tooltips when present: (column, title, format).
-TOOLTIP_EXTRA: list[tuple[str, str, str]] = tips("sweep_table", (
+TOOLTIP_EXTRA: list[tuple[str, str, str]] = tooltips(SWEEP_SHOWN, (
     "eager_iqr_us", "eager_samples", "graph_us", "cold_us", "floor_us", "launch_overhead_us",
     "tflops", "gbps", "efficiency", "rel_err", "cos_sim", "sm_clock_mhz", "throttle",
 ))  # fmt: skip
@@ -64,7 +66,7 @@ TOOLTIP_EXTRA: list[tuple[str, str, str]] = tips("sweep_table", (
 LATENCY_TOOLTIP: list[tuple[str, str, str]] = [
     ("iqr_us", "interquartile range (µs)", ".3g"),
     ("eager_us", "eager (µs)", ".4g"),
-    *tips("sweep_table", ("graph_us", "cold_us", "floor_us", "efficiency",
+    *tooltips(SWEEP_SHOWN, ("graph_us", "cold_us", "floor_us", "efficiency",
                           "tflops", "gbps", "rel_err", "cos_sim", "sm_clock_mhz", "throttle")),
 ]  # fmt: skip
 
@@ -519,7 +521,7 @@ def plot_latency(
     df = read_optional(sweep_parquet)
     if peaks_json is not None:
         from .aggregate import add_roofline
-        from .io import read_json
+        from .core.io import read_json
 
         df = add_roofline(df, read_json(peaks_json))
     if backend is None and "backend" not in df.columns:

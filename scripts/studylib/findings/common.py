@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..tables import fmt_us as fmt_us  # the one fmt_us; findings modules import it from here
+from ..core.formats import fmt_us as fmt_us  # the one fmt_us; findings modules import it from here
 
 Question = int | str
 

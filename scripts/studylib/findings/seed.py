@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..tables import StudyTables
+from ..study_tables import StudyTables
 from .common import (
     DECODE_MAX_M,
     FP4_DTYPES,

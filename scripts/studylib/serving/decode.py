@@ -35,10 +35,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.io import write_frame, write_json
+from ..core.progress import Progress
 from ..findings.decode import delivery_note
-from ..io import write_frame, write_json
 from ..power import Sampler, open_readers, visible_nvml_indices
-from ..progress import Progress
 from .engines import engine as get_engine
 from .engines.base import run_served_name
 from .engines.sglang_engine import expert_recorder, requests_held, start_profile, stop_profile

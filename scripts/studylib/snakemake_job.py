@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 import sys
 
-from .tables import DamagedFile, check_inputs
+from .core.table_registry import DamagedFile
+from .study_tables import check_inputs
 
 
 def setup_logging(smk) -> logging.Logger:
     """Send this job's stdout, stderr and logging to the rule's ``log:`` file, and check the
-    job's inputs that are study tables before it starts (see tables.py): a damaged one stops
-    the job with one line naming the file and what is wrong, not a traceback."""
+    job's inputs that are study tables before it starts (core/table_registry.py; every
+    stage's tables are registered by study_tables): a damaged one stops the job with one line
+    naming the file and what is wrong, not a traceback."""
     if smk.log:
         handle = open(smk.log[0], "a", buffering=1, encoding="utf-8")
         sys.stdout = handle

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -65,3 +66,9 @@ def write_frame(df, path: str | os.PathLike) -> None:
             raise ValueError(f"unsupported table format: {path}")
     if suffix == ".csv":
         write_json(written_record(path), {"bytes": size, "rows": len(df)})
+
+
+def stable_hash(data) -> str:
+    """A short hash of JSON-able ``data``, independent of key order."""
+    blob = json.dumps(data, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
