@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 from studylib.core.io import stable_hash  # noqa: E402
 from studylib.figure_list import figures, spec_path  # noqa: E402
-from studylib.hardware import job_versions, nvml_driver  # noqa: E402
+from studylib.instruments.hardware import job_versions, nvml_driver  # noqa: E402
 from studylib.plan import (  # noqa: E402
     ConfigFileError,
     baseline_files,

@@ -1,6 +1,6 @@
 """Snakemake entry: the local random MoE model served by the transformers engine."""
 
-from studylib.gpu_slots import pin_gpus
+from studylib.instruments.gpu_slots import pin_gpus
 from studylib.serving.entry import build_model_for_machine
 from studylib.snakemake_job import setup_logging
 

@@ -1,7 +1,7 @@
-"""Snakemake entry: results/hardware.json (see studylib.hardware)."""
+"""Snakemake entry: results/hardware.json (see studylib.instruments.hardware)."""
 
 from studylib.core.io import write_json
-from studylib.hardware import collect
+from studylib.instruments.hardware import collect
 from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)  # noqa: F821

@@ -1,8 +1,8 @@
-"""Snakemake entry: results/peaks.json (see studylib.peaks)."""
+"""Snakemake entry: results/peaks.json (see studylib.instruments.peaks)."""
 
 from studylib.core.io import write_json
-from studylib.gpu_slots import pin_gpus
-from studylib.peaks import measure
+from studylib.instruments.gpu_slots import pin_gpus
+from studylib.instruments.peaks import measure
 from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from studylib.hardware import git_info
+from studylib.instruments.hardware import git_info
 from studylib.report import render_report
 from studylib.snakemake_job import setup_logging
 from studylib.study_answers import compute_findings

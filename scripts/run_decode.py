@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from studylib.gpu_slots import pin_gpus, slot_index
+from studylib.instruments.gpu_slots import pin_gpus, slot_index
 from studylib.serving.entry import run_decode_job
 from studylib.serving.guard import protect_job
 from studylib.snakemake_job import setup_logging

@@ -2,7 +2,7 @@
 
 import sys
 
-from studylib.gpu_slots import pin_gpus
+from studylib.instruments.gpu_slots import pin_gpus
 from studylib.snakemake_job import setup_logging
 from studylib.sweep import run_sweep
 

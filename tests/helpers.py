@@ -71,7 +71,7 @@ def fake_module(monkeypatch, name: str, **functions):
 def pin_sgl_versions(monkeypatch) -> None:
     """The sgl_kernel adapter sees sglang-kernel 0.4.5 and SGLang 0.5.16, whatever is
     installed, and has announced no op yet."""
-    from studylib.backends import sgl_kernel_backend as sgl
+    from studylib.instruments.backends import sgl_kernel_backend as sgl
 
     monkeypatch.setattr(sgl, "_announced", set())
     versions = {"sglang-kernel": "0.4.5", "sglang": "0.5.16"}

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 from helpers import fake_module, pin_sgl_versions
-from studylib.backends import attention, torch_backend
-from studylib.backends import flashinfer_backend as fi
-from studylib.backends import sgl_kernel_backend as sgl
-from studylib.backends.base import Unsupported
-from studylib.worker import compare
+from studylib.instruments.backends import attention, torch_backend
+from studylib.instruments.backends import flashinfer_backend as fi
+from studylib.instruments.backends import sgl_kernel_backend as sgl
+from studylib.instruments.backends.base import Unsupported
+from studylib.instruments.worker import compare
 
 torch = pytest.importorskip("torch")
 

@@ -17,7 +17,7 @@ from helpers import ROOT, default_config
 from studylib.aggregate import aggregate
 from studylib.core.journal import journal_path, read_journal
 from studylib.core.table_registry import DamagedFile, check_inputs, columns, read_record, read_table
-from studylib.hardware import BACKEND_PACKAGES, job_versions
+from studylib.instruments.hardware import BACKEND_PACKAGES, job_versions
 from studylib.plan import (
     ConfigFileError,
     apply_cli_values,

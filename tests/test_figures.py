@@ -325,7 +325,7 @@ def test_sweep_figures_without_data_are_no_data_charts(figure):
 def test_impl_colours_are_unique_across_the_catalogue_and_keep_the_backend_hue():
     import colorsys
 
-    from studylib.backends import catalogue
+    from studylib.instruments.backends import catalogue
 
     pairs = sorted(
         {(b, i) for b, ops in catalogue().items() for op in ops.values() for i in op["impls"]}

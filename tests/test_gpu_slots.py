@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 from helpers import ROOT
-from studylib import gpu_slots
+from studylib.instruments import gpu_slots
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +20,7 @@ def test_jobs_get_disjoint_gpus_and_wait_for_a_free_one(tmp_path):
     first = gpu_slots.acquire(1, gpus, tmp_path)
     # A second job in another process takes the other GPU, then a third has to wait.
     code = (f"import sys; sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
-            "from studylib.gpu_slots import acquire\n"
+            "from studylib.instruments.gpu_slots import acquire\n"
             f"print(acquire(1, ['0', '1'], __import__('pathlib').Path({str(tmp_path)!r}),"
             " timeout_s=5)[0], flush=True)\n"
             "import time; time.sleep(2)")  # fmt: skip

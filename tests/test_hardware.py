@@ -1,6 +1,6 @@
 import subprocess
 
-from studylib.hardware import collect, git_info, package_versions
+from studylib.instruments.hardware import collect, git_info, package_versions
 
 
 def test_git_info_of_a_repo_and_of_a_plain_folder(tmp_path, monkeypatch):
@@ -30,7 +30,7 @@ def test_collect_on_this_machine():
 
 
 def test_cpu_peaks_stop_at_the_first_slow_gemm(monkeypatch):
-    from studylib import peaks
+    from studylib.instruments import peaks
 
     monkeypatch.setattr(peaks, "SLOW_CPU_CALL_S", 0.0)  # every first call counts as slow
     out = peaks.measure_cpu(copy_bytes=1 << 20)

@@ -241,7 +241,7 @@ WORKER_JOB = textwrap.dedent(
     import json, os, sys, time
     scripts, plan_path, state = sys.argv[1:]
     sys.path.insert(0, scripts)
-    from studylib.worker_client import WorkerClient
+    from studylib.instruments.worker_client import WorkerClient
 
     plan = json.load(open(plan_path))
     client = WorkerClient("torch", plan_path, open(os.devnull, "w"))

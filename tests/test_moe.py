@@ -4,9 +4,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from studylib.backends import moe  # noqa: E402
-from studylib.backends.base import Unsupported  # noqa: E402
-from studylib.timing import MAX_GRAPH_CALLS, cold_rounds, graph_calls, replay_target_us  # noqa: E402
+from studylib.instruments.backends import moe  # noqa: E402
+from studylib.instruments.backends.base import Unsupported  # noqa: E402
+from studylib.instruments.timing import MAX_GRAPH_CALLS, cold_rounds, graph_calls, replay_target_us  # noqa: E402
 
 
 def point(tokens, routing="balanced", experts=16, top_k=4, shares=None):
@@ -108,7 +108,7 @@ def test_flashinfer_moe_tactics_are_tuned_at_the_points_tokens(monkeypatch):
     import sys
     import types
 
-    from studylib.backends.flashinfer_backend import tune_tactics
+    from studylib.instruments.backends.flashinfer_backend import tune_tactics
 
     entered, calls = [], []
 

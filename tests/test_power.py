@@ -9,7 +9,7 @@ import time
 
 import pytest
 from helpers import ROOT
-from studylib.power import (
+from studylib.instruments.power_sampler import (
     COUNTER_MODULUS,
     DEAD_AFTER,
     NvmlReader,
@@ -325,7 +325,7 @@ def test_interpreter_exit_stops_the_sampler():
         atexit.register(lambda: print("alive-after-exit:", state["s"].running))
         sys.path.insert(0, {str(ROOT / "scripts")!r}); sys.path.insert(0, {str(ROOT / "tests")!r})
         from test_power import FakeReader
-        from studylib.power import Sampler
+        from studylib.instruments.power_sampler import Sampler
         state["s"] = Sampler([FakeReader(time.monotonic)], rate_hz=50).start()
         time.sleep(0.1)
     """)

@@ -6,8 +6,8 @@ import types
 
 import pytest
 from helpers import fake_module, pin_sgl_versions
-from studylib.backends import sgl_kernel_backend as sgl
-from studylib.backends.base import Unsupported
+from studylib.instruments.backends import sgl_kernel_backend as sgl
+from studylib.instruments.backends.base import Unsupported
 
 torch = pytest.importorskip("torch")
 
@@ -158,7 +158,7 @@ def test_real_failures_stay_errors(exc):
 
 
 def test_worker_row_carries_the_library_text():
-    from studylib.worker import Measurer
+    from studylib.instruments.worker import Measurer
 
     measurer = object.__new__(Measurer)
     measurer.module, measurer.device = sgl, "cpu"

@@ -2,7 +2,13 @@ import itertools
 import math
 
 import pytest
-from studylib.timing import CpuTimer, StopRule, median_rel_stderr, sample_until, summarize
+from studylib.instruments.timing import (
+    CpuTimer,
+    StopRule,
+    median_rel_stderr,
+    sample_until,
+    summarize,
+)
 
 
 def test_rel_stderr_needs_samples_and_shrinks_with_n():
@@ -67,7 +73,7 @@ def test_stop_rule_from_config_picks_device_limit(device):
 
 
 def test_replay_sampler_gives_one_replay_per_sample_timed_in_batches():
-    from studylib.timing import CudaTimer
+    from studylib.instruments.timing import CudaTimer
 
     timer = CudaTimer.__new__(CudaTimer)  # no CUDA here: the batches come from a stand-in
     batches = []
@@ -83,8 +89,8 @@ def test_replay_sampler_gives_one_replay_per_sample_timed_in_batches():
 
 
 def test_a_call_that_streams_several_l2s_is_cold_in_graph_mode():
-    from studylib.backends.base import Prepared
-    from studylib.worker import Measurer
+    from studylib.instruments.backends.base import Prepared
+    from studylib.instruments.worker import Measurer
 
     measurer = Measurer.__new__(Measurer)
     measurer.l2_bytes, measurer.timing = 60 << 20, {"cold_l2_multiple": 4}
@@ -100,8 +106,8 @@ def test_a_call_that_streams_several_l2s_is_cold_in_graph_mode():
 
 def test_the_cold_graph_of_a_call_that_streams_several_l2s_is_its_own_graph():
     """The power loops' cold mode and the sweep's use one rule: no second input set."""
-    from studylib.backends.base import Prepared
-    from studylib.worker import Measurer
+    from studylib.instruments.backends.base import Prepared
+    from studylib.instruments.worker import Measurer
 
     measurer = Measurer.__new__(Measurer)
     measurer.l2_bytes, measurer.timing = 60 << 20, {"cold_l2_multiple": 4}

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from studylib.backends import catalogue  # noqa: E402
+from studylib.instruments.backends import catalogue  # noqa: E402
 from studylib.plan import expand_points, load_config, study_device, sweep_plan  # noqa: E402
 from studylib.sweep import run_sweep  # noqa: E402
 

@@ -6,7 +6,7 @@ import pandas as pd
 
 from .core.io import write_frame
 from .core.table_registry import read_record, read_table
-from .peaks import PEAK_FOR_DTYPE
+from .instruments.peaks import PEAK_FOR_DTYPE
 from .serving.decode import SUMMARY_COLUMNS
 from .stages.sweep.sweep_schema import STATUSES, SUPPORT_TABLE, SWEEPS
 

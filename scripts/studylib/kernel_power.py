@@ -24,10 +24,10 @@ from .core.io import write_frame
 from .core.journal import journal_path, read_journal
 from .core.progress import Progress
 from .core.table_registry import read_table
-from .gpu_slots import machine_gpus
-from .power import Sampler, open_readers, visible_nvml_indices
+from .instruments.gpu_slots import machine_gpus
+from .instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
+from .instruments.worker_client import WorkerClient, WorkerGone
 from .stages.kernel_power.kernel_power_schema import WINDOW_TABLE
-from .worker_client import WorkerClient, WorkerGone
 
 log = logging.getLogger("study.kernel_power")
 

@@ -11,8 +11,8 @@ import copy
 import functools
 from pathlib import Path
 
-from .backends import catalogue
-from .backends.attention import POINT_KEYS as ATTENTION_POINT_KEYS
+from .instruments.backends import catalogue
+from .instruments.backends.attention import POINT_KEYS as ATTENTION_POINT_KEYS
 
 SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..nvml import reason_names
+from ..instruments.nvml import reason_names
 from .common import (
     DTYPE_NAMES,
     Findings,

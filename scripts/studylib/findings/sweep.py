@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..peaks import PEAK_FOR_DTYPE
+from ..instruments.peaks import PEAK_FOR_DTYPE
 from .common import (
     DECODE_M,
     DECODE_MAX_M,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..nvml import reason_names
+from ..instruments.nvml import reason_names
 from .common import field_getter, num_of, text_of
 
 #: Utilisation (GPM, %) at or above which a pipe counts as the busy one.

@@ -38,7 +38,7 @@ import pandas as pd
 from ..core.io import write_frame, write_json
 from ..core.progress import Progress
 from ..findings.decode import delivery_note
-from ..power import Sampler, open_readers, visible_nvml_indices
+from ..instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
 from .engines import engine as get_engine
 from .engines.base import run_served_name
 from .engines.sglang_engine import expert_recorder, requests_held, start_profile, stop_profile

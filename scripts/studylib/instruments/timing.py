@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -230,7 +231,6 @@ class CudaTimer:
     def fixed_cost(self, replays: int = 50) -> float:
         """µs per replay of an empty graph replayed back to back (timed as :meth:`replay`
         times): the fixed cost every replay pays."""
-        import warnings
 
         torch = self.torch
         graph = torch.cuda.CUDAGraph()

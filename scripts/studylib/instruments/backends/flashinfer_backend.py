@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 import time
 
+from . import attention, moe
 from .base import (
     Prepared,
     Unsupported,
@@ -270,8 +271,6 @@ def _fused_moe(point: dict) -> Prepared:
     builds the arch's CUTLASS MoE module (JIT) unless a prebuilt one is installed."""
     import torch
 
-    from . import moe
-
     try:
         from flashinfer.fused_moe import cutlass_fused_moe
     except ImportError as exc:
@@ -376,8 +375,6 @@ def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
     the same bytes. The caches are ``[slots, 1, kv_heads, D]`` (NHD), laid out as
     attention.pool_slots says; every request's last page is full (length 1)."""
     import torch
-
-    from . import attention
 
     fn = _require("BatchDecodeWithPagedKVCacheWrapper")
     geo = attention.geometry(point)

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-SCRIPTS_DIR = Path(__file__).resolve().parents[1]
+SCRIPTS_DIR = Path(__file__).resolve().parents[2]
 
 
 #: The least time a worker gets to start and say hello (imports, CUDA context).
@@ -53,7 +53,7 @@ class WorkerClient:
         )
         env["PYTHONUNBUFFERED"] = "1"
         cmd = [
-            sys.executable, "-m", "studylib.worker", "--backend", self.backend,
+            sys.executable, "-m", "studylib.instruments.worker", "--backend", self.backend,
             "--plan", str(self.plan_path), "--result-fd", str(write_fd),
         ]  # fmt: skip
         self.proc = subprocess.Popen(

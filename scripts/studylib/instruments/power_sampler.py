@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import logging
 import math
+import os
 import statistics
 import threading
 import time
@@ -208,7 +209,6 @@ def open_readers(nvml_indices: list[int] | None = None) -> tuple[list, str, str 
 
 def visible_nvml_indices() -> list[int] | None:
     """NVML indices of the GPUs CUDA_VISIBLE_DEVICES exposes (None: every GPU)."""
-    import os
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None or visible.strip() == "":

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import logging
 import statistics
+import time
+
+from .backends import adapter
+from .hardware import host_info
 
 log = logging.getLogger("study.peaks")
 
@@ -22,8 +26,6 @@ PEAK_FOR_DTYPE = {
 
 
 def _median_time_s(fn, sync, repeats: int) -> float:
-    import time
-
     times = []
     for _ in range(repeats):
         sync()
@@ -98,8 +100,6 @@ def _fp4_peak(size: int) -> dict:
     try:
         import torch
 
-        from .backends import adapter
-
         point = {"op": "mm_fp4", "dtype": "nvfp4", "impl": "auto", "M": size, "N": size, "K": size}
         prepared = adapter("flashinfer").prepare(point, "cuda")
         for _ in range(3):
@@ -116,11 +116,7 @@ SLOW_CPU_CALL_S = 0.5
 
 
 def measure_cpu(sizes=(256, 1024, 2048), copy_bytes: int = 256 << 20) -> dict:
-    import time
-
     import torch
-
-    from .hardware import host_info
 
     out = {"device": "cpu", "device_name": host_info()["cpu_model"]}
     nothing = lambda: None  # noqa: E731 - CPU ops are synchronous

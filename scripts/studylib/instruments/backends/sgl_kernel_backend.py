@@ -40,12 +40,14 @@ no per-point column for it) and kept in ``Prepared.extra["provider"]``.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import attention, moe
 from .base import (
     Prepared,
     Unsupported,
@@ -483,7 +485,6 @@ def _publish_default_server_args() -> None:
     """SGLang's MoE kernels read process-wide server args (deterministic inference, fused
     all-reduce); outside a server none are published. Publish the defaults of a server
     started without flags, field by field (ServerArgs' own init would resolve a model)."""
-    import dataclasses
 
     from sglang.srt import runtime_context
     from sglang.srt.server_args import ServerArgs
@@ -509,8 +510,6 @@ def _fused_moe(point: dict, device: str = "cuda") -> Prepared:
     copies the layer's input into the buffer it overwrites (M x N bf16: a few µs at most),
     so every call sees the same hidden states."""
     import torch
-
-    from . import moe
 
     found = find("fused_experts")
     provider = _announce(found)
@@ -580,8 +579,6 @@ def _decode_attention(point: dict, device: str = "cuda") -> Prepared:
     PDL on sm_90+ as the server enables it. The output is written into a buffer made once per
     input set (the server allocates it per call)."""
     import torch
-
-    from . import attention
 
     found = find("decode_attention_fwd")
     splits_found = find("get_num_kv_splits_triton")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any
 
 
@@ -79,7 +80,6 @@ def cuda_capability() -> tuple[int, int]:
 
 def distribution_version(*names: str) -> str | None:
     """The installed version of the first of these distributions that is installed."""
-    from importlib import metadata
 
     for name in names:
         try:

@@ -5,6 +5,7 @@ and a decode step's attention with ``scaled_dot_product_attention`` over a dense
 
 from __future__ import annotations
 
+from . import attention, moe
 from .base import (
     Prepared,
     Unsupported,
@@ -103,8 +104,6 @@ def _decode_attention(point: dict, device: str) -> Prepared:
     dense cache ``[B, kv_heads, context, D]`` (``enable_gqa``: no copy of the KV heads); SDPA
     picks its kernel (flash / memory-efficient / cuDNN on a GPU, its CPU kernel on a CPU)."""
     import torch
-
-    from . import attention
 
     geo = attention.geometry(point)
     if geo.interleaved:
@@ -266,8 +265,6 @@ def _scaled_grouped_mm(point: dict, device: str) -> Prepared:
 
 def _fused_moe(point: dict, device: str) -> Prepared:
     import torch
-
-    from . import moe
 
     geo = moe.require_moe_cuda(point, device)
     fp8 = point["dtype"] == "fp8_e4m3"
