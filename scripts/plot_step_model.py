@@ -4,7 +4,7 @@ Outputs: ``html``, ``png``, ``spec``."""
 from studylib.core.charts import save_chart
 from studylib.core.table_registry import read_optional
 from studylib.snakemake_job import setup_logging
-from studylib.step_figures import step_chart
+from studylib.stages.step_model.step_model_figure import step_chart
 
 log = setup_logging(snakemake)
 log.info("step-model figure from %s", snakemake.input.table)

@@ -4,7 +4,7 @@ import sys
 
 from studylib.instruments.gpu_slots import pin_gpus
 from studylib.snakemake_job import setup_logging
-from studylib.sweep import run_sweep
+from studylib.stages.sweep.sweep_run import run_sweep
 
 log = setup_logging(snakemake)  # noqa: F821
 pin_gpus(snakemake)  # before anything initialises CUDA

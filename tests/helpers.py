@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def default_config() -> dict:
     """The repository's default config with the schema's defaults filled in."""
-    from studylib.plan import load_config
+    from studylib.core.config import load_config
 
     return load_config(ROOT / "config" / "config.yaml")
 

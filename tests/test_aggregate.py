@@ -2,8 +2,8 @@ import json
 
 import numpy as np
 import pandas as pd
-from studylib.aggregate import add_roofline, aggregate, support_matrix
-from studylib.sweep import to_frame
+from studylib.stages.sweep.sweep_aggregate import add_roofline, aggregate, support_matrix
+from studylib.stages.sweep.sweep_run import to_frame
 
 
 def rows(backend, impl, statuses, error="boom"):
@@ -82,7 +82,7 @@ def test_roofline_floor_and_efficiency():
 
 
 def test_the_hbm_floor_divides_by_the_gpus_that_read_the_step_at_once():
-    from studylib.aggregate import decode_table
+    from studylib.stages.decode.decode_aggregate import decode_table
 
     rows = pd.DataFrame({"variant": ["tp1", "tp2"], "concurrency": [64, 64], "gpus": [1, 2],
                          "tpot_ms": [10.0, 6.0], "step_gb": [40.0, 40.0]})  # fmt: skip

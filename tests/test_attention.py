@@ -11,7 +11,7 @@ from helpers import fake_module, pin_sgl_versions
 from studylib.instruments.backends import attention, torch_backend
 from studylib.instruments.backends import flashinfer_backend as fi
 from studylib.instruments.backends import sgl_kernel_backend as sgl
-from studylib.instruments.backends.base import Unsupported
+from studylib.instruments.backends.backend_interface import Unsupported
 from studylib.instruments.worker import compare
 
 torch = pytest.importorskip("torch")

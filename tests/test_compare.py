@@ -2,7 +2,7 @@
 
 import pandas as pd
 import pytest
-from studylib.compare import compare, load_sweep, summary
+from studylib.stages.sweep.sweep_compare import compare, load_sweep, summary
 
 
 def sweep_rows(shape, points):
@@ -50,7 +50,7 @@ def test_a_results_folder_reads_its_sweep_table_or_its_sweeps(tmp_path):
 
 
 def test_a_pattern_names_the_files_of_a_run(tmp_path):
-    from studylib.plan import baseline_files
+    from studylib.stages.sweep.sweep_plan import baseline_files
 
     for name in ("run6_torch.csv", "run6_flashinfer.csv", "old_torch.csv"):
         (tmp_path / name).write_text("x\n")
@@ -63,8 +63,8 @@ def test_a_pattern_names_the_files_of_a_run(tmp_path):
 def test_the_comparison_writes_its_table_and_chart_and_the_report_shows_them(tmp_path):
     import json
 
-    from studylib.compare import write_comparison
     from studylib.report import build_context
+    from studylib.stages.sweep.sweep_compare import write_comparison
 
     before = sweep_rows("down", [("torch", m, 30.0, 6.0, 10.0) for m in (1, 16, 64)])
     after = sweep_rows("down", [("torch", m, 30.0, 4.0, 12.0) for m in (1, 16, 64)])

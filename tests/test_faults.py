@@ -14,20 +14,20 @@ import sys
 import pandas as pd
 import pytest
 from helpers import ROOT, default_config
-from studylib.aggregate import aggregate
-from studylib.core.journal import journal_path, read_journal
-from studylib.core.table_registry import DamagedFile, check_inputs, columns, read_record, read_table
-from studylib.instruments.hardware import BACKEND_PACKAGES, job_versions
-from studylib.plan import (
+from studylib.core.config import (
     ConfigFileError,
     apply_cli_values,
-    check_config,
     config_warnings,
     empty_overrides,
     read_config_file,
     schema_problem,
 )
-from studylib.sweep import to_frame
+from studylib.core.journal import journal_path, read_journal
+from studylib.core.table_registry import DamagedFile, check_inputs, columns, read_record, read_table
+from studylib.instruments.hardware import BACKEND_PACKAGES, job_versions
+from studylib.stages.sweep.sweep_aggregate import aggregate
+from studylib.stages.sweep.sweep_run import to_frame
+from studylib.study_config import check_config
 
 # --- config: contradictions ------------------------------------------------------------------
 

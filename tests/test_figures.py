@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from studylib import sweep_figures
 from studylib.core import charts
+from studylib.stages.sweep import sweep_figures, sweep_table_figures
 
 EVIL = "BackendSupportedError: <script>alert(1)</script> & sm_90 lacks FP4"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -110,7 +110,7 @@ PEAKS = {"copy_gbps": 4000.0, "fp8_tflops": 1400.0, "fp4_tflops": 2500.0, "bf16_
 
 def with_floor(df: pd.DataFrame) -> pd.DataFrame:
     """The sweep with work, bytes and the roofline columns, as the aggregate step adds them."""
-    from studylib.aggregate import add_roofline
+    from studylib.stages.sweep.sweep_aggregate import add_roofline
 
     bits = df["dtype"].map({"nvfp4": 4.5, "fp8_e4m3": 8, "bf16": 16})
     df = df.assign(
@@ -310,9 +310,9 @@ def test_no_data_chart_marks_the_spec_for_the_report():
 @pytest.mark.parametrize(
     "figure",
     [
-        lambda: sweep_figures.efficiency_chart(all_unsupported()),
-        lambda: sweep_figures.launch_overhead_chart(make_sweep()),  # no graph times
-        lambda: sweep_figures.support_chart(pd.DataFrame()),
+        lambda: sweep_table_figures.efficiency_chart(all_unsupported()),
+        lambda: sweep_table_figures.launch_overhead_chart(make_sweep()),  # no graph times
+        lambda: sweep_table_figures.support_chart(pd.DataFrame()),
         lambda: sweep_figures.latency_chart(all_unsupported("sgl_kernel")),
     ],
 )
@@ -364,8 +364,8 @@ def sweep_two_backends() -> pd.DataFrame:
 
 @pytest.mark.parametrize("kind", ["efficiency", "launch_overhead"])
 def test_efficiency_and_launch_overhead_colour_by_backend_impl(kind):
-    build = {"efficiency": sweep_figures.efficiency_chart,
-             "launch_overhead": sweep_figures.launch_overhead_chart}[kind]  # fmt: skip
+    build = {"efficiency": sweep_table_figures.efficiency_chart,
+             "launch_overhead": sweep_table_figures.launch_overhead_chart}[kind]  # fmt: skip
     spec = charts.chart_spec(build(sweep_two_backends()))
     facets = spec["vconcat"] if "vconcat" in spec else [spec]
     assert len(facets) == (2 if kind == "efficiency" else 1)
@@ -390,7 +390,7 @@ def test_support_chart(tmp_path):
     support = tmp_path / "support.csv"
     make_support().to_csv(support, index=False)
     stem = tmp_path / "support"
-    sweep_figures.plot_support(support, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
+    sweep_table_figures.plot_support(support, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
     spec = check_outputs(tmp_path, "support")
     values = _values(spec)
     assert len(values) == 5
@@ -403,7 +403,7 @@ def test_support_chart(tmp_path):
 
 
 def test_support_chart_empty():
-    spec = charts.chart_spec(sweep_figures.support_chart(pd.DataFrame()))
+    spec = charts.chart_spec(sweep_table_figures.support_chart(pd.DataFrame()))
     assert "no support data" in json.dumps(spec)
     assert spec["usermeta"]["study"]["has_data"] is False
 

@@ -792,14 +792,14 @@ def ranked_rows(times: dict, column="cold_us", iqr=0.0) -> pd.DataFrame:
 
 
 def test_times_within_three_percent_are_one_winner():
-    from studylib.findings.ranking import fastest
+    from studylib.stages.sweep.sweep_ranking import fastest
 
     names, best = fastest(ranked_rows({"a": 10.0, "b": 10.29, "c": 10.31}), "cold_us")
     assert names == ["a·x mm", "b·x mm"] and best["backend"] == "a"
 
 
 def test_a_wide_iqr_widens_the_tie():
-    from studylib.findings.ranking import fastest
+    from studylib.stages.sweep.sweep_ranking import fastest
 
     rows = ranked_rows({"a": 10.0, "b": 10.5}, iqr=0.6)
     assert fastest(rows, "cold_us")[0] == ["a·x mm", "b·x mm"]
@@ -807,7 +807,7 @@ def test_a_wide_iqr_widens_the_tie():
 
 
 def test_rankings_use_cold_time_where_every_row_has_it():
-    from studylib.findings.ranking import fastest_per_size
+    from studylib.stages.sweep.sweep_ranking import fastest_per_size
 
     rows = []
     for backend, eager, graph, cold in (("hot", 30.0, 4.0, 9.0), ("cold", 40.0, 5.0, 6.0)):
@@ -825,7 +825,7 @@ def test_rankings_use_cold_time_where_every_row_has_it():
 
 
 def test_ranking_survives_tables_joined_with_repeated_row_labels():
-    from studylib.findings.ranking import fastest
+    from studylib.stages.sweep.sweep_ranking import fastest
 
     rows = pd.concat([ranked_rows({"a": 10.0}), ranked_rows({"b": 12.0})])  # index 0 twice
     assert fastest(rows, "cold_us")[0] == ["a·x mm"]
@@ -874,7 +874,7 @@ def test_seed_power_sentence_counts_single_gemm_loops_only():
 
 
 def test_many_implementations_sharing_a_reason_are_counted_per_backend():
-    from studylib.findings.sweep import q1_backends
+    from studylib.stages.sweep.sweep_answers import q1_backends
 
     rows = []
     for backend, impls in (("flashinfer", ["a", "b", "c", "d"]), ("sgl_kernel", ["e", "f"])):
@@ -888,7 +888,7 @@ def test_many_implementations_sharing_a_reason_are_counted_per_backend():
 
 
 def test_moe_layers_get_their_own_ranking_and_the_routing_effect():
-    from studylib.findings.sweep import q1_backends
+    from studylib.stages.sweep.sweep_answers import q1_backends
 
     rows = []
     for backend, impl, m, cold, cold_rec in (
@@ -913,7 +913,7 @@ def test_moe_layers_get_their_own_ranking_and_the_routing_effect():
 
 
 def test_m_list_writes_a_set_with_gaps_as_its_runs():
-    from studylib.findings.common import _m_list
+    from studylib.core.finding_records import _m_list
 
     grid = [1, 4, 16, 64, 128, 256, 512]
     assert _m_list([1, 16, 64, 128, 256], grid) == "M 1, 16–256"
@@ -923,7 +923,7 @@ def test_m_list_writes_a_set_with_gaps_as_its_runs():
 
 
 def test_moe_layers_name_a_tie_as_one_and_a_lone_winner_apart():
-    from studylib.findings.sweep import q1_backends
+    from studylib.stages.sweep.sweep_answers import q1_backends
 
     rows = []
     for backend, impl, times in (

@@ -10,9 +10,9 @@ import json
 
 import pytest
 from helpers import tiny_config
-from studylib import kernel_power
-from studylib.kernel_power import KernelPowerRun
-from studylib.plan import kernel_power_plan
+from studylib.stages.kernel_power import kernel_power_run as kernel_power
+from studylib.stages.kernel_power.kernel_power_plan import kernel_power_plan
+from studylib.stages.kernel_power.kernel_power_run import KernelPowerRun
 
 
 def cpu_plan(seconds=0.3) -> dict:

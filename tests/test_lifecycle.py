@@ -264,7 +264,7 @@ def test_a_measuring_worker_dies_with_its_job(tmp_path, sig):
     # read its closed stdin until the loop ends: the kernel must end it with the job.
     from helpers import tiny_config
     from snakemake.utils import validate
-    from studylib.plan import kernel_power_plan
+    from studylib.stages.kernel_power.kernel_power_plan import kernel_power_plan
 
     config = tiny_config()
     validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)

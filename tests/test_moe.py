@@ -5,7 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from studylib.instruments.backends import moe  # noqa: E402
-from studylib.instruments.backends.base import Unsupported  # noqa: E402
+from studylib.instruments.backends.backend_interface import Unsupported  # noqa: E402
 from studylib.instruments.timing import MAX_GRAPH_CALLS, cold_rounds, graph_calls, replay_target_us  # noqa: E402
 
 

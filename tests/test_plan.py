@@ -2,8 +2,10 @@ import copy
 
 import pytest
 from helpers import ROOT, default_config
+from studylib.core.config import enabled_backends, schema_problem
 from studylib.core.io import stable_hash
-from studylib.plan import check_config, enabled_backends, expand_points, schema_problem, sweep_plan
+from studylib.stages.sweep.sweep_plan import expand_points, sweep_plan
+from studylib.study_config import check_config
 
 
 def test_default_config_is_clean():
@@ -194,7 +196,7 @@ def test_kernel_power_points_are_checked_for_their_shape_kind_too():
         {"op": "decode_attention", "dtype": "bf16", "impl": "triton", "shape": "attention",
          "M": [16]})  # fmt: skip
     assert check_config(config) == []
-    from studylib.plan import kernel_power_plan
+    from studylib.stages.kernel_power.kernel_power_plan import kernel_power_plan
 
     (loop,) = [p for p in kernel_power_plan(config, "sgl_kernel")["points"]
                if p["op"] == "decode_attention"]  # fmt: skip
@@ -308,7 +310,7 @@ def test_expert_histogram_with_another_expert_count_is_refused(tmp_path):
 
 def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
     from snakemake.utils import validate
-    from studylib.plan import decode_plan, resolve_for_device
+    from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device
 
     config = default_config()
     variants = config["decode"]["variants"]
@@ -322,7 +324,7 @@ def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
 
 
 def test_variants_are_planned_where_they_serve():
-    from studylib.plan import decode_variants, served_models
+    from studylib.stages.decode.decode_plan import decode_variants, served_models
 
     config = default_config()
     assert decode_variants(config, "cpu") == ["transformers"]
@@ -336,7 +338,7 @@ def test_variants_are_planned_where_they_serve():
 
 
 def test_study_device_without_a_gpu_or_with_none_visible(monkeypatch):
-    from studylib.plan import study_device
+    from studylib.core.config import study_device
 
     assert study_device({"device": "cuda"}) == "cuda"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -344,7 +346,7 @@ def test_study_device_without_a_gpu_or_with_none_visible(monkeypatch):
 
 
 def test_a_per_device_entry_may_name_one_device():
-    from studylib.plan import decode_plan, resolve_for_device
+    from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device
 
     config = default_config()
     plan = decode_plan(config, "sglang-bf16-eager")

@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 from studylib.core import charts
-from studylib.findings.windows import (
+from studylib.stages.kernel_power.kernel_power_figures import (
+    plot_power,
+    power_timeline_chart,
+    power_vs_util_chart,
+)
+from studylib.stages.kernel_power.window_classes import (
     CLASSES,
     CLASSIFICATION_RULE,
     classify_window,
     classify_windows,
-)
-from studylib.power_figures import (
-    plot_power,
-    power_timeline_chart,
-    power_vs_util_chart,
 )
 from test_figures import PNG_MAGIC, check_outputs
 from test_report import GPU_HW, assert_offline

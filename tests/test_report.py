@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from studylib import sweep_figures
 from studylib.core import charts
+from studylib.core.report_cells import embedded_download, fmt_sig, fmt_sig_us
 from studylib.report import (
     backend_summaries,
     expected_gap,
@@ -19,7 +19,8 @@ from studylib.report import (
     render_report,
     spec_data_note,
 )
-from studylib.report_tables import embedded_download, fmt_sig, fmt_sig_us, sweep_table
+from studylib.stages.sweep import sweep_figures, sweep_table_figures
+from studylib.stages.sweep.sweep_report import sweep_table
 from test_figures import EVIL, all_unsupported, make_support, make_sweep
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "report" / "templates"
@@ -90,7 +91,7 @@ def study(tmp_path_factory) -> dict:
         specs.append(f"{stem}.vl.json")
     stem = fig_dir / "support"
     charts.save_chart(
-        sweep_figures.support_chart(make_support()),
+        sweep_table_figures.support_chart(make_support()),
         f"{stem}.html",
         f"{stem}.png",
         f"{stem}.vl.json",
@@ -271,7 +272,7 @@ def report_section(html: str, section_id: str) -> str:
 
 
 def test_an_expected_gap_is_a_quiet_note_and_a_failure_a_warning(study, tmp_path):
-    from studylib.findings.common import Findings
+    from studylib.core.finding_records import Findings
 
     findings = Findings()
     findings.miss(3, "no power was measured in the kernel loops (no GPU)", expected=True)

@@ -7,7 +7,7 @@ import types
 import pytest
 from helpers import fake_module, pin_sgl_versions
 from studylib.instruments.backends import sgl_kernel_backend as sgl
-from studylib.instruments.backends.base import Unsupported
+from studylib.instruments.backends.backend_interface import Unsupported
 
 torch = pytest.importorskip("torch")
 
@@ -320,7 +320,7 @@ def test_nvfp4_absent_is_unsupported_before_any_work(monkeypatch):
 
 def test_blockwise_has_both_impls_and_the_plan_expands_triton():
     from helpers import default_config
-    from studylib.plan import expand_points, sweep_plan
+    from studylib.stages.sweep.sweep_plan import expand_points, sweep_plan
 
     assert sgl.OPS["fp8_blockwise_scaled_mm"]["impls"] == ["cutlass", "triton"]
     config = default_config()

@@ -1,7 +1,7 @@
 """Kernel names -> decode-step components (scripts/studylib/step_components.py)."""
 
 import pytest
-from studylib.step_components import (
+from studylib.instruments.step_components import (
     COMPONENTS,
     RULES,
     classify,

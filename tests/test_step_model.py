@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 import pytest
-from studylib.step_model import (
+from studylib.stages.step_model.step_model_build import (
     COLUMNS,
     MODEL_COMPONENTS,
     kernel_us,
@@ -200,7 +200,7 @@ def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
 
 
 def test_finding_counts_components_and_energy_within_their_targets():
-    from studylib.findings.step import q6_step
+    from studylib.stages.step_model.step_model_answers import q6_step
 
     # The profile at C = 16 (per rank averaged): MoE 6,005 µs against 6,416 predicted,
     # attention 50 against 40, dense 55 against 29, other 110 against none.
@@ -225,7 +225,7 @@ def test_finding_counts_components_and_energy_within_their_targets():
 
 
 def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
-    from studylib.findings.step import q6_step
+    from studylib.stages.step_model.step_model_answers import q6_step
 
     # A profiled step of 5.17 ms (3 ms of it idle: the tracer's host cost) against a measured
     # TPOT of 2.6 ms: the kernels stand, other becomes TPOT less them (2,600 - 2,105 µs).
@@ -250,7 +250,7 @@ def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
 
 
 def test_finding_states_the_prediction_against_tpot_and_the_launch_gap():
-    from studylib.findings.step import q6_step
+    from studylib.stages.step_model.step_model_answers import q6_step
 
     on = step_model(sweep(), decode(True), GEOMETRY)
     off = step_model(sweep(), decode(False), GEOMETRY)
@@ -382,7 +382,7 @@ def test_an_example_without_hardware_record_is_refused_and_its_tables_are_all_re
 
 
 def test_the_step_figure_stacks_a_set_aside_profiles_kernels_and_tpot_where_none_ran():
-    from studylib.step_figures import NOT_PROFILED, step_frames
+    from studylib.stages.step_model.step_model_figure import NOT_PROFILED, step_frames
 
     breakdown = profile_at16({"moe": 2000, "attention": 50, "dense": 55}, 3000.0)
     bars, _ = step_frames(step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown))

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from helpers import ROOT, TINY_ATTENTION, tiny_config
 from snakemake.utils import validate
-from studylib.plan import sweep_plan
-from studylib.sweep import COLUMNS, run_sweep
+from studylib.stages.sweep.sweep_plan import sweep_plan
+from studylib.stages.sweep.sweep_run import COLUMNS, run_sweep
 
 
 def plan_for(backend="torch", **timing):
@@ -120,7 +120,9 @@ def test_interrupted_sweep_resumes(tmp_path, log_file, monkeypatch):
     plan = plan_for()
     work = tmp_path / ".t.work"
     # First run dies (the parent's write fails) after measuring every point.
-    monkeypatch.setattr("studylib.sweep.write_frame", lambda *a: (_ for _ in ()).throw(OSError()))
+    monkeypatch.setattr(
+        "studylib.stages.sweep.sweep_run.write_frame", lambda *a: (_ for _ in ()).throw(OSError())
+    )
     with pytest.raises(OSError):
         run_sweep(plan, out, log_stream=log_file)
     assert not out.exists()

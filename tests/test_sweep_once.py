@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from helpers import ROOT, default_config
-from studylib.plan import expand_points, sweep_plan
+from studylib.stages.sweep.sweep_plan import expand_points, sweep_plan
 
 sys.path.insert(0, str(ROOT / "tools"))
 from sweep_once import restrict  # noqa: E402

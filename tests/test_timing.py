@@ -89,7 +89,7 @@ def test_replay_sampler_gives_one_replay_per_sample_timed_in_batches():
 
 
 def test_a_call_that_streams_several_l2s_is_cold_in_graph_mode():
-    from studylib.instruments.backends.base import Prepared
+    from studylib.instruments.backends.backend_interface import Prepared
     from studylib.instruments.worker import Measurer
 
     measurer = Measurer.__new__(Measurer)
@@ -106,7 +106,7 @@ def test_a_call_that_streams_several_l2s_is_cold_in_graph_mode():
 
 def test_the_cold_graph_of_a_call_that_streams_several_l2s_is_its_own_graph():
     """The power loops' cold mode and the sweep's use one rule: no second input set."""
-    from studylib.instruments.backends.base import Prepared
+    from studylib.instruments.backends.backend_interface import Prepared
     from studylib.instruments.worker import Measurer
 
     measurer = Measurer.__new__(Measurer)

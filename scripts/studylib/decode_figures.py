@@ -22,9 +22,9 @@ import altair as alt
 import pandas as pd
 
 from .core.charts import has_data, log_ticks, no_data_chart, save_chart, strict_frame
+from .core.finding_records import text_of
 from .core.table_registry import read_optional, tips
 from .expert_figures import experts_chart
-from .findings.common import text_of
 from .findings.decode import graphs_flag, invalid_note, power_sources, valid_flag
 
 TITLE = "Decode: throughput, power and energy per output token vs concurrency"

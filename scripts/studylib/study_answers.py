@@ -19,17 +19,7 @@ function per question (:func:`q1_backends`, :func:`q2_bounds`, :func:`q3_power`,
 
 from __future__ import annotations
 
-from .findings.common import (
-    DECODE_M,
-    DECODE_MAX_M,
-    PREFILL_MIN_M,
-    Finding,
-    Findings,
-    Missing,
-    Question,
-    describe_machine,
-    fmt_us,
-)
+from .core.finding_records import Finding, Findings, Missing, Question, describe_machine, fmt_us
 from .findings.decode import (
     dummy_weights_note,
     graphs_pairs,
@@ -39,10 +29,11 @@ from .findings.decode import (
     weights_name,
 )
 from .findings.experts import q4_experts
-from .findings.power import q3_power
-from .findings.seed import SEED, SEED_SOURCE, seed_comparison
-from .findings.step import q6_step
-from .findings.sweep import pick_expert_shape, q1_backends, q2_bounds
+from .seed_comparison import SEED, SEED_SOURCE, seed_comparison
+from .stages.kernel_power.kernel_power_answers import q3_power
+from .stages.step_model.step_model_answers import q6_step
+from .stages.sweep.sweep_answers import pick_expert_shape, q1_backends, q2_bounds
+from .stages.sweep.sweep_thresholds import DECODE_M, DECODE_MAX_M, PREFILL_MIN_M
 from .study_tables import StudyTables
 
 #: The report's questions, in order, with their titles.

@@ -4,13 +4,14 @@ HTML, PNG and Vega-Lite JSON.
 
 Charts carry their data inline (no external data files), and the HTML written here embeds the
 Vega/Vega-Lite/vega-embed JavaScript bundled by vl-convert, so it opens without any network
-access. The figures themselves live in ``sweep_figures``, ``power_figures`` and
-``decode_figures``; what a figure shows is decided by the analysis (``findings``).
+access. The figures themselves live in each stage (``stages/<stage>/*_figure*.py``) and
+in ``decode_figures``; what a figure shows is decided by the stages' judgements.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import json
 import math
 import os
@@ -20,6 +21,7 @@ from typing import Any
 
 import altair as alt
 import pandas as pd
+import vl_convert as vlc
 
 from .io import atomic_path, write_text
 
@@ -330,8 +332,6 @@ def view_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
 @functools.lru_cache(maxsize=1)
 def vega_bundle() -> str:
     """Vega + Vega-Lite + vega-embed as one script (sets window.vegaEmbed), safe in <script>."""
-    import vl_convert as vlc
-
     js = vlc.javascript_bundle(vl_version=VL_VERSION)
     # Never let the bundle close its own <script> element or open an HTML comment.
     return js.replace("</script", "<\\/script").replace("<!--", "<\\!--")
@@ -401,8 +401,6 @@ body {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; m
 
 def standalone_html(spec: dict[str, Any], title: str = "chart") -> str:
     """One HTML page that shows ``spec`` offline (JavaScript inlined, JSON escaped)."""
-    import html
-
     return _STANDALONE_HTML.format(
         title=html.escape(title),
         vl_version=VL_VERSION,
@@ -428,8 +426,6 @@ def save_chart(
     spec_path: str | os.PathLike,
 ) -> dict[str, Any]:
     """Write the chart as offline HTML, PNG (scale 2) and Vega-Lite JSON; returns the spec."""
-    import vl_convert as vlc
-
     spec = chart_spec(chart)
     spec_text = json.dumps(spec, allow_nan=False, indent=1, ensure_ascii=False) + "\n"
     png = vlc.vegalite_to_png(spec, vl_version=VL_VERSION, scale=2)

@@ -1,7 +1,7 @@
 """The sweep worker: a child process that measures one point at a time.
 
 A CUDA trap poisons the process's CUDA context, a segfault kills it and a hang never
-returns, so points run here, not in the Snakemake job: the parent (``sweep.py``) records
+returns, so points run here, not in the Snakemake job: the parent (``sweep_run.py``) records
 such a point as ``error`` and starts a fresh worker for the rest.
 
 Protocol: the parent writes one JSON object per line on stdin (``{"point": {...}}``); the
@@ -23,7 +23,7 @@ import traceback
 
 from ..serving.guard import die_with_parent
 from .backends import adapter
-from .backends.base import Unsupported
+from .backends.backend_interface import Unsupported
 from .device import device_name, resolve_device
 from .nvml import open_clock_watch_factory
 from .timing import (

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..instruments.device import resolve_device
-from ..plan import resolve_for_device
+from ..stages.decode.decode_plan import resolve_for_device
 from .decode import run_decode
 from .model import build_moe_model, write_served_model
 

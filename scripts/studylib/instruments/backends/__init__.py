@@ -1,4 +1,4 @@
-"""Backend adapters, one module per library, behind one interface (see ``base.py``).
+"""Backend adapters, one module per library, behind one interface (see ``backend_interface.py``).
 
 Modules are imported lazily, and none imports torch or its library at import time, so the
 Snakefile and the config checks can read the catalogue on a machine without them.

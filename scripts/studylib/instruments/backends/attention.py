@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Prepared, Unsupported, input_variants
+from .backend_interface import Prepared, Unsupported, input_variants
 
 #: What an attention shape gives (config kind: attention), carried by its points beyond M, N
 #: and K (plan.expand_points).

@@ -16,7 +16,7 @@ import sys
 import time
 
 from . import attention, moe
-from .base import (
+from .backend_interface import (
     Prepared,
     Unsupported,
     distribution_version,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Prepared, Unsupported, input_variants, require_cuda
+from .backend_interface import Prepared, Unsupported, input_variants, require_cuda
 
 ROUTINGS = ("balanced", "recorded")
 FP8_MAX = 448.0

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import attention, moe
-from .base import (
+from .backend_interface import (
     Prepared,
     Unsupported,
     distribution_version,
@@ -56,6 +56,14 @@ from .base import (
     gemm_flops,
     gpu_library_environment,
     input_variants,
+)
+from .fp8_blocks import (
+    BLOCK,
+    FP8_MAX,
+    block_weight,
+    blockwise_dequant,
+    blockwise_inputs,
+    group_quant,
 )
 
 OPS = {
@@ -124,9 +132,7 @@ CONVENTIONS = {
     ("fp8_blockwise_scaled_mm", SGL_KERNEL): "aot",
     ("fp8_blockwise_scaled_mm", SGLANG_FP8_BLOCKWISE): "jit_row_padded",
 }
-BLOCK = 128  # fp8 blockwise: 1x128 activation groups, 128x128 weight blocks
 ROW_ALIGNMENT = 4  # SGLang's row padding for the JIT blockwise GEMM
-FP8_MAX = 448.0
 FP4_MAX = 6.0
 FP4_ALIGNMENT = 32  # CUTLASS NVFP4 GEMM: N and K multiples of 32 (SGLang's FP4_GEMM_ALIGNMENT)
 
@@ -266,63 +272,6 @@ def _fp8_scaled_mm(point: dict, device: str = "cuda") -> Prepared:
     )
 
 
-def _group_quant(x, rows: int):
-    """``per_token_group_quant_fp8`` (group 128) in torch: ``x`` (m, K) -> fp8 (rows, K)
-    row-major and fp32 scales (rows, K/128) column-major (stride(0) == 1), one per (token,
-    128 columns), amax / 448; rows past m are zero."""
-    import torch
-
-    m, k = x.shape
-    kb = k // BLOCK
-    groups = x.float().view(m, kb, BLOCK)
-    sa = (groups.abs().amax(-1) / FP8_MAX).clamp(min=1e-12)
-    a_q = torch.zeros(rows, k, device=x.device, dtype=torch.float8_e4m3fn)
-    a_q[:m] = (groups / sa[..., None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(m, k)
-    scales_a = torch.zeros(kb, rows, device=x.device, dtype=torch.float32).t()
-    scales_a[:m] = sa
-    return a_q, scales_a
-
-
-def _block_weight(n: int, k: int, device: str):
-    """A random (N, K) weight quantised per 128x128 block, as a block-FP8 checkpoint stores
-    it: fp8 (N, K) row-major and fp32 scales (N/128, K/128) row-major (``weight_scale_inv``)."""
-    import torch
-
-    kb, nb = k // BLOCK, n // BLOCK
-    w = torch.randn(n, k, device=device) / k**0.5
-    blocks = w.view(nb, BLOCK, kb, BLOCK)
-    sw = (blocks.abs().amax(dim=(1, 3)).float() / FP8_MAX).clamp(min=1e-12)
-    w_q = (blocks / sw[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-    return w_q.view(n, k), sw
-
-
-def _blockwise_inputs(m: int, n: int, k: int, device: str, rows: int):
-    """DeepSeek-style block FP8 operands, as SGLang quantises them.
-
-    Activations: one fp32 scale per (token, 128 columns) (``per_token_group_quant_fp8``,
-    group 128), in a buffer of ``rows`` >= m rows whose tail rows are zero; weights: one fp32
-    scale per 128x128 block. Returns, as the GEMM takes them:
-    ``mat_a`` (rows, K) fp8 row-major; ``mat_b`` (K, N) fp8 column-major (the row-major
-    (N, K) weight transposed); ``scales_a`` (rows, K/128) fp32 column-major (stride(0) == 1);
-    ``scales_b`` (K/128, N/128) fp32, the transposed view of the row-major (N/128, K/128)
-    block scales (SGLang passes ``weight_scale.T``).
-    """
-    import torch
-
-    a_q, scales_a = _group_quant(torch.randn(m, k, device=device), rows)
-    w_q, sw = _block_weight(n, k, device)
-    return a_q, w_q.t(), scales_a, sw.t()
-
-
-def _blockwise_dequant(args, m: int, n: int, k: int):
-    """fp64 A (m, K) and W (N, K) from the operands of ``_blockwise_inputs``."""
-    a_q, b, sa, sw_t = args
-    kb, nb = k // BLOCK, n // BLOCK
-    a = a_q[:m].double().view(m, kb, BLOCK) * sa[:m].double()[..., None]
-    w = b.t().double().view(nb, BLOCK, kb, BLOCK) * sw_t.t().double()[:, None, :, None]
-    return a.view(m, k), w.view(n, k)
-
-
 def _fp8_blockwise_scaled_mm(point: dict, device: str = "cuda") -> Prepared:
     import torch
 
@@ -347,12 +296,12 @@ def _fp8_blockwise_scaled_mm(point: dict, device: str = "cuda") -> Prepared:
             return fn(a_q, b, sa, sb, torch.bfloat16)
 
     def make():
-        return _blockwise_inputs(m, n, k, device, rows)
+        return blockwise_inputs(m, n, k, device, rows)
 
     args = make()
 
     def reference():
-        a, w = _blockwise_dequant(args, m, n, k)
+        a, w = blockwise_dequant(args, m, n, k)
         return a @ w.t()
 
     variants = input_variants(lambda _seed: make(), call)
@@ -386,7 +335,7 @@ def _fp8_blockwise_triton(point: dict, device: str = "cuda") -> Prepared:
     One timed call is the quantisation and the GEMM together: the server quantises every
     projection's activations right before its GEMM, so a row is the layer's time, not the
     GEMM's alone (the cutlass impl times its GEMM on activations quantised beforehand). The
-    check: the fp64 product of the activations quantised as SGLang does (``_group_quant``) and
+    check: the fp64 product of the activations quantised as SGLang does (``group_quant``) and
     the weight, both dequantised, as the cutlass impl's."""
     import torch
 
@@ -405,14 +354,14 @@ def _fp8_blockwise_triton(point: dict, device: str = "cuda") -> Prepared:
 
     def make():
         x = torch.randn(m, k, device=device).to(torch.bfloat16)
-        return (x, *_block_weight(n, k, device))
+        return (x, *block_weight(n, k, device))
 
     args = make()
 
     def reference():
         x, w_q, w_s = args
-        a_q, scales_a = _group_quant(x, m)
-        a, w = _blockwise_dequant((a_q, w_q.t(), scales_a, w_s.t()), m, n, k)
+        a_q, scales_a = group_quant(x, m)
+        a, w = blockwise_dequant((a_q, w_q.t(), scales_a, w_s.t()), m, n, k)
         return a @ w.t()
 
     variants = input_variants(lambda _seed: make(), call)

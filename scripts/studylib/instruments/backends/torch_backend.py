@@ -6,7 +6,7 @@ and a decode step's attention with ``scaled_dot_product_attention`` over a dense
 from __future__ import annotations
 
 from . import attention, moe
-from .base import (
+from .backend_interface import (
     Prepared,
     Unsupported,
     gemm_bytes,

@@ -27,7 +27,7 @@ its kernels come from. Known limits, all by name alone:
   would run; it counts as ``moe`` because this model has no dense MLP (first_k_dense_replace
   = 0 and the shared expert runs inside ``fused_moe_kernel``).
 - The router's GEMM is a cuBLAS GEMM like the projections' and counts as ``dense``, where the
-  step model (step_model.py) puts the router too. In SGLang it runs in fp32
+  step model (stages/step_model/step_model_build.py) puts the router too. In SGLang it runs in fp32
   (srt/models/glm4_moe.py ``Glm4MoeGate``: ``F.linear`` of fp32-cast weights and
   activations), so it reads 4 bytes per weight, not 2.
 - The shared expert runs inside ``fused_moe_kernel`` (SGLang fuses it into the routed experts

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .common import _impl_label, num_of, text_of
+from ...core.finding_records import _impl_label, _numeric, num_of, text_of
 
 #: The time every ranking uses, in order of preference: cold (weights streamed from HBM on
 #: every call, as a serving step reads them), else graph (kernel time, weights L2-resident
@@ -22,6 +22,26 @@ RANK_RULE = (
     "measured, else graph, else eager; times within the larger of their IQRs or "
     f"{TIE_SHARE:.0%} of the faster are a tie, named as one (A = B)"
 )
+
+
+SWEEP_NUMERIC = (
+    "M", "N", "K", "G", "eager_us", "graph_us", "cold_us", "floor_us", "flops", "bytes",
+    "launch_overhead_us", "efficiency", "tflops", "rel_err",
+)  # fmt: skip
+
+
+def _prep_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
+    df = _numeric(sweep, *SWEEP_NUMERIC)
+    for c in ("backend", "impl", "op", "dtype", "shape", "status", "error", "floor_basis"):
+        if c not in df.columns:
+            df[c] = ""
+        df[c] = df[c].map(text_of)
+    if "G" not in df.columns:
+        df["G"] = float("nan")
+    for c in ("eager_us", "graph_us", "cold_us", "floor_us", "flops"):
+        if c not in df.columns:
+            df[c] = float("nan")
+    return df
 
 
 def _time_basis(rows: pd.DataFrame) -> str:
@@ -68,8 +88,6 @@ def fastest_per_size(sweep: pd.DataFrame) -> dict[str, Any] | None:
     need = {"status", "eager_us", "dtype", "shape", "M", "backend", "impl"}
     if sweep is None or sweep.empty or not need <= set(sweep.columns):
         return None
-    from .sweep import _prep_sweep  # the sweep's column preparation, one copy
-
     good = _prep_sweep(sweep)
     good = good[(good["status"] == "ok") & (good["eager_us"] > 0)]
     if "G" in good.columns:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..instruments.nvml import reason_names
-from .common import field_getter, num_of, text_of
+from ...core.finding_records import field_getter, num_of, text_of
+from ...instruments.nvml import reason_names
 
 #: Utilisation (GPM, %) at or above which a pipe counts as the busy one.
 UTIL_BUSY_PCT = 50.0

@@ -8,19 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..instruments.peaks import PEAK_FOR_DTYPE
-from .common import (
-    DECODE_M,
-    DECODE_MAX_M,
+from ...core.finding_records import (
     DTYPE_NAMES,
-    EXPERT_NK,
-    EXPERT_SHAPE,
-    EXPERT_SHAPE_BEFORE,
-    FLAT_FACTOR,
     FP4_DTYPES,
-    LAUNCH_BOUND_SHARE,
-    NEAR_FLOOR,
-    PREFILL_MIN_M,
     Findings,
     _dtype_name,
     _has,
@@ -37,30 +27,23 @@ from .common import (
     num_of,
     text_of,
 )
-from .ranking import _mode, _time_basis, fastest
+from ...instruments.peaks import PEAK_FOR_DTYPE
+from .sweep_ranking import _mode, _prep_sweep, _time_basis, fastest
+from .sweep_thresholds import (
+    DECODE_M,
+    DECODE_MAX_M,
+    EXPERT_NK,
+    EXPERT_SHAPE,
+    EXPERT_SHAPE_BEFORE,
+    FLAT_FACTOR,
+    LAUNCH_BOUND_SHARE,
+    NEAR_FLOOR,
+    PREFILL_MIN_M,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Sweep helpers
 # ---------------------------------------------------------------------------------------------
-
-SWEEP_NUMERIC = (
-    "M", "N", "K", "G", "eager_us", "graph_us", "cold_us", "floor_us", "flops", "bytes",
-    "launch_overhead_us", "efficiency", "tflops", "rel_err",
-)  # fmt: skip
-
-
-def _prep_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
-    df = _numeric(sweep, *SWEEP_NUMERIC)
-    for c in ("backend", "impl", "op", "dtype", "shape", "status", "error", "floor_basis"):
-        if c not in df.columns:
-            df[c] = ""
-        df[c] = df[c].map(text_of)
-    if "G" not in df.columns:
-        df["G"] = float("nan")
-    for c in ("eager_us", "graph_us", "cold_us", "floor_us", "flops"):
-        if c not in df.columns:
-            df[c] = float("nan")
-    return df
 
 
 def pick_expert_shape(sweep: pd.DataFrame) -> str | None:

@@ -6,9 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..study_tables import StudyTables
-from .common import (
-    DECODE_MAX_M,
+from .core.finding_records import (
     FP4_DTYPES,
     Findings,
     _dtype_name,
@@ -32,9 +30,12 @@ from .common import (
     num_of,
     text_of,
 )
-from .decode import DUMMY_ENGINES, _prep_decode
-from .power import _prep_power, _watts_span, split_expert_loops
-from .sweep import _best, _decode_m, _expert_rows, _mode, _prep_sweep
+from .findings.decode import DUMMY_ENGINES, _prep_decode
+from .stages.kernel_power.kernel_power_answers import _prep_power, _watts_span, split_expert_loops
+from .stages.sweep.sweep_answers import _best, _decode_m, _expert_rows, _mode
+from .stages.sweep.sweep_ranking import _prep_sweep
+from .stages.sweep.sweep_thresholds import DECODE_MAX_M
+from .study_tables import StudyTables
 
 #: The seed write-up's figures (``seed/fp4-power-pivot.txt``), quoted with their source.
 SEED_SOURCE = "seed/fp4-power-pivot.txt, message 876 and the chunk summary it cites"

@@ -1,5 +1,5 @@
-"""Shared pieces of the findings: the finding records, the thresholds several questions use,
-number and text formats, table helpers and the machine's description."""
+"""Shared pieces of the findings: the finding records, number and text formats, table helpers
+and the machine's description (each stage's thresholds are in its stage)."""
 
 from __future__ import annotations
 
@@ -11,28 +11,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.formats import fmt_us as fmt_us  # the one fmt_us; findings modules import it from here
+from .formats import fmt_us as fmt_us  # the one fmt_us; findings modules import it from here
 
 Question = int | str
 
 
-#: M ≤ this is decode-sized (tokens per expert during decode).
-DECODE_MAX_M = 64
-#: M ≥ this is prefill-sized.
-PREFILL_MIN_M = 4096
-#: The representative decode-sized M (the seed's 512 × 8 / 256).
-DECODE_M = 16
-#: The expert shape's name and geometry: the expert's down projection (expert 2048 -> hidden
-#: 6144), the seed's decode GEMM; ``expert_up`` is its name in results made before 2026-12-01.
-EXPERT_SHAPE = "down"
-EXPERT_SHAPE_BEFORE = "expert_up"
-EXPERT_NK = (6144, 2048)
-#: Eager time is "flat" while it stays within this factor of its smallest-M value.
-FLAT_FACTOR = 1.5
-#: Launch cost at least this fraction of eager time: launch-bound.
-LAUNCH_BOUND_SHARE = 0.5
-#: Graph time within this factor of the floor: bound by the floor's resource.
-NEAR_FLOOR = 2.0
 MAX_MESSAGE = 200
 
 DTYPE_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "fp8_e4m3": "FP8", "nvfp4": "FP4"}

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import altair as alt
 import pandas as pd
 
-from .findings.ranking import TIE_SHARE
-from .plan import baseline_files
+from ...core.charts import M_LABEL_EXPR, backend_scale, no_data_chart, save_chart
+from ...core.io import write_frame
+from .sweep_plan import baseline_files
+from .sweep_ranking import TIE_SHARE
 
 KEYS = ["backend", "impl", "op", "dtype", "N", "K", "G", "M", "top_k", "routing"]
 MODES = ("cold", "graph", "eager")
@@ -85,10 +88,6 @@ def summary(table: pd.DataFrame) -> list[str]:
 def speedup_chart(table: pd.DataFrame, title: str = "Before and after: speed-up per point"):
     """Speed-up (baseline ÷ current, log scale; above 1 is faster) against M, one panel per
     timing mode, one line per backend · impl · op · dtype · shape; a rule at 1."""
-    import altair as alt
-
-    from .core.charts import M_LABEL_EXPR, backend_scale, no_data_chart
-
     if table.empty:
         return no_data_chart(title, "no point is ok in both runs")
     data = table.copy()
@@ -134,9 +133,6 @@ def speedup_chart(table: pd.DataFrame, title: str = "Before and after: speed-up 
 
 def write_comparison(baseline_source, current_source, out_csv, spec_path) -> pd.DataFrame:
     """The per-point table (CSV) and its chart (Vega-Lite JSON, with HTML and PNG beside it)."""
-    from .core.charts import save_chart
-    from .core.io import write_frame
-
     table = compare(load_sweep(baseline_source), load_sweep(current_source))
     write_frame(table, out_csv)
     spec_path = Path(spec_path)

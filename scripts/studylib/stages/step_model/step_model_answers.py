@@ -1,13 +1,13 @@
 """Question 6: where a decode step's time and energy go, from the step model (kernel tables
-against the server, :mod:`studylib.step_model`)."""
+against the server, :mod:`.step_model_build`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..step_model import PROFILE_BASIS, from_profile
-from .common import Findings, _numeric
-from .decode import graphs_flag
+from ...core.finding_records import Findings, _numeric
+from ...findings.decode import graphs_flag
+from .step_model_build import PROFILE_BASIS, from_profile
 
 #: The step model's targets (issue 16): predicted TPOT and J/token within these of measured
 #: at C ≥ STEP_MIN_C with CUDA graphs on; the predicted host time explaining the graphs-off

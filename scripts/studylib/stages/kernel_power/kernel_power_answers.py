@@ -6,9 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from .common import (
-    DECODE_MAX_M,
-    PREFILL_MIN_M,
+from ...core.finding_records import (
     Findings,
     _dtype_name,
     _gpu,
@@ -22,7 +20,8 @@ from .common import (
     num_of,
     text_of,
 )
-from .windows import POWER_CAP_REASONS, classify_windows, limit_reasons
+from ..sweep.sweep_thresholds import DECODE_MAX_M, PREFILL_MIN_M
+from .window_classes import POWER_CAP_REASONS, classify_windows, limit_reasons
 
 # ---------------------------------------------------------------------------------------------
 # Question 3: power, clocks and tensor use of kernel loops

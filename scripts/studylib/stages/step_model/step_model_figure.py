@@ -1,15 +1,15 @@
 """The step-model figure (``step_model``): per one-GPU decode variant and concurrency, the
 predicted step (balanced and recorded routing) beside the measured one, stacked by component,
 and J/token predicted against measured. Input: results/tables/step_model.csv
-(:mod:`studylib.step_model`)."""
+(:mod:`studylib.stages.step_model.step_model_build`)."""
 
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from .core.charts import no_data_chart, strict_frame
-from .step_model import MODEL_COMPONENTS, PROFILE_STEP_TOLERANCE, from_profile
+from ...core.charts import no_data_chart, strict_frame
+from .step_model_build import MODEL_COMPONENTS, PROFILE_STEP_TOLERANCE, from_profile
 
 STEP_TITLE = "Decode: where a step's time goes, predicted from the kernel tables and measured"
 #: Bars per C, left to right.

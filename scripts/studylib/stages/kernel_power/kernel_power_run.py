@@ -20,14 +20,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .core.io import write_frame
-from .core.journal import journal_path, read_journal
-from .core.progress import Progress
-from .core.table_registry import read_table
-from .instruments.gpu_slots import machine_gpus
-from .instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
-from .instruments.worker_client import WorkerClient, WorkerGone
-from .stages.kernel_power.kernel_power_schema import WINDOW_TABLE
+from ...core.io import write_frame
+from ...core.journal import journal_path, read_journal
+from ...core.progress import Progress
+from ...instruments.gpu_slots import machine_gpus
+from ...instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
+from ...instruments.worker_client import WorkerClient, WorkerGone
+from .kernel_power_schema import WINDOW_TABLE
 
 log = logging.getLogger("study.kernel_power")
 
@@ -244,10 +243,3 @@ def run_kernel_power(plan: dict, out_windows, out_timeline, log_stream=None) -> 
         stale.unlink()
     work_dir.rmdir()
     return windows
-
-
-def aggregate_kernel_power(paths, out_csv) -> pd.DataFrame:
-    frames = [read_table("kernel_power", p) for p in paths]
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=WINDOW_COLUMNS)
-    write_frame(table, out_csv)
-    return table

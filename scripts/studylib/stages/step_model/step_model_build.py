@@ -45,9 +45,9 @@ import math
 
 import pandas as pd
 
-from .findings.decode import graphs_flag
-from .stages.step_model.step_model_schema import COLUMNS
-from .step_components import COMPONENTS
+from ...findings.decode import graphs_flag
+from ...instruments.step_components import COMPONENTS
+from .step_model_schema import COLUMNS
 
 #: The step's parts as the model predicts them: the profiler's classes (step_components),
 #: whose communication, unmodelled kernels and idle gaps are together the model's ``other``.

@@ -1,5 +1,5 @@
 """Kernel-power figures: the power timeline and power against utilisation, each window
-coloured by its class (``findings.windows`` classifies them).
+coloured by its class (``window_classes`` classifies them).
 
 Inputs are the kernel-power tables (one row per window and GPU) and the sampler's timelines
 (one row per NVML sample). Nothing is invented: a window with no power samples says so, and
@@ -16,7 +16,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from .core.charts import (
+from ...core.charts import (
     backend_color,
     backend_scale,
     has_data,
@@ -24,12 +24,12 @@ from .core.charts import (
     no_data_panel,
     save_chart,
 )
-from .core.charts import strict_frame as _strict
-from .core.formats import tooltips
-from .core.table_registry import read_optional
-from .findings.common import text_of
-from .findings.windows import classify_windows
-from .stages.kernel_power.kernel_power_schema import KERNEL_POWER_SHOWN, TIMELINE_SHOWN
+from ...core.charts import strict_frame as _strict
+from ...core.finding_records import text_of
+from ...core.formats import tooltips
+from ...core.table_registry import read_optional
+from .kernel_power_schema import KERNEL_POWER_SHOWN, TIMELINE_SHOWN
+from .window_classes import classify_windows
 
 CLASS_COLORS: dict[str, str] = {
     "idle": "#bab0ac",

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .core.io import write_frame
-from .core.journal import journal_path, point_key, read_journal
-from .core.progress import Progress
-from .instruments.worker_client import WorkerClient, WorkerGone
-from .plan import ATTENTION_POINT_KEYS, expand_points
-from .stages.sweep.sweep_schema import SWEEPS
+from ...core.io import write_frame
+from ...core.journal import journal_path, point_key, read_journal
+from ...core.progress import Progress
+from ...instruments.worker_client import WorkerClient, WorkerGone
+from .sweep_plan import ATTENTION_POINT_KEYS, expand_points
+from .sweep_schema import SWEEPS
 
 log = logging.getLogger("study.sweep")
 
