@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 PINS = REPO / "envs" / "gpu-offline.txt"
 SCRIPTS = [REPO / "tools" / "build_gpu_bundle.sh", REPO / "tools" / "install_gpu_bundle.sh"]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import ROOT
 from studylib.core import charts
 from studylib.core.report_cells import embedded_download, fmt_sig, fmt_sig_us
 from studylib.report import (
@@ -21,9 +22,9 @@ from studylib.report import (
 )
 from studylib.stages.sweep import sweep_figures, sweep_table_figures
 from studylib.stages.sweep.sweep_report import sweep_table
-from test_figures import EVIL, all_unsupported, make_support, make_sweep
+from test_sweep_figures import EVIL, all_unsupported, make_support, make_sweep
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "report" / "templates"
+TEMPLATES = ROOT / "report" / "templates"
 BUNDLE_MARK = "window.vegaEmbed="
 
 GPU_HW = {

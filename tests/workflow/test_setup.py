@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 ENVS = REPO / "envs"
 GPU_SET = ENVS / "requirements-gpu.txt"
 GPU_BASE = ENVS / "requirements-gpu-base.txt"

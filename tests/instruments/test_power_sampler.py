@@ -323,8 +323,9 @@ def test_interpreter_exit_stops_the_sampler():
         import atexit, sys, time
         state = {{}}
         atexit.register(lambda: print("alive-after-exit:", state["s"].running))
-        sys.path.insert(0, {str(ROOT / "scripts")!r}); sys.path.insert(0, {str(ROOT / "tests")!r})
-        from test_power import FakeReader
+        sys.path.insert(0, {str(ROOT / "scripts")!r})
+        sys.path[:0] = [{str(ROOT / "tests")!r}, {str(ROOT / "tests" / "instruments")!r}]
+        from test_power_sampler import FakeReader
         from studylib.instruments.power_sampler import Sampler
         state["s"] = Sampler([FakeReader(time.monotonic)], rate_hz=50).start()
         time.sleep(0.1)

@@ -4,6 +4,7 @@ import math
 
 import pandas as pd
 import pytest
+from helpers import ROOT
 from studylib.stages.step_model.step_model_build import (
     COLUMNS,
     MODEL_COMPONENTS,
@@ -308,9 +309,8 @@ def test_the_h200_runs_step_model_renders_in_the_report(tmp_path):
     import shutil
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     example = tmp_path / "example"
     shutil.copytree(root / "examples" / "h200-2026-12-01-step", example)
     # That run kept no hardware record or peaks: another H200 example's stand in.
@@ -333,9 +333,8 @@ def test_an_h200_examples_report_draws_power_against_utilisation(tmp_path):
     import json
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     example = root / "examples" / "h200-2026-12-01-kernels" / "run14-15"
     subprocess.run([sys.executable, str(root / "tools" / "example_report.py"), str(example),
                     "--sweeps", "sweeps/torch.csv", "--out", str(tmp_path)],
@@ -363,9 +362,8 @@ def test_an_example_without_hardware_record_is_refused_and_its_tables_are_all_re
     (tables/) answer questions 3 and 4."""
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     example = root / "examples" / "h200-2026-12-01-step-model"
     tool = [sys.executable, str(root / "tools" / "example_report.py"), str(example),
             "--sweeps", "sweeps/*.csv", "--out", str(tmp_path)]  # fmt: skip

@@ -20,10 +20,10 @@ from studylib.stages.kernel_power.window_classes import (
     classify_window,
     classify_windows,
 )
-from test_figures import PNG_MAGIC, check_outputs
 from test_report import GPU_HW, assert_offline
 from test_report import render_tree as _render
 from test_report import report_section as _section
+from test_sweep_figures import PNG_MAGIC, check_outputs
 
 EVIL = "RuntimeError: <script>alert(1)</script> & CUDA trap"
 T0 = 5000.0  # host monotonic seconds of each job's first sample

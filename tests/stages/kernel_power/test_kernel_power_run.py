@@ -1,7 +1,7 @@
 """Kernel-power runs with one worker per GPU: the barrier, per-GPU rows, isolation.
 
 The workers run real torch matmuls on the CPU; the sampler has no NVML here, so the power
-side is covered by test_power.py and a stand-in sampler below.
+side is covered by test_power_sampler.py and a stand-in sampler below.
 """
 
 from __future__ import annotations
