@@ -66,6 +66,12 @@ def tooltips(shown: dict[str, Column], columns) -> list[tuple[str, str, str]]:
     return [(c, shown[c].title, shown[c].tip_format) for c in columns]
 
 
+def labelled(shown: dict[str, Column]) -> list[tuple[str, Column]]:
+    """The report's columns of a table shown as ``shown``, in order: (column, Column); those
+    without a label are shown in tooltips only."""
+    return [(c, col) for c, col in shown.items() if col.label is not None]
+
+
 def shown_as_text(*names: str) -> dict[str, Column]:
     """Text columns shown under their own names."""
     return {name: Column(name) for name in names}

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from .formats import Column, tooltips
+from .formats import Column, labelled, tooltips
 from .io import written_record
 
 
@@ -318,7 +318,7 @@ def read_optional(path: str | os.PathLike | None) -> pd.DataFrame:
 
 def shown(name: str) -> list[tuple[str, Column]]:
     """Table ``name``'s report columns, in order: (column, :class:`Column`)."""
-    return [(c, col) for c, col in SHOWN[name].items() if col.label is not None]
+    return labelled(SHOWN[name])
 
 
 def tips(name: str, columns) -> list[tuple[str, str, str]]:

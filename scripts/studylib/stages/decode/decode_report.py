@@ -8,18 +8,20 @@ from typing import Any
 
 import pandas as pd
 
+from ...core.formats import Column, labelled
 from ...core.report_cells import (
     clean_text_columns,
     embedded_downloads,
     long_text,
     shown_cell,
 )
-from ...core.table_registry import read_optional, shown
+from ...core.table_registry import read_optional
 from ...decode_figures import TEXT_COLUMNS as DECODE_TEXT
 from ...decode_figures import graphs_label
 from ...figure_list import in_section
 from ...findings.decode import dummy_weights_note, graphs_pairs, invalid_note, tp_pairs
 from ...findings.decode import power_sources as decode_power_sources
+from .decode_tables import DECODE_SHOWN, GRAPHS_PAIRS_SHOWN, RECORDER_SHOWN, TP_PAIRS_SHOWN
 
 #: Figures of the decode section, in order (figure_list.py); the expert figure (question 4,
 #: section "experts") sits in the decode section's own subsection.
@@ -34,9 +36,9 @@ DECODE_OPTIONAL = frozenset(
 )  # fmt: skip
 
 
-def _table(frame: pd.DataFrame, name: str) -> dict[str, Any]:
+def _table(frame: pd.DataFrame, shown: dict[str, Column]) -> dict[str, Any]:
     """A small table's context: its columns (those present) and formatted cells per row."""
-    columns = [(c, col) for c, col in shown(name) if c in frame.columns]
+    columns = [(c, col) for c, col in labelled(shown) if c in frame.columns]
     rows = [[shown_cell(rec.get(c), col) for c, col in columns] for rec in frame.to_dict("records")]
     return {"columns": [col.label for _, col in columns], "rows": rows}
 
@@ -60,7 +62,7 @@ def decode_section(
     no_power_variants: list[str] = []
     dummy: list[str] = []
     dummy_note = ""
-    columns = [c for c in shown("decode_table")
+    columns = [c for c in labelled(DECODE_SHOWN)
                if c[0] not in DECODE_OPTIONAL or c[0] in table.columns]  # fmt: skip
     if not table.empty:
         table = clean_text_columns(table.copy(), DECODE_TEXT)
@@ -111,9 +113,9 @@ def decode_section(
         "no_power_variants": no_power_variants if sources != ["none"] else [],
         "dummy_variants": dummy,
         "dummy_note": dummy_note,
-        "pairs": _table(pairs, "graphs_pairs") if len(pairs) else None,
-        "tp": _table(tp, "tp_pairs") if len(tp) else None,
-        "recorder": _table(recorder, "recorder_table") if len(recorder) else None,
+        "pairs": _table(pairs, GRAPHS_PAIRS_SHOWN) if len(pairs) else None,
+        "tp": _table(tp, TP_PAIRS_SHOWN) if len(tp) else None,
+        "recorder": _table(recorder, RECORDER_SHOWN) if len(recorder) else None,
         "recorder_span": (
             (f"{ratios.min():.2f}×", f"{ratios.max():.2f}×")
             if ratios is not None and ratios.notna().any()

@@ -8,15 +8,17 @@ from typing import Any
 
 import pandas as pd
 
+from ...core.formats import labelled
 from ...core.report_cells import (
     clean_text_columns,
     embedded_downloads,
     long_text,
     shown_cell,
 )
-from ...core.table_registry import read_optional, shown
+from ...core.table_registry import read_optional
 from ...figure_list import in_section
 from .kernel_power_figures import CLASS_COLORS
+from .kernel_power_schema import KERNEL_POWER_SHOWN
 from .window_classes import CLASSES, CLASSIFICATION_RULE, classify_windows
 
 #: Figures of the kernel-power section, in order (figure_list.py).
@@ -30,7 +32,7 @@ def kernel_power_section(
     if path is None:
         return None
     windows = read_optional(path)
-    columns = shown("kernel_power_table")
+    columns = labelled(KERNEL_POWER_SHOWN)
     if not windows.empty and "gpu" in windows.columns:
         if pd.to_numeric(windows["gpu"], errors="coerce").nunique() <= 1:
             columns = [c for c in columns if c[0] != "gpu"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...core.formats import Column
+from ...core.formats import Column, labelled
 from ...core.report_cells import (
     clean_text_columns,
     dash,
@@ -18,7 +18,7 @@ from ...core.report_cells import (
     is_missing,
     long_text,
 )
-from ...core.table_registry import read_optional, shown
+from ...core.table_registry import read_optional
 from .sweep_compare import MODES, summary
 from .sweep_schema import SWEEP_SHOWN
 
@@ -81,7 +81,7 @@ def sweep_table(sweep: pd.DataFrame) -> dict[str, Any]:
         return {"columns": [], "rows": [], "filters": [], "n_unsupported": 0}
     columns = [
         (c, col.label)
-        for c, col in shown("sweep_table")
+        for c, col in labelled(SWEEP_SHOWN)
         if c in sweep.columns and (c in ALWAYS_SHOWN or sweep[c].replace("", pd.NA).notna().any())
     ]
     rows = []
