@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .core.table_registry import RECORDS, check_inputs, read_record, read_table
+from .core.table_registry import RECORDS, check_inputs, read_record, read_table, table
 from .stages.decode import decode_tables
 from .stages.kernel_power import kernel_power_schema
 from .stages.step_model import step_model_schema
@@ -20,19 +20,18 @@ from .stages.sweep import sweep_schema
 SCHEMAS = (sweep_schema, kernel_power_schema, decode_tables, step_model_schema)
 __all__ = ["SCHEMAS", "STUDY_FILES", "StudyTables", "check_inputs"]
 
-#: What the findings and the report read, by field of :class:`StudyTables`: (record or table
-#: name, its file under the results folder).
+#: The table (or record) each field of :class:`StudyTables` reads.
+_FIELDS = {"hardware": "hardware", "peaks": "peaks", "sweep": "sweep_table",
+           "support": "support", "kernel_power": "kernel_power_table", "decode": "decode_table",
+           "expert_m": "expert_m_table", "decode_recorder": "recorder_table",
+           "step_model": "step_model"}  # fmt: skip
+#: What the findings and the report read, by field: (record or table name, its file under
+#: the results folder, from the table's own path: one home for each path).
 STUDY_FILES = {
-    "hardware": ("hardware", "hardware.json"),
-    "peaks": ("peaks", "peaks.json"),
-    "sweep": ("sweep_table", "tables/sweep.csv"),
-    "support": ("support", "tables/support.csv"),
-    "kernel_power": ("kernel_power_table", "tables/kernel_power.csv"),
-    "decode": ("decode_table", "tables/decode.csv"),
-    "expert_m": ("expert_m_table", "tables/expert_m.csv"),
-    "decode_recorder": ("recorder_table", "tables/decode_recorder.csv"),
-    "step_model": ("step_model", "tables/step_model.csv"),
-}
+    field: (name, f"{name}.json" if name in RECORDS
+            else table(name).path.removeprefix("results/"))
+    for field, name in _FIELDS.items()
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
