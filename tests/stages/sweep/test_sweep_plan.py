@@ -1,37 +1,14 @@
+"""Config -> the sweep's plans (stages/sweep/sweep_plan.py): sliced per backend, points per
+device, shapes of each kind, fused-MoE points and their checks."""
+
 import copy
 
 import pytest
 from helpers import ROOT, default_config
-from studylib.core.config import enabled_backends, schema_problem
+from studylib.core.config import schema_problem
 from studylib.core.io import stable_hash
 from studylib.stages.sweep.sweep_plan import expand_points, sweep_plan
 from studylib.study_config import check_config
-
-
-def test_default_config_is_clean():
-    assert check_config(default_config()) == []
-
-
-def test_problems_name_the_key():
-    config = default_config()
-    torch_cases = config["backends"]["torch"]["cases"]
-    torch_cases[0]["op"] = "matmull"
-    torch_cases[1]["shapes"] = ["expert_up", "nope"]
-    config["backends"]["flashinfer"]["cases"][1]["impls"] = ["cublas", "magic"]
-    config["backends"]["flashinfer"]["cases"][0]["dtypes"] = ["bf16"]
-    problems = check_config(config)
-    assert any("backends.torch.cases[0].op" in p and "matmull" in p for p in problems)
-    assert any("backends.torch.cases[1].shapes" in p and "'nope'" in p for p in problems)
-    assert any("backends.flashinfer.cases[1].impls" in p and "'magic'" in p for p in problems)
-    assert any("backends.flashinfer.cases[0].dtypes" in p and "'bf16'" in p for p in problems)
-
-
-def test_all_disabled_is_a_problem():
-    config = default_config()
-    for spec in config["backends"].values():
-        spec["enabled"] = False
-    assert enabled_backends(config) == []
-    assert any("every backend is disabled" in p for p in check_config(config))
 
 
 def test_plan_is_sliced_per_backend():
@@ -79,6 +56,8 @@ def test_expand_points_follows_device_and_overrides():
 
 
 DECODE_C = {"cuda": [1, 4, 16, 64, 128, 256], "cpu": [1, 4]}
+
+
 PROJECTIONS = {"qkv": (8192, 6144), "o_proj": (6144, 6144), "router": (256, 6144),
                "lm_head": (32000, 6144)}  # fmt: skip
 
@@ -184,26 +163,6 @@ def test_a_gemm_shape_on_decode_attention_is_refused_naming_the_case():
     ]
 
 
-def test_kernel_power_points_are_checked_for_their_shape_kind_too():
-    config = default_config()
-    config["kernel_power"]["backends"]["torch"][0]["shape"] = "attention"
-    assert check_config(config) == [
-        "kernel_power.backends.torch[0].shape: 'attention' is an attention shape (kind: "
-        "attention) but torch matmul is a GEMM and takes GEMM shapes (N, K)"
-    ]
-    config = default_config()
-    config["kernel_power"]["backends"]["sgl_kernel"].append(
-        {"op": "decode_attention", "dtype": "bf16", "impl": "triton", "shape": "attention",
-         "M": [16]})  # fmt: skip
-    assert check_config(config) == []
-    from studylib.stages.kernel_power.kernel_power_plan import kernel_power_plan
-
-    (loop,) = [p for p in kernel_power_plan(config, "sgl_kernel")["points"]
-               if p["op"] == "decode_attention"]  # fmt: skip
-    geometry = (loop["M"], loop["N"], loop["K"], loop["heads"], loop["context"])
-    assert geometry == (16, 6144, 640, 48, 640)
-
-
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -226,23 +185,6 @@ def test_a_shape_with_the_other_kinds_keys_is_refused(change, message):
     config = default_config()
     change(config["shapes"])
     assert message in check_config(config)
-
-
-@pytest.mark.parametrize(
-    "change, message",
-    [
-        (lambda s: s["attention"].pop("context"),
-         "config key shapes.attention: 'context' is a required property"),
-        (lambda s: s["down"].pop("K"), "config key shapes.down: 'K' is a required property"),
-        (lambda s: s.update(tiny={"kind": "attention", "heads": 2, "kv_heads": 1,
-                                  "head_dim": 0, "context": 8}),
-         "config key shapes.tiny.head_dim: 0 is less than the minimum of 1"),
-    ],
-)  # fmt: skip
-def test_the_schema_requires_each_kinds_keys(change, message):
-    config = default_config()
-    change(config["shapes"])
-    assert schema_problem(config, str(ROOT / "config" / "schema.yaml")) == message
 
 
 def test_a_case_m_naming_one_device_keeps_the_grid_for_the_other():
@@ -306,50 +248,3 @@ def test_expert_histogram_with_another_expert_count_is_refused(tmp_path):
     config = default_config()
     config["moe"]["expert_histogram"] = str(histogram)
     assert any("has 64 experts" in p for p in check_config(config))
-
-
-def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
-    from snakemake.utils import validate
-    from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device
-
-    config = default_config()
-    variants = config["decode"]["variants"]
-    variants["two_gpus"] = {"engine": "transformers", "model": "local", "gpus": 2,
-                            "concurrency": {"cuda": [16], "cpu": [2]}}  # fmt: skip
-    validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
-    base = resolve_for_device(decode_plan(config, "transformers"), "cuda")
-    two = resolve_for_device(decode_plan(config, "two_gpus"), "cuda")
-    assert base["concurrency"] == [1, 4, 16, 64, 128, 256] and two["concurrency"] == [16]
-    assert two["gpus"] == 2 and two["output_len"] == base["output_len"]
-
-
-def test_variants_are_planned_where_they_serve():
-    from studylib.stages.decode.decode_plan import decode_variants, served_models
-
-    config = default_config()
-    assert decode_variants(config, "cpu") == ["transformers"]
-    gpu = decode_variants(config, "cuda")
-    assert gpu == ["sglang-bf16-graphs", "sglang-bf16-eager", "sglang-fp8-graphs",
-                   "sglang-fp8-eager"]  # fmt: skip
-    assert served_models(config, "cuda") == ["bf16", "fp8"] and served_models(config, "cpu") == []
-    config["decode"]["variants"]["sglang-fp8-eager"]["enabled"] = False
-    config["decode"]["variants"]["sglang-fp8-graphs"]["enabled"] = False
-    assert served_models(config, "cuda") == ["bf16"]
-
-
-def test_study_device_without_a_gpu_or_with_none_visible(monkeypatch):
-    from studylib.core.config import study_device
-
-    assert study_device({"device": "cuda"}) == "cuda"
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert study_device({"device": "auto"}) == "cpu"
-
-
-def test_a_per_device_entry_may_name_one_device():
-    from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device
-
-    config = default_config()
-    plan = decode_plan(config, "sglang-bf16-eager")
-    assert "--disable-cuda-graph" in resolve_for_device(plan, "cuda")["args"]
-    assert resolve_for_device(plan, "cpu")["args"] is None
-    assert resolve_for_device(plan, "cuda")["min_steady_s"] == 30
