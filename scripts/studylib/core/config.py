@@ -9,12 +9,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import jsonschema
 import yaml
 
+# The tools may run where snakemake (and jsonschema, which it brings) is not installed: they
+# read a config as written, and only the workflow's schema messages need jsonschema.
+try:
+    import jsonschema
+except ImportError:
+    jsonschema = None
 try:
     from snakemake.utils import validate
-except ImportError:  # the tools and the tests may run where snakemake is not installed
+except ImportError:
     validate = None
 
 
