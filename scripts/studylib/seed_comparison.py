@@ -9,6 +9,7 @@ import pandas as pd
 from .core.finding_records import (
     FP4_DTYPES,
     Findings,
+    Question,
     _dtype_name,
     _gpu,
     _has,
@@ -36,6 +37,9 @@ from .stages.sweep.sweep_answers import _best, _decode_m, _expert_rows, _mode
 from .stages.sweep.sweep_ranking import _prep_sweep
 from .stages.sweep.sweep_thresholds import DECODE_MAX_M
 from .study_tables import StudyTables
+
+#: The seed comparison's place among the report's questions, with its title.
+SEED_QUESTIONS: dict[Question, str] = {"seed": "The seed's figures beside this machine"}
 
 #: The seed write-up's figures (``seed/fp4-power-pivot.txt``), quoted with their source.
 SEED_SOURCE = "seed/fp4-power-pivot.txt, message 876 and the chunk summary it cites"

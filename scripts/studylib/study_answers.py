@@ -29,24 +29,21 @@ from .findings.decode import (
     weights_name,
 )
 from .findings.experts import q4_experts
-from .seed_comparison import SEED, SEED_SOURCE, seed_comparison
-from .stages.kernel_power.kernel_power_answers import q3_power
-from .stages.step_model.step_model_answers import q6_step
-from .stages.sweep.sweep_answers import pick_expert_shape, q1_backends, q2_bounds
+from .seed_comparison import SEED, SEED_QUESTIONS, SEED_SOURCE, seed_comparison
+from .stages.kernel_power.kernel_power_answers import KERNEL_POWER_QUESTIONS, q3_power
+from .stages.step_model.step_model_answers import STEP_MODEL_QUESTIONS, q6_step
+from .stages.sweep.sweep_answers import SWEEP_QUESTIONS, pick_expert_shape, q1_backends, q2_bounds
 from .stages.sweep.sweep_thresholds import DECODE_M, DECODE_MAX_M, PREFILL_MIN_M
 from .study_tables import StudyTables
 
-#: The report's questions, in order, with their titles.
-QUESTIONS: dict[Question, str] = {
-    1: "Which backend is fastest at each GEMM size, and which fail where?",
-    2: "Are decode-sized GEMMs bound by launch cost, by memory or by the math?",
-    3: "What do the GPUs draw and how fast do they clock during kernel loops: under-use or "
-    "throttling?",
+#: The decode stage's questions (its findings are in findings/ until the stage moves).
+DECODE_QUESTIONS: dict[Question, str] = {
     4: "How are tokens spread over experts during decode, against the balanced assumption?",
     5: "How do server settings and concurrency change decode throughput and energy per token?",
-    6: "Where do a decode step's time and energy go: kernels, launches or the host?",
-    "seed": "The seed's figures beside this machine",
 }
+#: The report's questions, in order, with their titles: each stage's.
+QUESTIONS: dict[Question, str] = {**SWEEP_QUESTIONS, **KERNEL_POWER_QUESTIONS, **DECODE_QUESTIONS,
+                                  **STEP_MODEL_QUESTIONS, **SEED_QUESTIONS}  # fmt: skip
 
 
 def compute_findings(tables: StudyTables | None = None) -> Findings:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ...core.finding_records import (
     Findings,
+    Question,
     _dtype_name,
     _gpu,
     _has,
@@ -22,6 +23,12 @@ from ...core.finding_records import (
 )
 from ..sweep.sweep_thresholds import DECODE_MAX_M, PREFILL_MIN_M
 from .window_classes import POWER_CAP_REASONS, classify_windows, limit_reasons
+
+#: The question the kernel-power loops answer (the report's numbering), with its title.
+KERNEL_POWER_QUESTIONS: dict[Question, str] = {
+    3: "What do the GPUs draw and how fast do they clock during kernel loops: under-use or "
+    "throttling?",
+}
 
 # ---------------------------------------------------------------------------------------------
 # Question 3: power, clocks and tensor use of kernel loops

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...core.finding_records import Findings, _numeric
+from ...core.finding_records import Findings, Question, _numeric
 from ...findings.decode import graphs_flag
 from .step_model_build import PROFILE_BASIS, from_profile
+
+#: The question the step model answers (the report's numbering), with its title.
+STEP_MODEL_QUESTIONS: dict[Question, str] = {
+    6: "Where do a decode step's time and energy go: kernels, launches or the host?",
+}
 
 #: The step model's targets (issue 16): predicted TPOT and J/token within these of measured
 #: at C ≥ STEP_MIN_C with CUDA graphs on; the predicted host time explaining the graphs-off

@@ -12,6 +12,7 @@ from ...core.finding_records import (
     DTYPE_NAMES,
     FP4_DTYPES,
     Findings,
+    Question,
     _dtype_name,
     _has,
     _impl_label,
@@ -40,6 +41,12 @@ from .sweep_thresholds import (
     NEAR_FLOOR,
     PREFILL_MIN_M,
 )
+
+#: The questions the sweep answers (the report's numbering), with their titles.
+SWEEP_QUESTIONS: dict[Question, str] = {
+    1: "Which backend is fastest at each GEMM size, and which fail where?",
+    2: "Are decode-sized GEMMs bound by launch cost, by memory or by the math?",
+}
 
 # ---------------------------------------------------------------------------------------------
 # Sweep helpers
