@@ -10,27 +10,30 @@ from snakemake.utils import validate
 # The study's library lives under scripts/ beside the entry scripts.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
+from studylib.core.io import stable_hash  # noqa: E402
 from studylib.figure_list import figures, spec_path  # noqa: E402
-from studylib.hardware import job_versions, nvml_driver  # noqa: E402
-from studylib.plan import (  # noqa: E402
+from studylib.instruments.hardware import job_versions, nvml_driver  # noqa: E402
+from studylib.core.config import (  # noqa: E402
     ConfigFileError,
-    baseline_files,
     apply_cli_values,
-    check_config,
     config_keys,
     config_warnings,
-    decode_plan,
-    decode_variants,
     empty_overrides,
     enabled_backends,
-    schema_problem,
-    kernel_power_plan,
     read_config_file,
-    served_models,
-    stable_hash,
+    schema_problem,
     study_device,
-    sweep_plan,
 )
+from studylib.stages.decode.decode_plan import (  # noqa: E402
+    decode_plan,
+    decode_variants,
+    served_models,
+)
+from studylib.stages.kernel_power.kernel_power_plan import (  # noqa: E402
+    kernel_power_plan,
+)
+from studylib.stages.sweep.sweep_plan import baseline_files, sweep_plan  # noqa: E402
+from studylib.study_config import check_config  # noqa: E402
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
 

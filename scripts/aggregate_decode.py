@@ -6,12 +6,12 @@ bench_serving beside the study's load)."""
 from pathlib import Path
 
 import pandas as pd
-from studylib.aggregate import decode_table, with_variant
-from studylib.entry import setup_logging
-from studylib.io import read_json, write_frame
+from studylib.core.io import read_json, write_frame
 from studylib.serving.crosscheck import CROSSCHECK_COLUMNS
 from studylib.serving.decode import RECORDER_COLUMNS
 from studylib.serving.experts import EXPERT_M_COLUMNS
+from studylib.snakemake_job import setup_logging
+from studylib.stages.decode.decode_aggregate import decode_table, with_variant
 
 log = setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output

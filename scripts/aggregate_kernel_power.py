@@ -1,7 +1,7 @@
 """Snakemake entry: every backend's kernel-power windows -> results/tables/kernel_power.csv."""
 
-from studylib.entry import setup_logging
-from studylib.kernel_power import aggregate_kernel_power
+from studylib.snakemake_job import setup_logging
+from studylib.stages.kernel_power.kernel_power_aggregate import aggregate_kernel_power
 
 log = setup_logging(snakemake)
 table = aggregate_kernel_power(snakemake.input.windows, snakemake.output[0])

@@ -1,7 +1,7 @@
 """Snakemake entry: every sweep -> results/tables/sweep.csv and support.csv."""
 
-from studylib.aggregate import aggregate
-from studylib.entry import setup_logging
+from studylib.snakemake_job import setup_logging
+from studylib.stages.sweep.sweep_aggregate import aggregate
 
 log = setup_logging(snakemake)  # noqa: F821
 sweep = aggregate(

@@ -1,8 +1,8 @@
 """Snakemake entry: the local random MoE model served by the transformers engine."""
 
-from studylib.entry import setup_logging
-from studylib.gpu_slots import pin_gpus
+from studylib.instruments.gpu_slots import pin_gpus
 from studylib.serving.entry import build_model_for_machine
+from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)
 pin_gpus(snakemake)  # the seed geometry is built on a GPU, before anything initialises CUDA

@@ -1,12 +1,12 @@
 """Snakemake entry: the step model (results/tables/step_model.csv) from the sweep table, the
 decode table, the kernel-power table and each variant's profiled breakdown, for the served
-model's geometry (``params.geometry``): see studylib.step_model."""
+model's geometry (``params.geometry``): see studylib.stages.step_model.step_model_build."""
 
 import pandas as pd
-from studylib.entry import setup_logging
-from studylib.io import write_frame
-from studylib.step_model import step_model
-from studylib.tables import read_optional
+from studylib.core.io import write_frame
+from studylib.core.table_registry import read_optional
+from studylib.snakemake_job import setup_logging
+from studylib.stages.step_model.step_model_build import step_model
 
 log = setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output

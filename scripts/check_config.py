@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from studylib.plan import ConfigFileError, config_keys, read_config_file  # noqa: E402
+from studylib.core.config import ConfigFileError, config_keys, read_config_file  # noqa: E402
 
 known = config_keys(Path(__file__).resolve().parents[1] / "config" / "schema.yaml")
 try:

@@ -2,9 +2,9 @@
 stops the run here, one line naming it, and the old report stays) -> the rows of each, in
 results/tables/checked.json."""
 
-from studylib.entry import setup_logging
-from studylib.io import write_json
-from studylib.tables import check_inputs
+from studylib.core.io import write_json
+from studylib.core.table_registry import check_inputs
+from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)  # checks the inputs
 checked = check_inputs(snakemake.input)

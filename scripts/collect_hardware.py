@@ -1,8 +1,8 @@
-"""Snakemake entry: results/hardware.json (see studylib.hardware)."""
+"""Snakemake entry: results/hardware.json (see studylib.instruments.hardware)."""
 
-from studylib.entry import setup_logging
-from studylib.hardware import collect
-from studylib.io import write_json
+from studylib.core.io import write_json
+from studylib.instruments.hardware import collect
+from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)  # noqa: F821
 facts = collect(snakemake.params.repo)  # noqa: F821

@@ -1,7 +1,7 @@
 """Snakemake entry: this run's sweep against the configured baseline (compare_baseline)."""
 
-from studylib.compare import summary, write_comparison
-from studylib.entry import setup_logging
+from studylib.snakemake_job import setup_logging
+from studylib.stages.sweep.sweep_compare import summary, write_comparison
 
 log = setup_logging(snakemake)  # noqa: F821
 table = write_comparison(

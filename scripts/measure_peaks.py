@@ -1,9 +1,9 @@
-"""Snakemake entry: results/peaks.json (see studylib.peaks)."""
+"""Snakemake entry: results/peaks.json (see studylib.instruments.peaks)."""
 
-from studylib.entry import setup_logging
-from studylib.gpu_slots import pin_gpus
-from studylib.io import write_json
-from studylib.peaks import measure
+from studylib.core.io import write_json
+from studylib.instruments.gpu_slots import pin_gpus
+from studylib.instruments.peaks import measure
+from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)
 pin_gpus(snakemake)  # before anything initialises CUDA

@@ -9,7 +9,7 @@ balanced routing). Input: ``decode`` (results/tables/decode.csv) or ``expert_m``
 """
 
 from studylib.decode_figures import plot_decode
-from studylib.entry import setup_logging
+from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)
 kind = snakemake.params.get("kind") or "decode"

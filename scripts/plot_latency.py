@@ -1,7 +1,7 @@
 """Snakemake entry: latency-vs-M figure of one backend's sweep (HTML, PNG, Vega-Lite JSON)."""
 
-from studylib.entry import setup_logging
-from studylib.sweep_figures import plot_latency
+from studylib.snakemake_job import setup_logging
+from studylib.stages.sweep.sweep_figures import plot_latency
 
 log = setup_logging(snakemake)  # noqa: F821
 log.info("latency figure from %s", snakemake.input.sweep)  # noqa: F821

@@ -5,8 +5,8 @@ Inputs: ``windows`` (results/tables/kernel_power.csv) and, for the timeline, ``t
 ``spec``. The figure comes from ``wildcards.kind``, else ``params.kind``.
 """
 
-from studylib.entry import setup_logging
-from studylib.power_figures import plot_power
+from studylib.snakemake_job import setup_logging
+from studylib.stages.kernel_power.kernel_power_figures import plot_power
 
 log = setup_logging(snakemake)
 kind = snakemake.wildcards.get("kind") or snakemake.params.get("kind")

@@ -1,7 +1,7 @@
 """Snakemake entry: support-matrix heat-map (HTML, PNG, Vega-Lite JSON)."""
 
-from studylib.entry import setup_logging
-from studylib.sweep_figures import plot_support
+from studylib.snakemake_job import setup_logging
+from studylib.stages.sweep.sweep_table_figures import plot_support
 
 log = setup_logging(snakemake)  # noqa: F821
 log.info("support figure from %s", snakemake.input.support)  # noqa: F821

@@ -1,7 +1,7 @@
 """Snakemake entry: a cross-backend figure of the sweep table (efficiency, launch overhead)."""
 
-from studylib.entry import setup_logging
-from studylib.sweep_figures import plot_table_figure
+from studylib.snakemake_job import setup_logging
+from studylib.stages.sweep.sweep_table_figures import plot_table_figure
 
 log = setup_logging(snakemake)
 plot_table_figure(

@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
-from studylib.entry import setup_logging
-from studylib.findings import compute_findings
-from studylib.hardware import git_info
+from studylib.instruments.hardware import git_info
 from studylib.report import render_report
-from studylib.tables import StudyTables
+from studylib.snakemake_job import setup_logging
+from studylib.study_answers import compute_findings
+from studylib.study_tables import StudyTables
 
 log = setup_logging(snakemake)  # noqa: F821
 # The config shown in the report: params.config_text, else the snapshot file input.config.

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from studylib.entry import setup_logging
-from studylib.gpu_slots import pin_gpus, slot_index
+from studylib.instruments.gpu_slots import pin_gpus, slot_index
 from studylib.serving.entry import run_decode_job
 from studylib.serving.guard import protect_job
+from studylib.snakemake_job import setup_logging
 
 protect_job()  # die with Snakemake; SIGTERM / SIGHUP stop the server cleanly
 log = setup_logging(snakemake)

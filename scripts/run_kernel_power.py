@@ -2,9 +2,9 @@
 
 import sys
 
-from studylib.entry import setup_logging
-from studylib.gpu_slots import pin_gpus
-from studylib.kernel_power import run_kernel_power
+from studylib.instruments.gpu_slots import pin_gpus
+from studylib.snakemake_job import setup_logging
+from studylib.stages.kernel_power.kernel_power_run import run_kernel_power
 
 log = setup_logging(snakemake)
 pin_gpus(snakemake)  # before anything initialises CUDA

@@ -2,9 +2,9 @@
 
 import sys
 
-from studylib.entry import setup_logging
-from studylib.gpu_slots import pin_gpus
-from studylib.sweep import run_sweep
+from studylib.instruments.gpu_slots import pin_gpus
+from studylib.snakemake_job import setup_logging
+from studylib.stages.sweep.sweep_run import run_sweep
 
 log = setup_logging(snakemake)  # noqa: F821
 pin_gpus(snakemake)  # before anything initialises CUDA

@@ -1,7 +1,7 @@
 """Snakemake entry: a config-only model (config.json + offline tokenizer) for dummy weights."""
 
-from studylib.entry import setup_logging
 from studylib.serving.entry import write_served_model_for_machine
+from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)
 facts = write_served_model_for_machine(snakemake.params.geometry, snakemake.wildcards.weights,

@@ -6,3 +6,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 # GPU-only tests live in tests/gpu and run on a CUDA machine (tools/gpu_study.sh); they skip
 # themselves elsewhere.
+# helpers, stand-ins and the builders tests share across folders (tests/core, instruments,
+# stages/<stage>, report, workflow: the tests mirror the library's layout).
+for folder in (ROOT / "tests", *sorted((ROOT / "tests").glob("**/"))):
+    if folder.name not in ("__pycache__", "gpu") and str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+# Every stage's tables in the table registry, as in a workflow job (snakemake_job imports it).
+import studylib.study_tables  # noqa: E402, F401

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def default_config() -> dict:
     """The repository's default config with the schema's defaults filled in."""
-    from studylib.plan import load_config
+    from studylib.core.config import load_config
 
     return load_config(ROOT / "config" / "config.yaml")
 
@@ -71,7 +71,7 @@ def fake_module(monkeypatch, name: str, **functions):
 def pin_sgl_versions(monkeypatch) -> None:
     """The sgl_kernel adapter sees sglang-kernel 0.4.5 and SGLang 0.5.16, whatever is
     installed, and has announced no op yet."""
-    from studylib.backends import sgl_kernel_backend as sgl
+    from studylib.instruments.backends import sgl_kernel_backend as sgl
 
     monkeypatch.setattr(sgl, "_announced", set())
     versions = {"sglang-kernel": "0.4.5", "sglang": "0.5.16"}

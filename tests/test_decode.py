@@ -9,11 +9,11 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 
+from studylib.core.table_registry import read_table  # noqa: E402
 from studylib.findings.decode import invalid_note  # noqa: E402
+from studylib.instruments.step_components import COMPONENTS  # noqa: E402
 from studylib.serving.decode import BREAKDOWN_COLUMNS, SUMMARY_COLUMNS, run_decode  # noqa: E402
 from studylib.serving.model import build_moe_model  # noqa: E402
-from studylib.step_components import COMPONENTS  # noqa: E402
-from studylib.tables import read_table  # noqa: E402
 from synthetic_trace import expected_per_step  # noqa: E402
 from test_model import TINY  # noqa: E402
 from test_serving import STANDIN, free_port  # noqa: E402

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from studylib import charts
+from studylib.core import charts
 from studylib.decode_figures import (
     PAIRED_PALETTE,
     decode_chart,
@@ -20,10 +20,10 @@ from studylib.decode_figures import (
     variant_scale,
 )
 from studylib.findings.decode import SHORT_STEADY, invalid_note
-from test_figures import check_outputs
 from test_report import GPU_HW, assert_offline
 from test_report import render_tree as _render
 from test_report import report_section as _section
+from test_sweep_figures import check_outputs
 
 EVIL = "<script>alert(1)</script> & co"
 VARIANTS = ("sglang-tp8-graphs", "sglang-tp8-nographs")

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import synthetic_trace as synth
+from studylib.instruments.step_components import COMPONENTS
 from studylib.serving.profile import (
     RANK_COLUMNS,
     Kernel,
@@ -15,7 +16,6 @@ from studylib.serving.profile import (
     read_kernels,
     trace_files,
 )
-from studylib.step_components import COMPONENTS
 
 
 def trace_file_name(prefix: str, profile_id: str, rank: int) -> str:

@@ -145,7 +145,7 @@ def test_glm5_example_reproduces_the_seed_server():
     """Every flag and NCCL variable of the seed's run_tp8.sh, through the sglang engine."""
     import yaml
     from snakemake.utils import update_config, validate
-    from studylib.plan import decode_plan, decode_variants, resolve_for_device
+    from studylib.stages.decode.decode_plan import decode_plan, decode_variants, resolve_for_device
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     example = ROOT / "config" / "examples" / "glm5-nvfp4-8x-rtx-pro-6000.yaml"
@@ -184,8 +184,8 @@ def test_h200_x2_example_plans_tp2_and_ep2_with_their_nccl_environment():
     table's ep and graphs cells; the seed's settings reach the server's environment."""
     import yaml
     from snakemake.utils import update_config, validate
-    from studylib.plan import decode_plan, decode_variants, resolve_for_device
     from studylib.serving.decode import cuda_graphs, expert_parallel
+    from studylib.stages.decode.decode_plan import decode_plan, decode_variants, resolve_for_device
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     update_config(config, yaml.safe_load((ROOT / "config/examples/h200-x2.yaml").read_text()))

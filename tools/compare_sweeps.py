@@ -1,4 +1,4 @@
-"""Before and after: compare two sweeps point by point (scripts/studylib/compare.py).
+"""Before and after: compare two sweeps point by point (studylib/stages/sweep/sweep_compare.py).
 
     python3 tools/compare_sweeps.py BASELINE CURRENT [--min-m 1] [--out compare.csv]
 
@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from studylib.compare import compare, load_sweep, summary  # noqa: E402
+from studylib.stages.sweep.sweep_compare import compare, load_sweep, summary  # noqa: E402
 
 
 def main() -> int:

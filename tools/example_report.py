@@ -39,17 +39,19 @@ def main() -> int:
     args = parser.parse_args()
 
     import pandas as pd
-    from studylib.aggregate import aggregate
-    from studylib.charts import save_chart
-    from studylib.compare import write_comparison
+    from studylib.core.charts import save_chart
+    from studylib.core.table_registry import read_optional
     from studylib.decode_figures import plot_decode
     from studylib.figure_list import figures
-    from studylib.findings import compute_findings
-    from studylib.power_figures import plot_power
     from studylib.report import render_report
-    from studylib.step_figures import step_chart
-    from studylib.sweep_figures import plot_latency, plot_support, plot_table_figure
-    from studylib.tables import StudyTables, read_optional
+    from studylib.stages.kernel_power.kernel_power_figures import plot_power
+    from studylib.stages.step_model.step_model_figure import step_chart
+    from studylib.stages.sweep.sweep_aggregate import aggregate
+    from studylib.stages.sweep.sweep_compare import write_comparison
+    from studylib.stages.sweep.sweep_figures import plot_latency
+    from studylib.stages.sweep.sweep_table_figures import plot_support, plot_table_figure
+    from studylib.study_answers import compute_findings
+    from studylib.study_tables import StudyTables
 
     example, out = args.example, args.out
     hardware = args.hardware or example / "hardware.json"

@@ -13,8 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from studylib.kernel_power import run_kernel_power  # noqa: E402
-from studylib.plan import kernel_power_plan, load_config  # noqa: E402
+from studylib.core.config import load_config  # noqa: E402
+from studylib.stages.kernel_power.kernel_power_plan import kernel_power_plan  # noqa: E402
+from studylib.stages.kernel_power.kernel_power_run import run_kernel_power  # noqa: E402
 
 
 def main() -> int:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from studylib.backends import adapter  # noqa: E402
-from studylib.power import Sampler, open_readers, visible_nvml_indices  # noqa: E402
-from studylib.timing import CudaTimer, StopRule, sample_until, summarize  # noqa: E402
+from studylib.instruments.backends import adapter  # noqa: E402
+from studylib.instruments.power_sampler import Sampler, open_readers, visible_nvml_indices  # noqa: E402
+from studylib.instruments.timing import CudaTimer, StopRule, sample_until, summarize  # noqa: E402
 
 
 def main() -> int:

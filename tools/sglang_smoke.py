@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from studylib.plan import load_config  # noqa: E402
+from studylib.core.config import load_config  # noqa: E402
 from studylib.serving.engines import engine  # noqa: E402
 from studylib.serving.engines.base import one_token_completion, run_served_name  # noqa: E402
 from studylib.serving.launcher import ServerFailed, ServerProcess  # noqa: E402

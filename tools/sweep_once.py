@@ -14,9 +14,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from studylib.backends import catalogue  # noqa: E402
-from studylib.plan import expand_points, load_config, study_device, sweep_plan  # noqa: E402
-from studylib.sweep import run_sweep  # noqa: E402
+from studylib.core.config import load_config, study_device  # noqa: E402
+from studylib.instruments.backends import catalogue  # noqa: E402
+from studylib.stages.sweep.sweep_plan import expand_points, sweep_plan  # noqa: E402
+from studylib.stages.sweep.sweep_run import run_sweep  # noqa: E402
 
 FILTERS = ("m", "op", "dtype", "impl", "shape")
 

@@ -20,7 +20,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from . import figure_list
-from .charts import (
+from .core.charts import (
     BACKEND_COLORS,
     EMBED_OPTIONS,
     STATUS_COLORS,
@@ -29,24 +29,23 @@ from .charts import (
     json_for_script,
     vega_bundle,
 )
-from .findings import QUESTIONS
-from .findings.ranking import fastest_per_size
-from .io import read_json, write_text
-from .report_tables import (
+from .core.formats import fmt_us
+from .core.io import read_json, write_text
+from .core.report_cells import (
     DASH,
     clean_text_columns,
     dash,
-    decode_section,
     display_path,
     embedded_downloads,
-    fmt_cell,
-    fmt_sig_us,
     is_missing,
-    kernel_power_section,
     long_text,
-    sweep_table,
 )
-from .tables import fmt_us, read_optional
+from .core.table_registry import read_optional
+from .stages.decode.decode_report import decode_section
+from .stages.kernel_power.kernel_power_report import kernel_power_section
+from .stages.sweep.sweep_ranking import fastest_per_size
+from .stages.sweep.sweep_report import compare_section, fmt_cell, sweep_table
+from .study_answers import QUESTIONS
 
 TEMPLATE = "index.html.j2"
 GOOD = ("ok", "mismatch")
@@ -414,46 +413,6 @@ def build_context(
         "status_colors": STATUS_COLORS,
         "backend_colors": BACKEND_COLORS,
     }
-
-
-def compare_section(path, charts: list[dict[str, Any]], out_html) -> dict[str, Any] | None:
-    """The "Before and after" section: the summary per mode, the chart, and the points that
-    changed most (all of them in the embedded table download); None without a comparison."""
-    if path is None:
-        return None
-    from .compare import MODES, summary
-
-    table = read_optional(path)
-    rows, mode = [], None
-    if not table.empty:
-        table = clean_text_columns(table, ("backend", "impl", "op", "dtype", "shape", "mode",
-                                           "verdict"))  # fmt: skip
-        mode = next(m for m in MODES if m in set(table["mode"]))
-        shown = table[table["mode"] == mode].copy()
-        shown["size"] = (shown["speedup"].astype(float)).apply(lambda v: abs(math.log(v)))
-        for rec in shown.sort_values("size", ascending=False).head(COMPARE_ROWS).to_dict("records"):
-            rows.append({
-                "who": f"{rec['backend']} · {rec['impl']}",
-                "what": f"{rec['op']} {rec['dtype']} {rec['shape']} (N {rec['N']}, K {rec['K']})",
-                "M": int(rec["M"]),
-                "baseline": fmt_sig_us(float(rec["baseline_us"])),
-                "current": fmt_sig_us(float(rec["current_us"])),
-                "speedup": f"{float(rec['speedup']):.3f}×",
-                "change": f"{float(rec['change_pct']):+.1f} %",
-                "verdict": rec["verdict"],
-            })  # fmt: skip
-    return {
-        "lines": summary(table) if not table.empty else [],
-        "mode": mode,
-        "rows": rows,
-        "points": len(table),
-        "chart": next((c for c in charts if c["kind"] == "compare"), None),
-        "downloads": embedded_downloads([path], out_html),
-    }
-
-
-#: Rows of the "Before and after" table: the points whose time changed most.
-COMPARE_ROWS = 40
 
 
 def render_report(out_html: str | os.PathLike, template_dir: str | os.PathLike,

@@ -20,11 +20,12 @@ if not torch.cuda.is_available():
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import ROOT  # noqa: E402
-from studylib.backends import adapter, attention  # noqa: E402
-from studylib.backends.base import Unsupported  # noqa: E402
-from studylib.plan import expand_points, load_config, sweep_plan  # noqa: E402
-from studylib.sweep import run_sweep  # noqa: E402
-from studylib.worker import compare  # noqa: E402
+from studylib.core.config import load_config  # noqa: E402
+from studylib.instruments.backends import adapter, attention  # noqa: E402
+from studylib.instruments.backends.backend_interface import Unsupported  # noqa: E402
+from studylib.instruments.worker import compare  # noqa: E402
+from studylib.stages.sweep.sweep_plan import expand_points, sweep_plan  # noqa: E402
+from studylib.stages.sweep.sweep_run import run_sweep  # noqa: E402
 
 BATCH = 16
 GEOMETRY = {"heads": 48, "kv_heads": 8, "head_dim": 128, "context": 640}

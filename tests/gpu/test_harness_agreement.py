@@ -42,8 +42,8 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 triton_testing = pytest.importorskip("triton.testing")
 
-from studylib.backends import adapter  # noqa: E402
-from studylib.worker import Measurer  # noqa: E402
+from studylib.instruments.backends import adapter  # noqa: E402
+from studylib.instruments.worker import Measurer  # noqa: E402
 
 MS = (1, 16, 64, 4096)
 SINGLE = [

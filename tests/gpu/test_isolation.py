@@ -15,8 +15,8 @@ if not torch.cuda.is_available():
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import tiny_config  # noqa: E402
-from studylib.plan import sweep_plan  # noqa: E402
-from studylib.sweep import run_sweep  # noqa: E402
+from studylib.stages.sweep.sweep_plan import sweep_plan  # noqa: E402
+from studylib.stages.sweep.sweep_run import run_sweep  # noqa: E402
 
 
 def test_cuda_trap_costs_one_point(tmp_path, monkeypatch):

@@ -21,11 +21,11 @@ pytest.importorskip("sglang")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import tiny_config  # noqa: E402
-from studylib.backends import sgl_kernel_backend as sgl  # noqa: E402
-from studylib.backends.base import Unsupported  # noqa: E402
-from studylib.plan import sweep_plan  # noqa: E402
-from studylib.sweep import run_sweep  # noqa: E402
-from studylib.worker import compare  # noqa: E402
+from studylib.instruments.backends import sgl_kernel_backend as sgl  # noqa: E402
+from studylib.instruments.backends.backend_interface import Unsupported  # noqa: E402
+from studylib.instruments.worker import compare  # noqa: E402
+from studylib.stages.sweep.sweep_plan import sweep_plan  # noqa: E402
+from studylib.stages.sweep.sweep_run import run_sweep  # noqa: E402
 
 CAPABILITY = torch.cuda.get_device_capability()
 

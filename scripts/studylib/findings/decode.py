@@ -9,8 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..nvml import reason_names
-from .common import (
+from ..core.finding_records import (
     DTYPE_NAMES,
     Findings,
     _has,
@@ -27,6 +26,7 @@ from .common import (
     num_of,
     text_of,
 )
+from ..instruments.nvml import reason_names
 
 # ---------------------------------------------------------------------------------------------
 # Question 5: decode throughput and energy per variant

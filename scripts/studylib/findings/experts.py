@@ -6,8 +6,18 @@ from typing import Any
 
 import pandas as pd
 
+from ..core.finding_records import (
+    Findings,
+    _has,
+    _numeric,
+    _ok,
+    _share,
+    fmt_m,
+    fmt_ratio,
+    num_of,
+    text_of,
+)
 from ..serving.experts import rank_loads
-from .common import Findings, _has, _numeric, _ok, _share, fmt_m, fmt_ratio, num_of, text_of
 from .decode import DUMMY_ENGINES, _rspan
 
 #: An expert with M above this multiple of the balanced M counts as hot.

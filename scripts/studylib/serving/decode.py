@@ -36,10 +36,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.io import write_frame, write_json
+from ..core.progress import Progress
 from ..findings.decode import delivery_note
-from ..io import write_frame, write_json
-from ..power import Sampler, open_readers, visible_nvml_indices
-from ..progress import Progress
+from ..instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
 from .crosscheck import (
     CROSSCHECK_COLUMNS,
     TIMEOUT_MARGIN_S,

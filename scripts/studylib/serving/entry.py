@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..device import resolve_device
-from ..plan import resolve_for_device
+from ..instruments.device import resolve_device
+from ..stages.decode.decode_plan import resolve_for_device
 from .decode import run_decode
 from .model import build_moe_model, write_served_model
 

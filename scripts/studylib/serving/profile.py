@@ -36,7 +36,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..step_components import COMPONENTS, classify, is_decode_step_kernel, is_prefill_only
+from ..instruments.step_components import (
+    COMPONENTS,
+    classify,
+    is_decode_step_kernel,
+    is_prefill_only,
+)
 
 #: The rank's figures in a breakdown row (the rest: the variant's, the component's).
 RANK_COLUMNS = ["steps", "batch", "span_us_per_step", "busy_us_per_step", "idle_us_per_step",

@@ -1,0 +1,125 @@
+"""The decode stage's tables in the table registry: a variant's summary, per-expert M,
+expert-recorder cost and measured step breakdown, and the tables aggregated from them; how
+the report shows the decode table and the pairs derived from it. Their columns are owned by
+the serving package (``serving/decode.py``, ``serving/experts.py``), which writes them."""
+
+from __future__ import annotations
+
+from ...core.formats import CLOCKS_SHOWN, ENERGY_GAP_SHOWN, Column, shown_as_text
+from ...core.table_registry import Table, register_shown, register_tables
+from ...serving.crosscheck import CROSSCHECK_COLUMNS
+from ...serving.decode import BREAKDOWN_COLUMNS, RECORDER_COLUMNS, SUMMARY_COLUMNS
+from ...serving.experts import EXPERT_M_COLUMNS
+
+#: The decode table's columns after a variant's summary's (aggregate.decode_table).
+FLOOR_COLUMNS = ("hbm_floor_ms", "tpot_over_floor")
+
+
+def _any(*columns) -> dict[str, str]:
+    """Columns the serving package owns, not checked by kind."""
+    return dict.fromkeys(columns, "any")
+
+
+register_tables(
+    Table("decode_summary", "a variant's decode summary", "results/decode/{variant}/summary.csv",
+          _any(*SUMMARY_COLUMNS)),
+    Table("decode_table", "the decode table", "results/tables/decode.csv",
+          _any(*SUMMARY_COLUMNS, *FLOOR_COLUMNS)),
+    Table("expert_m", "a variant's per-expert M", "results/decode/{variant}/expert_m.csv",
+          _any(*EXPERT_M_COLUMNS)),
+    Table("expert_m_table", "the per-expert M table", "results/tables/expert_m.csv",
+          _any("variant", *EXPERT_M_COLUMNS)),
+    Table("recorder", "a variant's expert-recorder cost", "results/decode/{variant}/recorder.csv",
+          _any(*RECORDER_COLUMNS)),
+    Table("recorder_table", "the decode recorder table", "results/tables/decode_recorder.csv",
+          _any("variant", *RECORDER_COLUMNS)),
+    Table("breakdown", "a variant's measured decode-step breakdown",
+          "results/decode/{variant}/breakdown.csv", _any(*BREAKDOWN_COLUMNS)),
+    Table("crosscheck", "a variant's decode cross-check",
+          "results/decode/{variant}/crosscheck.csv", _any(*CROSSCHECK_COLUMNS)),
+    Table("crosscheck_table", "the decode cross-check table",
+          "results/tables/decode_crosscheck.csv", _any("variant", *CROSSCHECK_COLUMNS)),
+)  # fmt: skip
+
+DECODE_SHOWN = {
+    **shown_as_text("engine", "variant"),
+    "concurrency": Column("concurrency", ".0f", tip_fmt="d"),
+    "weights": Column("weights"),
+    "cuda_graphs": Column("CUDA graphs"),
+    "gpus": Column("GPUs", ".0f", tip_fmt="d"),
+    "ep": Column("EP", ".0f"),
+    "steady_s": Column("steady s", ".1f", tip="steady window (s)"),
+    "valid": Column("valid"),
+    "output_tok_s": Column("tok/s", ",.1f", tip="output tok/s"),
+    "tpot_ms": Column("TPOT ms", ".2f", tip="TPOT (ms)"),
+    "hbm_floor_ms": Column("HBM floor ms", ".2f", tip="HBM floor of a step (ms)"),
+    "tpot_over_floor": Column("TPOT ÷ floor", ".2f", tip="TPOT ÷ HBM floor"),
+    "itl_p50_ms": Column("ITL p50 ms", ".2f", tip="ITL p50 (ms)"),
+    "itl_p99_ms": Column("ITL p99 ms", ".2f", tip="ITL p99 (ms)"),
+    "ttft_p50_ms": Column("TTFT p50 ms", ".1f", tip="TTFT p50 (ms)"),
+    "avg_w_per_gpu": Column("W/GPU", ".1f", tip="avg W per GPU"),
+    **{f"w_gpu_{s}": Column(f"W/GPU {s}", ".1f") for s in ("min", "median", "max")},
+    "idle_w_per_gpu": Column("idle W/GPU", ".1f", tip="idle W per GPU"),
+    "avg_w_total": Column("W total", ".1f", tip="avg W total"),
+    "pct_limit": Column("% of limit", ".1f", tip="% of power limit"),
+    "j_per_token": Column("J/token", ".4g", tip="J per output token"),
+    "j_per_token_net": Column("J/token net of idle", ".4g", tip="J per token net of idle"),
+    "energy_gap_pct": ENERGY_GAP_SHOWN,
+    **CLOCKS_SHOWN,
+    "throttle_reasons": Column("reasons", tip="clocks-event reasons"),
+    "step_gb": Column("step GB", ".2f"),
+    "tok_s_over_c_tpot": Column("tok/s ÷ (C/TPOT)", ".2f"),
+    "decoding_share": Column("share of window decoding", ".2f"),
+    "load_cpu_pct": Column("load CPU %", ".0f"),
+    "first_error": Column("first error"),
+    "graphs": Column(None, tip="CUDA graphs"),
+    "validity": Column(None, tip="validity"),
+    "requests": Column(None, "d", tip="requests"),
+    "power_source": Column(None, tip="power source"),
+}  # fmt: skip
+# CUDA graphs on against off (findings.decode.graphs_pairs).
+GRAPHS_PAIRS_SHOWN = {
+    **shown_as_text("engine", "weights"), "gpus": Column("GPUs", ".0f"),
+    "concurrency": Column("C", ".0f"),
+    "tpot_on_ms": Column("TPOT on ms", ".2f"), "tpot_off_ms": Column("TPOT off ms", ".2f"),
+    "tpot_ratio": Column("TPOT on÷off", ".2f", "×"),
+    "w_on": Column("W/GPU on", ".0f"), "w_off": Column("W/GPU off", ".0f"),
+    "w_ratio": Column("W on÷off", ".2f", "×"),
+    "j_on": Column("J/token on", ".3g"), "j_off": Column("J/token off", ".3g"),
+    "j_ratio": Column("J/token on÷off", ".2f", "×"),
+    "j_net_ratio": Column("net J/token on÷off", ".2f", "×"),
+    "tok_ratio": Column("tok/s on÷off", ".2f", "×"),
+}  # fmt: skip
+# One GPU against tensor parallelism (findings.decode.tp_pairs).
+TP_PAIRS_SHOWN = {
+    **shown_as_text("weights"), "cuda_graphs": Column("CUDA graphs"),
+    "concurrency": Column("C", ".0f"), "gpus_n": Column("GPUs", ".0f"),
+    "tok_s_1": Column("tok/s 1 GPU", ",.0f"), "tok_s_n": Column("tok/s N GPUs", ",.0f"),
+    "tok_ratio": Column("tok/s N÷1", ".2f", "×"),
+    "tpot_1_ms": Column("TPOT 1 GPU ms", ".2f"),
+    "tpot_n_ms": Column("TPOT N GPUs ms", ".2f"),
+    "w_1": Column("W/GPU 1 GPU", ".0f"), "w_n": Column("W/GPU N GPUs", ".0f"),
+    "w_n_min": Column("min W of N", ".0f"), "w_n_max": Column("max W of N", ".0f"),
+    "pct_limit_n": Column("% of limit N", ".0f"),
+    "j_1": Column("J/token 1 GPU", ".3g"), "j_n": Column("J/token N GPUs", ".3g"),
+    "j_ratio": Column("J/token N÷1", ".2f", "×"),
+    "clock_n_mhz": Column("SM MHz N", ".0f"),
+    "reasons_1": Column("limits 1 GPU"), "reasons_n": Column("limits N GPUs"),
+}  # fmt: skip
+# The recorder pass against the main pass.
+RECORDER_SHOWN = {
+    **shown_as_text("variant"), "concurrency": Column("C", ".0f"),
+    "steady_s": Column("steady s", ".1f"),
+    "tpot_ms": Column("TPOT with recorder ms", ".2f"),
+    "tpot_ms_off": Column("TPOT without ms", ".2f"),
+    "tpot_ratio": Column("TPOT with÷without", ".2f", "×"),
+    "output_tok_s": Column("tok/s with", ",.1f"),
+    "output_tok_s_off": Column("tok/s without", ",.1f"),
+    "avg_w_per_gpu": Column("W/GPU with", ".1f"),
+    "avg_w_per_gpu_off": Column("W/GPU without", ".1f"),
+    "errors": Column("errors", ".0f"),
+}  # fmt: skip
+register_shown("decode_table", DECODE_SHOWN)
+register_shown("graphs_pairs", GRAPHS_PAIRS_SHOWN)
+register_shown("tp_pairs", TP_PAIRS_SHOWN)
+register_shown("recorder_table", RECORDER_SHOWN)

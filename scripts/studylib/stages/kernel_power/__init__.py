@@ -1,0 +1,1 @@
+"""The kernel-power stage: sustained kernel loops under the power sampler."""

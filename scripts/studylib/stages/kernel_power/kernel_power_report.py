@@ -1,0 +1,85 @@
+"""The kernel-power report section: the windows table (with each window's class) and the
+section's figures."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+
+from ...core.formats import labelled
+from ...core.report_cells import (
+    clean_text_columns,
+    embedded_downloads,
+    long_text,
+    shown_cell,
+)
+from ...core.table_registry import read_optional
+from ...figure_list import in_section
+from .kernel_power_figures import CLASS_COLORS
+from .kernel_power_schema import KERNEL_POWER_SHOWN
+from .window_classes import CLASSES, CLASSIFICATION_RULE, classify_windows
+
+#: Figures of the kernel-power section, in order (figure_list.py).
+POWER_FIGURES = in_section("power")
+
+
+def kernel_power_section(
+    path: str | os.PathLike | None, charts: list[dict[str, Any]], out_html
+) -> dict[str, Any] | None:
+    """The kernel-power section's context, or None when no table was given."""
+    if path is None:
+        return None
+    windows = read_optional(path)
+    columns = labelled(KERNEL_POWER_SHOWN)
+    if not windows.empty and "gpu" in windows.columns:
+        if pd.to_numeric(windows["gpu"], errors="coerce").nunique() <= 1:
+            columns = [c for c in columns if c[0] != "gpu"]
+    rows = []
+    no_power: list[str] = []
+    sources: list[str] = []
+    if not windows.empty:
+        windows = clean_text_columns(
+            classify_windows(windows),
+            ("backend", "impl", "op", "dtype", "shape", "mode", "throttle_reasons", "status")
+            + ("error", "power_source", "why", "class"),
+        )
+        for rec in windows.to_dict("records"):
+            cells = []
+            for column, col in columns:
+                value = rec.get(column)
+                if column == "error":
+                    cells.append({"long": long_text(value, 80), "key": str(value or "")})
+                else:
+                    cells.append(shown_cell(value, col))
+            rows.append(
+                {"cells": cells, "class": rec["class"], "status": str(rec.get("status", ""))}
+            )
+        sources = sorted({s or "none" for s in windows["power_source"]})
+        if "backend" in windows.columns:
+            by_backend = windows.groupby("backend")["power_source"].agg(
+                lambda s: {v or "none" for v in s}
+            )
+            no_power = sorted(b for b, v in by_backend.items() if v == {"none"})
+    counts = {}
+    for row in rows:
+        counts[row["class"]] = counts.get(row["class"], 0) + 1
+    return {
+        "rule": list(CLASSIFICATION_RULE),
+        "columns": [(c, col.label) for c, col in columns],
+        "rows": rows,
+        "class_counts": [
+            (c, counts[c], CLASS_COLORS.get(c, "#ccc"))
+            for c in sorted(counts, key=lambda c: CLASSES.index(c) if c in CLASSES else 99)
+        ],
+        "class_colors": CLASS_COLORS,
+        "sources": sources,
+        "no_nvml": bool(rows) and sources == ["none"],
+        "no_power_backends": no_power if sources != ["none"] else [],
+        "charts": sorted(
+            (c for c in charts if c["kind"] == "power"),
+            key=lambda c: POWER_FIGURES.index(c["name"]),
+        ),
+        "downloads": embedded_downloads([path], out_html),
+    }

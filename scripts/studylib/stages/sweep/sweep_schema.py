@@ -1,0 +1,65 @@
+"""The sweep stage's tables: a backend's sweep (one row per point), the sweep table (with the
+roofline columns) and the support matrix; their columns with full kinds, registered in
+:mod:`studylib.core.table_registry`, and how the report shows the sweep table."""
+
+from __future__ import annotations
+
+from ...core.formats import KEY_SHOWN, Column, shown_as_text
+from ...core.table_registry import Table, register_shown, register_tables
+
+STATUSES = ("ok", "unsupported", "error", "mismatch")
+DTYPES = ("fp32", "bf16", "fp16", "fp8_e4m3", "nvfp4")  # config/schema.yaml's dtype enum
+DEVICES = ("cuda", "cpu")
+
+# Column kinds: text, int (whole numbers, may be empty), num (any number, may be empty),
+# flag (true/false, may be empty), any (not checked: free-form or another owner's column).
+# A fused-MoE point adds its top-k and routing (backends/moe.py); other points leave them empty.
+POINT = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "shape": "text",
+         "M": "int", "N": "int", "K": "int", "G": "int", "top_k": "int",
+         "routing": "any"}  # fmt: skip
+
+SWEEP = {
+    **POINT, "status": "text", "error": "any", "device": "text", "device_name": "any",
+    "library_version": "any",
+    "eager_us": "num", "eager_iqr_us": "num", "eager_samples": "num",
+    "graph_us": "num", "graph_iqr_us": "num", "graph_samples": "num", "graph_calls": "num",
+    "graph_fixed_us": "num",
+    "cold_us": "num", "cold_iqr_us": "num", "cold_samples": "num", "cold_sets": "num",
+    "cold_calls": "num",
+    "rel_err": "num", "cos_sim": "num", "all_zero": "flag", "has_nan": "flag", "flops": "num",
+    "bytes": "num", "tflops": "num", "gbps": "num", "launch_overhead_us": "num",
+    "sm_clock_mhz": "num", "throttle": "any", "first_call_ms": "num", "point_s": "num",
+}  # fmt: skip
+ROOFLINE = {"compute_floor_us": "num", "memory_floor_us": "num", "floor_us": "num",
+            "floor_basis": "any", "efficiency": "num"}  # fmt: skip
+SUPPORT = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "points": "int",
+           **{s: "int" for s in STATUSES}, "status": "text", "reason": "any"}  # fmt: skip
+
+_STATUS = {"status": STATUSES, "dtype": DTYPES}
+SWEEPS = Table("sweep", "a backend's sweep", "results/sweeps/{backend}.parquet", SWEEP,
+               {**_STATUS, "device": DEVICES})  # fmt: skip
+SWEEP_TABLE = Table("sweep_table", "the sweep table", "results/tables/sweep.csv",
+                    {**SWEEP, **ROOFLINE}, {**_STATUS, "device": DEVICES})  # fmt: skip
+SUPPORT_TABLE = Table("support", "the support matrix", "results/tables/support.csv",
+                      SUPPORT, {"dtype": DTYPES})  # fmt: skip
+register_tables(SWEEPS, SWEEP_TABLE, SUPPORT_TABLE)
+
+SWEEP_SHOWN = {
+    **KEY_SHOWN, **{c: Column(c, "d") for c in ("M", "N", "K", "G")}, **shown_as_text("status"),
+    "eager_us": Column("eager µs", "us"),
+    "eager_iqr_us": Column("IQR µs", "us", tip="eager IQR (µs)", tip_fmt=".3g"),
+    "eager_samples": Column("samples", "d"),
+    "graph_us": Column("graph µs", "us", tip="graph (µs)", tip_fmt=".4g"),
+    "cold_us": Column("cold µs", "us", tip="cold (µs)", tip_fmt=".4g"),
+    "floor_us": Column("floor µs", "us", tip="floor (µs)", tip_fmt=".4g"),
+    "launch_overhead_us": Column("launch µs", "us", tip="launch overhead (µs)",
+                                 tip_fmt=".3g"),
+    "efficiency": Column("efficiency", ".1%"),
+    "tflops": Column("TFLOP/s", ",.1f", tip_fmt=".4g"),
+    "gbps": Column("GB/s", ",.1f", tip_fmt=".4g"),
+    "rel_err": Column("rel. err", ".2e", tip="rel. error"),
+    "cos_sim": Column("cos sim", ".6f"),
+    "sm_clock_mhz": Column("SM MHz", ".4g", tip="SM clock (MHz)", tip_fmt=".0f"),
+    **shown_as_text("throttle", "error"),
+}  # fmt: skip
+register_shown("sweep_table", SWEEP_SHOWN)

@@ -1,0 +1,132 @@
+"""The fused-MoE points' shared pieces (routing, reference, work) on the CPU."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from studylib.instruments.backends import moe  # noqa: E402
+from studylib.instruments.backends.backend_interface import Unsupported  # noqa: E402
+from studylib.instruments.timing import MAX_GRAPH_CALLS, cold_rounds, graph_calls, replay_target_us  # noqa: E402
+
+
+def point(tokens, routing="balanced", experts=16, top_k=4, shares=None):
+    p = {"M": tokens, "G": experts, "top_k": top_k, "N": 32, "K": 16, "routing": routing}
+    if shares is not None:
+        p["expert_shares"] = shares
+    return p
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 4, 17, 64])
+def test_balanced_routing_spreads_tokens_evenly(tokens):
+    ids = moe.expert_ids(point(tokens), "cpu")
+    assert ids.shape == (tokens, 4) and ids.dtype == torch.int32
+    # Each token's experts are distinct, and no two experts' loads differ by more than one.
+    assert all(len(set(row)) == 4 for row in ids.tolist())
+    loads = moe.tokens_per_expert(ids, 16)
+    assert int(loads.sum()) == tokens * 4
+    assert int(loads.max() - loads.min()) <= 1
+
+
+def test_recorded_routing_follows_the_shares_and_is_seeded():
+    shares = [0.5] + [0.5 / 15] * 15
+    p = point(512, "recorded", shares=shares)
+    ids = moe.expert_ids(p, "cpu")
+    assert torch.equal(ids, moe.expert_ids(p, "cpu"))  # every backend sees the same routing
+    assert all(len(set(row)) == 4 for row in ids.tolist())
+    loads = moe.tokens_per_expert(ids, 16)
+    # Expert 0 holds half the probability, so it is drawn into nearly every token's 4.
+    assert loads[0] > 400 and loads[0] > 4 * loads[1:].float().mean()
+
+
+def test_recorded_routing_without_shares_is_unsupported():
+    with pytest.raises(Unsupported, match="needs 16 expert shares"):
+        moe.expert_ids(point(4, "recorded", shares=[1.0] * 8), "cpu")
+    with pytest.raises(Unsupported, match="unknown routing"):
+        moe.expert_ids(point(4, "zipf"), "cpu")
+
+
+def test_routing_weights_sum_to_one():
+    _, weights = moe.routing(point(8), "cpu")
+    assert torch.allclose(weights.sum(-1), torch.ones(8))
+
+
+def test_reference_is_the_weighted_sum_of_each_chosen_expert():
+    geo = moe.Geometry(tokens=5, experts=16, top_k=4, hidden=32, inter=16)
+    layer = moe.make_layer(geo, "cpu")
+    ids, weights = moe.routing(point(5), "cpu")
+    got = moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
+    x = layer.x.double()
+    for t in range(5):
+        want = sum(
+            weights[t, j].double()
+            * (
+                torch.nn.functional.silu(layer.gate[e].double() @ x[t])
+                * (layer.up[e].double() @ x[t])
+            )
+            @ layer.down[e].double().t()
+            for j, e in enumerate(ids[t].tolist())
+        )
+        assert torch.allclose(got[t], want)
+
+
+def test_work_counts_three_gemms_per_routed_token_and_active_experts_once():
+    p = point(2)  # 2 tokens x top-4 over 16 experts: 8 active experts
+    ids, _ = moe.routing(p, "cpu")
+    flops, moved = moe.work(p, ids, weight_bits=16)
+    assert flops == 2.0 * 2 * 4 * 3 * 32 * 16
+    assert moved == 8 * 3 * 32 * 16 * 2 + 2 * 2 * 32 * 2
+
+
+def test_fp8_expert_quantisation_round_trips_within_fp8_precision():
+    w = torch.randn(3, 8, 16).to(torch.bfloat16)
+    q, scale = moe.quantize_experts(w)
+    assert q.dtype == torch.float8_e4m3fn and scale.shape == (3,)
+    back = moe.dequantize_experts(q, scale).float()
+    assert torch.nn.functional.cosine_similarity(back.flatten(), w.float().flatten(), 0) > 0.999
+
+
+@pytest.mark.parametrize(
+    "us, calls", [(0.5, MAX_GRAPH_CALLS), (2.0, 500), (3.0, 334), (1000.0, 1), (5000.0, 1)]
+)
+def test_graph_calls_make_a_replay_last_the_target(us, calls):
+    assert graph_calls(us) == calls
+    # Whatever the kernel, a replay lasts at least the target unless the call cap stops it.
+    assert graph_calls(us) * us >= 1000.0 or graph_calls(us) == MAX_GRAPH_CALLS
+
+
+def test_graph_calls_of_an_unmeasured_kernel_take_the_cap():
+    assert graph_calls(0.0) == MAX_GRAPH_CALLS
+    assert cold_rounds(250.0) == 4  # 4 passes over every input set of 250 us
+    assert replay_target_us(5.0) == 1000.0 and replay_target_us(20.0) == 2000.0
+
+
+def test_flashinfer_moe_tactics_are_tuned_at_the_points_tokens(monkeypatch):
+    # The fused MoE runs once under FlashInfer's autotuner, profiling exactly the point's
+    # token count (as a server warms up), before any timed call; without an autotuner in
+    # the installed flashinfer, the default tactic is used and said so.
+    import contextlib
+    import sys
+    import types
+
+    from studylib.instruments.backends.flashinfer_backend import tune_tactics
+
+    entered, calls = [], []
+
+    @contextlib.contextmanager
+    def autotune(tune_mode=True, tuning_buckets=None):
+        entered.append((tune_mode, tuning_buckets))
+        yield
+        entered.append("exit")
+
+    package = types.ModuleType("flashinfer")
+    package.__path__ = []
+    tuner = types.ModuleType("flashinfer.autotuner")
+    tuner.autotune = autotune
+    monkeypatch.setitem(sys.modules, "flashinfer", package)
+    monkeypatch.setitem(sys.modules, "flashinfer.autotuner", tuner)
+    assert tune_tactics(lambda: calls.append(entered[-1]), 64) == "autotuned"
+    assert entered == [(True, (64,)), "exit"] and calls == [(True, (64,))]
+
+    monkeypatch.setitem(sys.modules, "flashinfer.autotuner", None)  # no autotuner: ImportError
+    assert tune_tactics(lambda: calls.append("untuned"), 64) == "default"
+    assert calls == [(True, (64,))]  # nothing run: the timed calls use the default tactic

@@ -1,0 +1,43 @@
+"""The decode stage's plans (stages/decode/decode_plan.py): a variant's settings, where it is
+planned, per-device entries."""
+
+from helpers import ROOT, default_config
+
+
+def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
+    from snakemake.utils import validate
+    from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device
+
+    config = default_config()
+    variants = config["decode"]["variants"]
+    variants["two_gpus"] = {"engine": "transformers", "model": "local", "gpus": 2,
+                            "concurrency": {"cuda": [16], "cpu": [2]}}  # fmt: skip
+    validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
+    base = resolve_for_device(decode_plan(config, "transformers"), "cuda")
+    two = resolve_for_device(decode_plan(config, "two_gpus"), "cuda")
+    assert base["concurrency"] == [1, 16, 64, 256, 512] and two["concurrency"] == [16]
+    assert two["gpus"] == 2 and two["output_len"] == base["output_len"]
+
+
+def test_variants_are_planned_where_they_serve():
+    from studylib.stages.decode.decode_plan import decode_variants, served_models
+
+    config = default_config()
+    assert decode_variants(config, "cpu") == ["transformers"]
+    gpu = decode_variants(config, "cuda")
+    assert gpu == ["sglang-bf16-graphs", "sglang-bf16-eager", "sglang-fp8-graphs",
+                   "sglang-fp8-eager"]  # fmt: skip
+    assert served_models(config, "cuda") == ["bf16", "fp8"] and served_models(config, "cpu") == []
+    config["decode"]["variants"]["sglang-fp8-eager"]["enabled"] = False
+    config["decode"]["variants"]["sglang-fp8-graphs"]["enabled"] = False
+    assert served_models(config, "cuda") == ["bf16"]
+
+
+def test_a_per_device_entry_may_name_one_device():
+    from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device
+
+    config = default_config()
+    plan = decode_plan(config, "sglang-bf16-eager")
+    assert "--disable-cuda-graph" in resolve_for_device(plan, "cuda")["args"]
+    assert resolve_for_device(plan, "cpu")["args"] is None
+    assert resolve_for_device(plan, "cuda")["min_steady_s"] == 30

@@ -1,0 +1,209 @@
+"""Offline checks of the GPU wheel bundle inputs (no network, fast).
+
+envs/gpu-offline.txt must pin exactly the wheels the H200 image lacks, and the
+bundle scripts must at least parse.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+REPO = ROOT
+PINS = REPO / "envs" / "gpu-offline.txt"
+SCRIPTS = [REPO / "tools" / "build_gpu_bundle.sh", REPO / "tools" / "install_gpu_bundle.sh"]
+
+# Python packages already installed in the H200 image (must not be bundled).
+IMAGE_PACKAGES = """
+absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs
+botorch build certifi charset-normalizer chex click cloudpickle cmake colorama contourpy
+coverage cuda-bindings cuda-core cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython
+einops filelock flatbuffers fonttools frozenlist fsspec h11 h5py hf-xet httpcore httpx
+huggingface-hub humanize hypothesis idna imageio iniconfig jax jaxlib jinja2 joblib
+kiwisolver lxml markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpmath
+msgpack multidict networkx ninja numba numpy nvidia-ml-py onnx packaging pandas pathspec
+patsy pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow
+pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pytest pytest-benchmark pytest-cov
+pytest-mock pytest-timeout pytest-xdist python-dateutil pyyaml regex requests rich
+safetensors scikit-build-core scikit-learn scipy seaborn sentencepiece setuptools
+shellingham simplejson six sortedcontainers statsmodels sympy tabulate threadpoolctl
+tiktoken timm tokenizers toolz torch torchaudio torchvision tqdm transformers triton typer
+typing-extensions typing-inspect urllib3 uvloop werkzeug wheel wrapt xxhash yarl zipp
+nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13
+nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13
+nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx
+""".split()
+IMAGE_PREFIXES = ("jax-cuda",)  # jax-cuda13-pjrt, jax-cuda13-plugin
+
+REQUIRED = ["snakemake", "altair", "vl-convert-python", "flashinfer-python", "apache-tvm-ffi"]
+GROUPS = {"snakemake", "report", "flashinfer", "sgl_kernel", "serving", "serving_sglang"}
+PIN_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)")
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned_lines() -> list[tuple[int, str, str]]:
+    """(line number, requirement part, comment part) of each non-blank, non-comment line."""
+    out = []
+    for n, raw in enumerate(PINS.read_text(encoding="utf-8").splitlines(), 1):
+        req, _, comment = raw.partition("#")
+        if req.strip():
+            out.append((n, req.strip(), comment))
+    return out
+
+
+def pins() -> list[tuple[str, str]]:
+    """(normalized name, version) of each well-formed pin, in file order."""
+    matches = (PIN_RE.fullmatch(req) for _, req, _ in pinned_lines())
+    return [(norm(m.group(1)), m.group(2)) for m in matches if m]
+
+
+def pinned() -> dict[str, str]:
+    return dict(pins())
+
+
+def test_every_line_is_pinned_with_a_group():
+    lines = pinned_lines()
+    assert lines, f"{PINS} lists nothing"
+    for n, req, comment in lines:
+        assert PIN_RE.fullmatch(req), f"line {n}: {req!r} is not 'name==version'"
+        m = re.search(r"\[([a-z_]+)\]", comment)
+        assert m and m.group(1) in GROUPS, f"line {n}: needs a [group] tag in {sorted(GROUPS)}"
+
+
+def test_no_duplicates():
+    names = [name for name, _ in pins()]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    assert not dups, f"duplicated: {dups}"
+
+
+def overrides() -> set[str]:
+    """Image packages bundled on purpose, each marked 'override:' with its reason."""
+    return {norm(PIN_RE.fullmatch(req).group(1)) for _, req, comment in pinned_lines()
+            if "override:" in comment}  # fmt: skip
+
+
+def test_no_image_package_is_bundled():
+    image = {norm(p) for p in IMAGE_PACKAGES}
+    clash = sorted(
+        n for n in pinned()
+        if (n in image or n.startswith(IMAGE_PREFIXES)) and n not in overrides()
+    )  # fmt: skip
+    assert not clash, f"already in the H200 image, do not bundle (or mark 'override:'): {clash}"
+
+
+def test_overrides_are_image_packages():
+    stray = sorted(n for n in overrides() if n not in {norm(p) for p in IMAGE_PACKAGES})
+    assert not stray, f"marked 'override:' but not in the image: {stray}"
+
+
+def test_required_packages_present():
+    names = pinned()
+    missing = [r for r in REQUIRED if norm(r) not in names]
+    assert not missing, f"missing from {PINS.name}: {missing}"
+    assert names["snakemake"] == "9.27.1"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_shell_script_syntax(script):
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash not available")
+    assert script.is_file(), f"{script} missing"
+    res = subprocess.run([bash, "-n", str(script)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_scripts_name_no_index_host(script):
+    text = script.read_text(encoding="utf-8") + PINS.read_text(encoding="utf-8")
+    assert not re.search(r"https?://", text), f"{script.name}: no URLs / index hosts here"
+
+
+def _wheel(folder: Path, package: str) -> Path:
+    """A minimal wheel of one empty package (what pip needs to install it offline)."""
+    import zipfile
+
+    dist = f"{package}_standin-1.0"
+    path = folder / f"{package}_standin-1.0-py3-none-any.whl"
+    files = {f"{package}/__init__.py": "",
+             f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {package}-standin\n"
+                                           "Version: 1.0\n",
+             f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\n"
+                                        "Root-Is-Purelib: true\nTag: py3-none-any\n"}  # fmt: skip
+    files[f"{dist}.dist-info/RECORD"] = "".join(f"{name},,\n" for name in files) + \
+        f"{dist}.dist-info/RECORD,,\n"  # fmt: skip
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return path
+
+
+@pytest.mark.parametrize("with_flashinfer", [True, False])
+def test_prebuilt_flashinfer_modules_are_installed_where_flashinfer_loads_them(
+    tmp_path, with_flashinfer
+):
+    bundle = tmp_path / "bundle"
+    (bundle / "part1").mkdir(parents=True)
+    _wheel(bundle / "part1", "flashinfer" if with_flashinfer else "other")
+    (bundle / "aot").mkdir()
+    (bundle / "aot" / "fused_moe_90.so").write_bytes(b"\x7fELF module")
+    target = tmp_path / "site"
+    done = subprocess.run(
+        ["bash", str(SCRIPTS[1]), "--bundle", str(bundle), "--target", str(target),
+         "--no-smoke"], capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    installed = target / "flashinfer" / "data" / "aot" / "fused_moe_90" / "fused_moe_90.so"
+    if with_flashinfer:
+        assert done.returncode == 0, done.stderr
+        assert installed.read_bytes() == b"\x7fELF module"
+        assert "FlashInfer module fused_moe_90 installed prebuilt" in done.stdout
+    else:
+        assert done.returncode != 0 and "flashinfer is not installed" in done.stderr
+
+
+def test_cross_build_names_what_cuda_home_lacks(tmp_path):
+    # A host whose CUDA_HOME has nvcc but none of the cuBLAS / cuRAND / NVRTC files the
+    # fused-MoE sources need: one message naming them, before any import or compile.
+    import os
+    import sys
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").write_text("")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "prebuild_flashinfer_moe.py"), "--cross",
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, env={**os.environ, "CUDA_HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert ("lacks include/cublasLt.h, include/curand_kernel.h, include/nvrtc.h, "
+            "lib64/libnvrtc.so") in done.stderr  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
+def test_default_part_leaves_room_for_the_tree(tmp_path):
+    """A device call carries the working tree and one part: at most 64 MiB together."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs the git checkout")
+    listing = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True
+    ).stdout.decode()
+    tree = sum((REPO / p).stat().st_size for p in listing.split("\0") if p and (REPO / p).exists())
+    absent = tmp_path / "absent.txt"
+    run = subprocess.run(
+        ["bash", str(SCRIPTS[0]), "--dest", str(tmp_path / "b"), "--list", str(absent)],
+        capture_output=True,
+        text=True,
+    )
+    # It stops at the missing list, before any download, having sized its parts.
+    assert run.returncode != 0 and "pinned list not found" in run.stderr
+    part_mib = int(re.search(r"part size: (\d+) MiB", run.stdout).group(1))
+    assert part_mib * 2**20 + tree <= 64 * 2**20
+    assert part_mib >= 16
