@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import yaml  # noqa: E402
-from studylib.power import Sampler, open_readers, visible_nvml_indices  # noqa: E402
+from studylib.instruments.power_sampler import Sampler, open_readers, visible_nvml_indices  # noqa: E402
 from studylib.serving.crosscheck import (  # noqa: E402
     bench_prompts,
     bench_serving_argv,

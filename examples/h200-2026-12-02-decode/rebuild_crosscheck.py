@@ -4,7 +4,7 @@ from datetime import datetime
 from pathlib import Path
 sys.path.insert(0, "scripts")
 import pandas as pd
-from studylib.io import write_frame
+from studylib.core.io import write_frame
 from studylib.serving.crosscheck import CROSSCHECK_COLUMNS, ratios
 from studylib.serving.load import STEADY_FRACTION
 from studylib.serving.server_log import server_window
