@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: every variant's decode results -> results/tables/decode.csv (with the
 step's HBM floor), expert_m.csv (per-expert M per variant, layer and C) and
 decode_recorder.csv (what SGLang's expert recorder cost) and decode_crosscheck.csv (SGLang's
@@ -7,11 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 from studylib.core.io import read_json, write_frame
-from studylib.serving.crosscheck import CROSSCHECK_COLUMNS
-from studylib.serving.decode import RECORDER_COLUMNS
-from studylib.serving.experts import EXPERT_M_COLUMNS
 from studylib.snakemake_job import setup_logging
 from studylib.stages.decode.decode_aggregate import decode_table, with_variant
+from studylib.stages.decode.decode_schema import CROSSCHECK_COLUMNS, RECORDER_COLUMNS
+from studylib.stages.decode.expert_m import EXPERT_M_COLUMNS
 
 log = setup_logging(snakemake)
 inp, out = snakemake.input, snakemake.output

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: every backend's kernel-power windows -> results/tables/kernel_power.csv."""
 
 from studylib.snakemake_job import setup_logging

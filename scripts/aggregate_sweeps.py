@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: every sweep -> results/tables/sweep.csv and support.csv."""
 
 from studylib.snakemake_job import setup_logging

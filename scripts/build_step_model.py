@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: the step model (results/tables/step_model.csv) from the sweep table, the
 decode table, the kernel-power table and each variant's profiled breakdown, for the served
 model's geometry (``params.geometry``): see studylib.stages.step_model.step_model_build."""

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: the report's tables and records checked before it renders (a damaged one
 stops the run here, one line naming it, and the old report stays) -> the rows of each, in
 results/tables/checked.json."""

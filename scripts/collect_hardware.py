@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: results/hardware.json (see studylib.instruments.hardware)."""
 
 from studylib.core.io import write_json

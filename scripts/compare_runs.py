@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: this run's sweep against the configured baseline (compare_baseline)."""
 
 from studylib.snakemake_job import setup_logging

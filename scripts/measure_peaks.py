@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: results/peaks.json (see studylib.instruments.peaks)."""
 
 from studylib.core.io import write_json

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: one decode figure.
 
 Rules plot_decode (``decode``: tok/s, W per GPU, J per token vs concurrency),
@@ -8,8 +9,8 @@ balanced routing). Input: ``decode`` (results/tables/decode.csv) or ``expert_m``
 ``html``, ``png``, ``spec``.
 """
 
-from studylib.decode_figures import plot_decode
 from studylib.snakemake_job import setup_logging
+from studylib.stages.decode.decode_figures import plot_decode
 
 log = setup_logging(snakemake)
 kind = snakemake.params.get("kind") or "decode"

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: latency-vs-M figure of one backend's sweep (HTML, PNG, Vega-Lite JSON)."""
 
 from studylib.snakemake_job import setup_logging

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: a kernel-power figure (``timeline`` or ``power_vs_util``).
 
 Inputs: ``windows`` (results/tables/kernel_power.csv) and, for the timeline, ``timelines``

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: the step-model figure (``step_model``) from results/tables/step_model.csv.
 Outputs: ``html``, ``png``, ``spec``."""
 

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: support-matrix heat-map (HTML, PNG, Vega-Lite JSON)."""
 
 from studylib.snakemake_job import setup_logging

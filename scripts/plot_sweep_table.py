@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: a cross-backend figure of the sweep table (efficiency, launch overhead)."""
 
 from studylib.snakemake_job import setup_logging

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: render the self-contained HTML report from tables, figures and provenance."""
 
 from pathlib import Path

@@ -1,11 +1,12 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: one server variant's decode-power run -> results/decode/{variant}/."""
 
 from pathlib import Path
 
 from studylib.instruments.gpu_slots import pin_gpus, slot_index
-from studylib.serving.entry import run_decode_job
-from studylib.serving.guard import protect_job
+from studylib.instruments.serving.guard import protect_job
 from studylib.snakemake_job import setup_logging
+from studylib.stages.decode.decode_entry import run_decode_job
 
 protect_job()  # die with Snakemake; SIGTERM / SIGHUP stop the server cleanly
 log = setup_logging(snakemake)

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: one backend's sustained kernel loops under the power sampler."""
 
 import sys

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: one backend's sweep -> results/sweeps/{backend}.parquet."""
 
 import sys

@@ -28,15 +28,15 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import yaml  # noqa: E402
 from studylib.instruments.power_sampler import Sampler, open_readers, visible_nvml_indices  # noqa: E402
-from studylib.serving.crosscheck import (  # noqa: E402
+from studylib.instruments.serving.bench_serving import (  # noqa: E402
     bench_prompts,
     bench_serving_argv,
     run_bench_serving,
 )
-from studylib.serving.decode import ServerPass  # noqa: E402
-from studylib.serving.engines import engine  # noqa: E402
-from studylib.serving.load import LoadSpec, steady_window, summarize_load  # noqa: E402
-from studylib.serving.server_log import server_window_of  # noqa: E402
+from studylib.instruments.serving.decode_load import LoadSpec, steady_window, summarize_load  # noqa: E402
+from studylib.instruments.serving.engines import engine  # noqa: E402
+from studylib.instruments.serving.server_log import server_window_of  # noqa: E402
+from studylib.stages.decode.decode_server import ServerPass  # noqa: E402
 
 ARMS = ("study", "nosampler", "nogpm", "nousage", "bench", "bench_sampler")
 

@@ -41,9 +41,9 @@ def main() -> int:
     import pandas as pd
     from studylib.core.charts import save_chart
     from studylib.core.table_registry import read_optional
-    from studylib.decode_figures import plot_decode
     from studylib.figure_list import figures
     from studylib.report import render_report
+    from studylib.stages.decode.decode_figures import plot_decode
     from studylib.stages.kernel_power.kernel_power_figures import plot_power
     from studylib.stages.step_model.step_model_figure import step_chart
     from studylib.stages.sweep.sweep_aggregate import aggregate

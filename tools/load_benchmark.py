@@ -19,9 +19,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from studylib.serving.engines import engine  # noqa: E402
-from studylib.serving.launcher import ServerProcess  # noqa: E402
-from studylib.serving.load import LoadSpec, run_load, steady_window, summarize_load  # noqa: E402
+from studylib.instruments.serving.decode_load import (  # noqa: E402
+    LoadSpec,
+    run_load,
+    steady_window,
+    summarize_load,
+)
+from studylib.instruments.serving.engines import engine  # noqa: E402
+from studylib.instruments.serving.launcher import ServerProcess  # noqa: E402
 
 
 def main() -> int:

@@ -19,10 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from studylib.core.config import load_config  # noqa: E402
-from studylib.serving.engines import engine  # noqa: E402
-from studylib.serving.engines.base import one_token_completion, run_served_name  # noqa: E402
-from studylib.serving.launcher import ServerFailed, ServerProcess  # noqa: E402
-from studylib.serving.model import write_served_model  # noqa: E402
+from studylib.instruments.serving.engines import engine  # noqa: E402
+from studylib.instruments.serving.engines.base import one_token_completion, run_served_name  # noqa: E402
+from studylib.instruments.serving.launcher import ServerFailed, ServerProcess  # noqa: E402
+from studylib.instruments.serving.served_model import write_served_model  # noqa: E402
 
 
 def main() -> int:

@@ -31,7 +31,7 @@ from .core.finding_records import (
     num_of,
     text_of,
 )
-from .findings.decode import DUMMY_ENGINES, _prep_decode
+from .stages.decode.decode_judgements import DUMMY_ENGINES, prep_decode
 from .stages.kernel_power.kernel_power_answers import _prep_power, _watts_span, split_expert_loops
 from .stages.sweep.sweep_answers import _best, _decode_m, _expert_rows, _mode
 from .stages.sweep.sweep_ranking import _prep_sweep
@@ -262,7 +262,7 @@ def _seed_power(out: Findings, hardware: dict | None, kernel_power: pd.DataFrame
     bits = []
     numbers: dict[str, Any] = {"seed_w": SEED["decode_w"], "seed_pct": SEED["decode_pct"]}
     if _has(decode, "concurrency"):
-        d = _prep_decode(decode)
+        d = prep_decode(decode)
         d = d[d["valid"] & d["avg_w_per_gpu"].notna()]
         if len(d):
             w, p = d["avg_w_per_gpu"], d["pct_limit"]

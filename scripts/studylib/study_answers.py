@@ -20,16 +20,16 @@ function per question (:func:`q1_backends`, :func:`q2_bounds`, :func:`q3_power`,
 from __future__ import annotations
 
 from .core.finding_records import Finding, Findings, Missing, Question, describe_machine, fmt_us
-from .findings.decode import (
+from .seed_comparison import SEED, SEED_QUESTIONS, SEED_SOURCE, seed_comparison
+from .stages.decode.decode_answers import q5_decode
+from .stages.decode.decode_judgements import (
     dummy_weights_note,
     graphs_pairs,
-    q5_decode,
     regime,
     tp_pairs,
     weights_name,
 )
-from .findings.experts import q4_experts
-from .seed_comparison import SEED, SEED_QUESTIONS, SEED_SOURCE, seed_comparison
+from .stages.decode.expert_answers import q4_experts
 from .stages.kernel_power.kernel_power_answers import KERNEL_POWER_QUESTIONS, q3_power
 from .stages.step_model.step_model_answers import STEP_MODEL_QUESTIONS, q6_step
 from .stages.sweep.sweep_answers import SWEEP_QUESTIONS, pick_expert_shape, q1_backends, q2_bounds

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT
-from studylib.serving.guard import SHELLS, group_alive, pid_alive
+from studylib.instruments.serving.guard import SHELLS, group_alive, pid_alive
 from test_serving import STANDIN, free_port
 
 SCRIPTS = str(ROOT / "scripts")
@@ -36,11 +36,11 @@ DRIVER = textwrap.dedent(
         scripts, standin, port, state, *flags = sys.argv[1:]
         port = int(port)
     sys.path.insert(0, scripts)
-    from studylib.serving.guard import protect_job
+    from studylib.instruments.serving.guard import protect_job
 
     protect_job(hard_exit_s=60)
-    from studylib.serving.engines import engine
-    from studylib.serving.launcher import ServerProcess, run_served_name
+    from studylib.instruments.serving.engines import engine
+    from studylib.instruments.serving.launcher import ServerProcess, run_served_name
 
     eng = engine("sglang")
     name = run_served_name("lifecycle")

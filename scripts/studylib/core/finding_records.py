@@ -229,3 +229,8 @@ def describe_machine(hardware: dict | None, peaks: dict | None = None) -> str:
     cpu = text_of(host.get("cpu_model")) or text_of((peaks or {}).get("device_name")) or "CPU"
     cores = host.get("cpu_count")
     return f"no GPU (CPU: {cpu}" + (f", {cores} cores)" if cores else ")")
+
+
+def _rspan(values: pd.Series, fmt, unit: str = "") -> str:
+    values = values.dropna()
+    return _span(values.min(), values.max(), fmt, unit)

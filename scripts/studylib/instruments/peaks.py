@@ -62,7 +62,7 @@ def measure_cuda(size: int = 8192, copy_bytes: int = 4 << 30) -> dict:
     b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
     for _ in range(3):
         a @ b
-    out["bf16_tflops"] = flops / _cuda_event_time_s(lambda: a @ b, 10, 5) / 1e12
+    out["bf16_tflops"] = flops / _cuda_event_time_s(lambda: a @ b, 10, 5) / 1e12  # noqa: F821
 
     try:
         a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
@@ -80,7 +80,7 @@ def measure_cuda(size: int = 8192, copy_bytes: int = 4 << 30) -> dict:
     del a, b
 
     a32 = torch.randn(4096, 4096, device="cuda")
-    out["fp32_tflops"] = 2.0 * 4096**3 / _cuda_event_time_s(lambda: a32 @ a32, 10, 3) / 1e12
+    out["fp32_tflops"] = 2.0 * 4096**3 / _cuda_event_time_s(lambda: a32 @ a32, 10, 3) / 1e12  # noqa: F821
     del a32
 
     out.update(_fp4_peak(size))

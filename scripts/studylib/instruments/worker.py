@@ -21,11 +21,11 @@ import sys
 import time
 import traceback
 
-from ..serving.guard import die_with_parent
 from .backends import adapter
 from .backends.backend_interface import Unsupported
 from .device import device_name, resolve_device
 from .nvml import open_clock_watch_factory
+from .serving.guard import die_with_parent
 from .timing import (
     StopRule,
     cold_rounds,

@@ -4,9 +4,9 @@ throughput and energy per server variant, from synthetic decode tables."""
 import pandas as pd
 import pytest
 from findings_frames import HW_CPU, HW_H200, PEAKS, only, sglang_decode, synthetic_decode
-from studylib.findings.decode import q5_decode
-from studylib.findings.experts import q4_experts
 from studylib.seed_comparison import seed_comparison
+from studylib.stages.decode.decode_answers import q5_decode
+from studylib.stages.decode.expert_answers import q4_experts
 from studylib.study_tables import StudyTables
 
 

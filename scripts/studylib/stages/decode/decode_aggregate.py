@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...serving.decode import SUMMARY_COLUMNS
+from .decode_schema import SUMMARY_COLUMNS
 
 
 def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:

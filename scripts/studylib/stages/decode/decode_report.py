@@ -16,11 +16,11 @@ from ...core.report_cells import (
     shown_cell,
 )
 from ...core.table_registry import read_optional
-from ...decode_figures import TEXT_COLUMNS as DECODE_TEXT
-from ...decode_figures import graphs_label
 from ...figure_list import in_section
-from ...findings.decode import dummy_weights_note, graphs_pairs, invalid_note, tp_pairs
-from ...findings.decode import power_sources as decode_power_sources
+from .decode_figures import TEXT_COLUMNS as DECODE_TEXT
+from .decode_figures import graphs_label
+from .decode_judgements import dummy_weights_note, graphs_pairs, invalid_note, tp_pairs
+from .decode_judgements import power_sources as decode_power_sources
 from .decode_tables import DECODE_SHOWN, GRAPHS_PAIRS_SHOWN, RECORDER_SHOWN, TP_PAIRS_SHOWN
 
 #: Figures of the decode section, in order (figure_list.py); the expert figure (question 4,

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from ...core.formats import CLOCKS_SHOWN, ENERGY_GAP_SHOWN, Column, shown_as_text
 from ...core.table_registry import Table, register_shown, register_tables
-from ...serving.crosscheck import CROSSCHECK_COLUMNS
-from ...serving.decode import BREAKDOWN_COLUMNS, RECORDER_COLUMNS, SUMMARY_COLUMNS
-from ...serving.experts import EXPERT_M_COLUMNS
+from .decode_schema import (
+    BREAKDOWN_COLUMNS,
+    CROSSCHECK_COLUMNS,
+    RECORDER_COLUMNS,
+    SUMMARY_COLUMNS,
+)
+from .expert_m import EXPERT_M_COLUMNS
 
 #: The decode table's columns after a variant's summary's (aggregate.decode_table).
 FLOOR_COLUMNS = ("hbm_floor_ms", "tpot_over_floor")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...core.finding_records import Findings, Question, _numeric
-from ...findings.decode import graphs_flag
+from ..decode.decode_judgements import graphs_flag
 from .step_model_build import PROFILE_BASIS, from_profile
 
 #: The question the step model answers (the report's numbering), with its title.

@@ -45,8 +45,8 @@ import math
 
 import pandas as pd
 
-from ...findings.decode import graphs_flag
 from ...instruments.step_components import COMPONENTS
+from ..decode.decode_judgements import graphs_flag
 from .step_model_schema import COLUMNS
 
 #: The step's parts as the model predicts them: the profiler's classes (step_components),

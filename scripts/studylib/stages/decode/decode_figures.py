@@ -21,11 +21,11 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from .core.charts import has_data, log_ticks, no_data_chart, save_chart, strict_frame
-from .core.finding_records import text_of
-from .core.table_registry import read_optional, tips
+from ...core.charts import has_data, log_ticks, no_data_chart, save_chart, strict_frame
+from ...core.finding_records import text_of
+from ...core.table_registry import read_optional, tips
+from .decode_judgements import graphs_flag, invalid_note, power_sources, valid_flag
 from .expert_figures import experts_chart
-from .findings.decode import graphs_flag, invalid_note, power_sources, valid_flag
 
 TITLE = "Decode: throughput, power and energy per output token vs concurrency"
 #: Palette of the variants, assigned in sorted order of their names (same in every panel).

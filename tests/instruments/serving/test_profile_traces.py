@@ -5,8 +5,7 @@ import json
 
 import pytest
 import synthetic_trace as synth
-from studylib.instruments.step_components import COMPONENTS
-from studylib.serving.profile import (
+from studylib.instruments.serving.profile_traces import (
     RANK_COLUMNS,
     Kernel,
     TraceError,
@@ -16,6 +15,7 @@ from studylib.serving.profile import (
     read_kernels,
     trace_files,
 )
+from studylib.instruments.step_components import COMPONENTS
 
 
 def trace_file_name(prefix: str, profile_id: str, rank: int) -> str:

@@ -3,8 +3,8 @@
 from datetime import datetime
 
 import pytest
-from studylib.findings.decode import DELIVERY_TOLERANCE, delivery_note, invalid_note
-from studylib.serving.server_log import decode_lines, server_window
+from studylib.instruments.serving.server_log import decode_lines, server_window
+from studylib.stages.decode.decode_judgements import DELIVERY_TOLERANCE, delivery_note, invalid_note
 
 LOG = """\
 [2026-12-01 14:26:33] Decode batch, #running-req: 64, #token: 55681, token usage: 0.01, cuda graph: True, gen throughput (token/s): 6659.47, #queue-req: 0

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from .served_model import prompt_text
+
 #: The steady window: the span with at least this share of the target concurrency in flight.
 STEADY_FRACTION = 0.85
 
@@ -376,7 +378,6 @@ def run_load(
     to its token ids (for servers that take strings only); ``control`` lets another thread
     see when the load streams and end it (:class:`LoadControl`)."""
     if prompt_format == "text":
-        from .model import prompt_text
 
         def make_prompt(index):
             return prompt_text(prompt_ids(spec, index))

@@ -2,7 +2,7 @@ import math
 
 import pandas as pd
 import pytest
-from studylib.serving.experts import expert_m, load_logical_count
+from studylib.stages.decode.expert_m import expert_m, load_logical_count
 
 
 def test_expert_m_against_the_balanced_assumption():
@@ -32,7 +32,7 @@ def test_load_from_json_answer_and_from_a_pt_file(tmp_path):
 
 
 def test_expert_parallel_size_from_each_engines_flags():
-    from studylib.serving.decode import expert_parallel
+    from studylib.stages.decode.decode_schema import expert_parallel
 
     assert expert_parallel("sglang", ["--tp", 2, "--ep", 2]) == 2
     assert expert_parallel("sglang", ["--tp", "8", "--ep-size=8"]) == 8
@@ -44,7 +44,7 @@ def test_expert_parallel_size_from_each_engines_flags():
 
 
 def test_rank_loads_from_expert_ownership():
-    from studylib.serving.experts import RANK_LOAD_COLUMNS, rank_loads
+    from studylib.stages.decode.expert_m import RANK_LOAD_COLUMNS, rank_loads
 
     # 8 experts over EP 2: rank 0 holds experts 0-3, rank 1 holds 4-7. Layer 0: 30 of 40
     # tokens land on rank 0's experts (1.5x the balanced half); layer 1 is balanced.

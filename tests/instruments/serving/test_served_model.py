@@ -4,7 +4,7 @@ import pytest
 
 transformers = pytest.importorskip("transformers")
 
-from studylib.serving.model import build_moe_model, build_tokenizer, prompt_text  # noqa: E402
+from studylib.instruments.serving.served_model import build_moe_model, build_tokenizer, prompt_text  # noqa: E402
 
 TINY = {"vocab_size": 512, "hidden_size": 64, "moe_intermediate_size": 32, "layers": 2,
         "heads": 4, "kv_heads": 2, "experts": 8, "top_k": 2}  # fmt: skip
@@ -41,9 +41,14 @@ def test_transformers_engine_serves_decode_on_cpu(tmp_path):
 
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
-    from studylib.serving.engines import engine
-    from studylib.serving.launcher import ServerProcess, group_alive
-    from studylib.serving.load import LoadSpec, run_load, steady_window, summarize_load
+    from studylib.instruments.serving.decode_load import (
+        LoadSpec,
+        run_load,
+        steady_window,
+        summarize_load,
+    )
+    from studylib.instruments.serving.engines import engine
+    from studylib.instruments.serving.launcher import ServerProcess, group_alive
     from test_serving import free_port
 
     build_moe_model(tmp_path / "m", TINY, seed=0, dtype="float32")
@@ -74,7 +79,7 @@ SEED_GEOMETRY = {"architecture": "glm4_moe", "vocab_size": 32000, "hidden_size":
 def test_served_model_is_config_only_and_loads_as_its_architecture(tmp_path):
     import json
 
-    from studylib.serving.model import write_served_model
+    from studylib.instruments.serving.served_model import write_served_model
     from transformers import AutoConfig, AutoTokenizer
 
     facts = write_served_model(tmp_path / "bf16", SEED_GEOMETRY, "bf16")
@@ -102,7 +107,7 @@ def test_served_model_is_config_only_and_loads_as_its_architecture(tmp_path):
 
 
 def test_step_bytes_grow_with_the_experts_the_routing_touches():
-    from studylib.serving.model import experts_touched, step_bytes, weight_bytes
+    from studylib.instruments.serving.served_model import experts_touched, step_bytes, weight_bytes
 
     assert experts_touched(256, 8, 1) == pytest.approx(8)
     assert experts_touched(256, 8, 256) == pytest.approx(256, rel=1e-3)

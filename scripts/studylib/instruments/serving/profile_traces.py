@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..instruments.step_components import (
+from ..step_components import (
     COMPONENTS,
     classify,
     is_decode_step_kernel,

@@ -7,17 +7,17 @@ import time
 import types
 
 import pytest
-from studylib.serving import crosscheck
-from studylib.serving.crosscheck import (
-    CROSSCHECK_COLUMNS,
+from studylib.instruments.serving import bench_serving as crosscheck
+from studylib.instruments.serving.bench_serving import (
     bench_prompts,
     bench_serving_argv,
-    ratios,
     read_bench_result,
     run_bench_serving,
 )
-from studylib.serving.load import LoadSpec
-from test_load import load_against_standin
+from studylib.instruments.serving.decode_load import LoadSpec
+from studylib.stages.decode.decode_crosscheck import ratios
+from studylib.stages.decode.decode_schema import CROSSCHECK_COLUMNS
+from test_decode_load import load_against_standin
 
 
 def test_prompts_are_whole_waves_lasting_about_the_window():

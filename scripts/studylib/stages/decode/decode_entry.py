@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..instruments.device import resolve_device
-from ..stages.decode.decode_plan import resolve_for_device
-from .decode import run_decode
-from .model import build_moe_model, write_served_model
+from ...instruments.device import resolve_device
+from ...instruments.serving.served_model import build_moe_model, write_served_model
+from .decode_plan import resolve_for_device
+from .decode_run import run_decode
 
 
 def job_device(preference: str) -> str:

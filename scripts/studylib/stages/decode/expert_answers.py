@@ -6,19 +6,20 @@ from typing import Any
 
 import pandas as pd
 
-from ..core.finding_records import (
+from ...core.finding_records import (
     Findings,
     _has,
     _numeric,
     _ok,
+    _rspan,
     _share,
     fmt_m,
     fmt_ratio,
     num_of,
     text_of,
 )
-from ..serving.experts import rank_loads
-from .decode import DUMMY_ENGINES, _rspan
+from .decode_judgements import DUMMY_ENGINES
+from .expert_m import rank_loads
 
 #: An expert with M above this multiple of the balanced M counts as hot.
 HOT_FACTOR = 2.0

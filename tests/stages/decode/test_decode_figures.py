@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from studylib.core import charts
-from studylib.decode_figures import (
+from studylib.stages.decode.decode_figures import (
     PAIRED_PALETTE,
     decode_chart,
     decode_frontier_chart,
@@ -19,7 +19,7 @@ from studylib.decode_figures import (
     prepare,
     variant_scale,
 )
-from studylib.findings.decode import SHORT_STEADY, invalid_note
+from studylib.stages.decode.decode_judgements import SHORT_STEADY, invalid_note
 from test_report import GPU_HW, assert_offline
 from test_report import render_tree as _render
 from test_report import report_section as _section

@@ -11,8 +11,8 @@ import math
 import altair as alt
 import pandas as pd
 
-from .core.charts import no_data_chart, strict_frame
-from .core.finding_records import text_of
+from ...core.charts import no_data_chart, strict_frame
+from ...core.finding_records import text_of
 
 EXPERTS_TITLE = "Decode: per-expert M (tokens per expert per step) against balanced routing"
 HIST_BINS = 24

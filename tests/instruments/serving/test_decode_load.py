@@ -1,7 +1,7 @@
 """The decode load generator against the stand-in server."""
 
 import pytest
-from studylib.serving.load import (
+from studylib.instruments.serving.decode_load import (
     LoadSpec,
     random_prompts,
     run_load,
@@ -144,7 +144,7 @@ def test_the_window_of_a_timed_load_starts_once_its_first_c_requests_stream(tmp_
 def test_tpot_counts_only_the_tokens_in_the_window():
     # A stream stalled 5 s by other requests' prefills before the window, then 1 s per
     # token in it: TPOT is the window's 1 s, not (8 - 0) / 4 = 2 s over all its tokens.
-    from studylib.serving.load import RequestRecord
+    from studylib.instruments.serving.decode_load import RequestRecord
 
     spec = LoadSpec(concurrency=1, duration_s=4, input_len=4, output_len=200)
     record = RequestRecord(index=0, start=0.0, first_token=0.0,
@@ -171,7 +171,7 @@ def test_a_window_too_short_for_a_token_grows_until_every_stream_had_one(tmp_pat
 
 
 def _record(index, start, first, tpot, tokens, end=None, cut=False):
-    from studylib.serving.load import RequestRecord
+    from studylib.instruments.serving.decode_load import RequestRecord
 
     times = [first + i * tpot for i in range(tokens)]
     return RequestRecord(index=index, start=start, first_token=first, token_times=times,
@@ -196,7 +196,7 @@ def test_decoding_share_explains_tok_s_below_c_over_tpot():
 def test_tokens_of_one_chunk_share_its_gap():
     # A server streaming every 3 steps: 3 tokens per chunk, 30 ms apart. Each token's gap is
     # 10 ms (not one 30-ms gap and two zeros); the first chunk's other tokens have none.
-    from studylib.serving.load import RequestRecord
+    from studylib.instruments.serving.decode_load import RequestRecord
 
     r = RequestRecord(index=0, start=0.0, first_token=0.1,
                       token_times=[0.1, 0.1, 0.1, 0.13, 0.13, 0.13, 0.16, 0.16, 0.16])  # fmt: skip
@@ -207,7 +207,7 @@ def test_tokens_of_one_chunk_share_its_gap():
 def test_tpot_counts_the_tokens_after_the_first_chunk():
     # 4 tokens per 40-ms chunk over 2 s: TPOT 10 ms exactly, where (last - first) /
     # (tokens - 1) would read 9.9 ms (the first chunk's 4 tokens took no time in the window).
-    from studylib.serving.load import RequestRecord
+    from studylib.instruments.serving.decode_load import RequestRecord
 
     times = [0.04 * k for k in range(51) for _ in range(4)]
     r = RequestRecord(index=0, start=0.0, first_token=0.0, token_times=times, end=2.0,

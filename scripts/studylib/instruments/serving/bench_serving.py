@@ -31,15 +31,6 @@ import time
 import types
 from pathlib import Path
 
-#: One row per variant and C of tables/decode_crosscheck.csv.
-CROSSCHECK_COLUMNS = [
-    "engine", "variant", "weights", "cuda_graphs", "concurrency", "tpot_ms", "output_tok_s",
-    "server_tok_s", "avg_w_per_gpu", "valid", "bench_tpot_ms", "bench_itl_ms",
-    "bench_output_tok_s", "bench_ttft_ms", "bench_prompts", "bench_completed",
-    "bench_duration_s", "bench_server_tok_s", "tpot_ratio", "itl_ratio", "engine_ratio",
-    "tok_s_ratio", "bench_error",
-]  # fmt: skip
-
 #: The most prompts one cross-check sends (a slow server at C = 1 would otherwise get many).
 MAX_WAVES = 64
 #: How long one bench_serving run may take beyond its expected time.
@@ -118,21 +109,6 @@ def run_bench_serving(argv: list[str], output_file: str | Path, timeout_s: float
             "bench_itl_ms": result.get("median_itl_ms"),
             "bench_completed": result.get("completed"),
             "bench_duration_s": result.get("duration"), "bench_error": ""}  # fmt: skip
-
-
-def ratios(row: dict) -> dict:
-    """The study's TPOT over bench_serving's median TPOT and median ITL, the scheduler's
-    tok/s during bench_serving over during the study, the study's tok/s over bench_serving's."""
-
-    def ratio(a, b):
-        return a / b if a and b else None
-
-    return {
-        "tpot_ratio": ratio(row.get("tpot_ms"), row.get("bench_tpot_ms")),
-        "itl_ratio": ratio(row.get("tpot_ms"), row.get("bench_itl_ms")),
-        "engine_ratio": ratio(row.get("bench_server_tok_s"), row.get("server_tok_s")),
-        "tok_s_ratio": ratio(row.get("output_tok_s"), row.get("bench_output_tok_s")),
-    }
 
 
 def _datasets_stand_in() -> types.ModuleType:

@@ -7,10 +7,10 @@ import time
 
 import pytest
 from helpers import ROOT
-from studylib.serving.engines import engine
-from studylib.serving.engines.sglang_engine import expert_recorder
-from studylib.serving.guard import pid_alive
-from studylib.serving.launcher import (
+from studylib.instruments.serving.engines import engine
+from studylib.instruments.serving.engines.sglang_engine import expert_recorder
+from studylib.instruments.serving.guard import pid_alive
+from studylib.instruments.serving.launcher import (
     ServerFailed,
     ServerProcess,
     check_port_free,
@@ -184,8 +184,8 @@ def test_h200_x2_example_plans_tp2_and_ep2_with_their_nccl_environment():
     table's ep and graphs cells; the seed's settings reach the server's environment."""
     import yaml
     from snakemake.utils import update_config, validate
-    from studylib.serving.decode import cuda_graphs, expert_parallel
     from studylib.stages.decode.decode_plan import decode_plan, decode_variants, resolve_for_device
+    from studylib.stages.decode.decode_schema import cuda_graphs, expert_parallel
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     update_config(config, yaml.safe_load((ROOT / "config/examples/h200-x2.yaml").read_text()))
@@ -300,7 +300,7 @@ def test_a_port_held_by_a_running_server_names_its_command(tmp_path):
 
 
 def test_an_unknown_holder_is_said_so(monkeypatch):
-    import studylib.serving.launcher as launcher
+    import studylib.instruments.serving.launcher as launcher
 
     monkeypatch.setattr(launcher, "port_holder", lambda port: None)
     with socket.socket() as held:

@@ -10,12 +10,13 @@ pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 
 from studylib.core.table_registry import read_table  # noqa: E402
-from studylib.findings.decode import invalid_note  # noqa: E402
+from studylib.instruments.serving.served_model import build_moe_model  # noqa: E402
 from studylib.instruments.step_components import COMPONENTS  # noqa: E402
-from studylib.serving.decode import BREAKDOWN_COLUMNS, SUMMARY_COLUMNS, run_decode  # noqa: E402
-from studylib.serving.model import build_moe_model  # noqa: E402
+from studylib.stages.decode.decode_judgements import invalid_note  # noqa: E402
+from studylib.stages.decode.decode_run import run_decode  # noqa: E402
+from studylib.stages.decode.decode_schema import BREAKDOWN_COLUMNS, SUMMARY_COLUMNS  # noqa: E402
 from synthetic_trace import expected_per_step  # noqa: E402
-from test_model import TINY  # noqa: E402
+from test_served_model import TINY  # noqa: E402
 from test_serving import STANDIN, free_port  # noqa: E402
 
 
@@ -60,7 +61,7 @@ def test_transformers_decode_on_cpu(tmp_path, monkeypatch):
 
 def _standin_sglang(monkeypatch):
     # The stand-in answers SGLang's contract; run it through the sglang engine's argv prefix.
-    import studylib.serving.decode as decode
+    import studylib.stages.decode.decode_run as decode
 
     real = decode.get_engine("sglang")
     standin = real.__class__(**{**real.__dict__, "launch": (sys.executable, STANDIN)})
@@ -159,11 +160,12 @@ def _profile_plan(tmp_path, args, concurrency=(2, 4), **extra) -> dict:
 def test_the_profile_pass_gives_the_measured_breakdown_of_every_rank(tmp_path, monkeypatch):
     """After the steady windows the server profiles 6 steps at each C; the stand-in writes
     a synthetic trace per TP rank (3 layers, 2 ranks), whose kernels breakdown.csv holds."""
-    import studylib.serving.decode as decode
+    import studylib.stages.decode.decode_profile_pass as profile_pass
+    import studylib.stages.decode.decode_run as decode
 
     _standin_sglang(monkeypatch)
     order = []
-    steady, start = decode._one_concurrency, decode.start_profile
+    steady, start = decode._one_concurrency, profile_pass.start_profile
 
     def steady_window(pas, c, *args):
         order.append(("steady", c))
@@ -174,7 +176,7 @@ def test_the_profile_pass_gives_the_measured_breakdown_of_every_rank(tmp_path, m
         return start(url, folder, *args, **kwargs)
 
     monkeypatch.setattr(decode, "_one_concurrency", steady_window)
-    monkeypatch.setattr(decode, "start_profile", start_profile)
+    monkeypatch.setattr(profile_pass, "start_profile", start_profile)
     # Tokens 50 ms apart: a profile asked for at the first token finds 1 or 2 sent.
     plan = _profile_plan(tmp_path, ["--tp", "2", "--token-delay", "0.05"])
     summary = run_decode(plan, tmp_path / "out")
@@ -269,7 +271,7 @@ def test_without_a_layer_count_there_is_no_profile(tmp_path, monkeypatch):
 
 
 def test_power_per_gpu_and_its_spread_across_the_jobs_gpus():
-    from studylib.serving.decode import _combine
+    from studylib.stages.decode.decode_run import _combine
 
     windows = [{"avg_w": w, "power_limit_w": 700.0, "energy_j": 10 * w} for w in (300, 500, 340)]
     row = _combine(windows, tokens=1000, idle_w_total=300.0, seconds=10.0)

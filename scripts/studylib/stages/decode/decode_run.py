@@ -1,0 +1,325 @@
+"""Decode power: launch a server, hold a closed-loop load at each concurrency, sample power.
+
+Windows per concurrency C, on the sampler's clock: an idle baseline before the server starts
+(once), a discarded warm-up, the steady window (at least 0.85 × C requests in flight, held
+for ``min_steady_s`` by the timed closed-loop load, so its length does not depend on the
+server's speed; a shorter one, which only errors can cause, is flagged ``valid = false``)
+and the ramp-down. The server is always torn down, leaving no process behind.
+
+SGLang's expert-distribution recorder is not free (with CUDA graphs its hooks are captured
+into every replayed step), so the power and latency windows run with it off, and the
+per-expert token counts come from a second server start with the recorder on: the
+recorder pass. Its TPOT and watts beside the main pass's give the recorder's cost.
+
+With ``profile_steps`` > 0 (SGLang only), the main pass's server then profiles
+``profile_steps`` decode steps at each C (the profile pass, after every steady window: a
+process once traced by torch.profiler/CUPTI can run slower afterwards, see the H200 timer
+test of 2026-12-01, so no measured window follows a trace): a closed-loop load at C,
+``/start_profile`` once its first C requests have each streamed half their output less half
+the profiled steps, so that the profiled steps run at the mean KV length of a request (the
+context the sweep's decode attention and the HBM floor use; profiled at the load's start,
+the H200's attention read a third of the sweep's), the traces of every TP rank read
+into breakdown.csv (profile.py: per decode step, kernel time per step component, busy and
+idle GPU time). A profile that fails at one C is a warning in run.json; nothing else is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from ...core.io import write_frame, write_json
+from ...core.progress import Progress
+from ...instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
+from ...instruments.serving.decode_load import (
+    LoadSpec,
+    steady_window,
+    summarize_load,
+)
+from ...instruments.serving.engines import engine as get_engine
+from ...instruments.serving.engines.sglang_engine import (
+    expert_recorder,
+)
+from ...instruments.serving.served_model import step_bytes
+from ...instruments.serving.server_log import server_window_of
+from .decode_crosscheck import crosscheck_pass
+from .decode_judgements import delivery_note
+from .decode_profile_pass import profile_pass
+from .decode_schema import (
+    BREAKDOWN_COLUMNS,
+    CROSSCHECK_COLUMNS,
+    RECORDER_COLUMNS,
+    SUMMARY_COLUMNS,
+    cuda_graphs,
+    expert_parallel,
+)
+from .decode_server import ServerPass, drain_server
+from .expert_m import EXPERT_M_COLUMNS, expert_m, load_logical_count
+
+log = logging.getLogger("study.decode")
+
+
+def _combine(windows: list[dict], tokens: int, idle_w_total: float | None, seconds: float):
+    """Per-GPU window statistics -> the row's power columns (sum over GPUs, mean per GPU)."""
+    if not windows:
+        return {}
+    watts = [w["avg_w"] for w in windows if w.get("avg_w") is not None]
+    limits = [w["power_limit_w"] for w in windows if w.get("power_limit_w")]
+    energy = [w["energy_j"] for w in windows if w.get("energy_j") is not None]
+    energy_s = [w["energy_j_samples"] for w in windows if w.get("energy_j_samples") is not None]
+
+    def mean(key):
+        values = [w[key] for w in windows if w.get(key) is not None]
+        return sum(values) / len(values) if values else None
+
+    total = sum(watts) if len(watts) == len(windows) else None
+    joules = sum(energy) if len(energy) == len(windows) else None
+    reasons = sorted(
+        {r for w in windows for r in (w.get("throttle_reasons") or "").split(",") if r}
+    )
+    net = None
+    if joules is not None and idle_w_total is not None and tokens:
+        net = (joules - idle_w_total * seconds) / tokens
+    spread = {}
+    if total is not None:
+        # Across the job's GPUs: tensor-parallel ranks need not draw alike.
+        spread = {"w_gpu_min": min(watts), "w_gpu_median": statistics.median(watts),
+                  "w_gpu_max": max(watts)}  # fmt: skip
+    return {
+        "gpus": len(windows),
+        "avg_w_total": total,
+        "avg_w_per_gpu": total / len(windows) if total is not None else None,
+        **spread,
+        "pct_limit": 100 * total / sum(limits) if total is not None and limits else None,
+        "j_per_token": joules / tokens if joules is not None and tokens else None,
+        "j_per_token_net": net,
+        "energy_gap_pct": 100 * (sum(energy_s) - sum(energy)) / sum(energy)
+        if energy and len(energy_s) == len(energy) and sum(energy)
+        else None,
+        "sm_clock_mhz": mean("sm_clock_mhz"),
+        "throttle_reasons": ",".join(reasons),
+        "sm_util": mean("sm_util"),
+        "tensor_util": mean("tensor_util"),
+        "dram_util": mean("dram_util"),
+    }
+
+
+def _specs(plan: dict, c: int, seconds: float) -> tuple[LoadSpec, LoadSpec]:
+    """The warm-up (C short requests, or ``warmup_requests``) and the timed steady load."""
+    common = {"concurrency": c, "input_len": plan["input_len"], "vocab_size": plan["vocab_size"],
+              "seed": c}  # fmt: skip
+    warm = LoadSpec(**common, output_len=min(plan["output_len"], 16),
+                    num_prompts=max(plan.get("warmup_requests") or c, 1))  # fmt: skip
+    return warm, LoadSpec(**common, output_len=plan["output_len"], duration_s=seconds)
+
+
+def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None) -> pd.DataFrame:
+    """Run every concurrency of one server variant; write its files under ``out_dir``.
+
+    ``plan`` (resolved for the device): engine, variant, model, model_kind (local, dummy or
+    a path), args, env, host, port, concurrency (list), input_len, output_len,
+    min_steady_s, idle_s, ready_timeout_s, sample_hz, vocab_size, weights,
+    expert_distribution (bool), expert_distribution_s, top_k, profile_steps (0 or absent: no
+    profile pass), profile_timeout_s, layers (else the model's). ``model_facts``: the served
+    model's geometry (for the HBM bytes of a step), when the study built the model.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    eng = get_engine(plan["engine"])
+    readers, source, why = open_readers(visible_nvml_indices())
+    if why:
+        log.info("power source %s (%s)", source, why)
+    sampler = Sampler(readers, rate_hz=plan["sample_hz"])
+    main = ServerPass(plan, eng, out_dir, "server.log")
+    rows, windows, requests, recorder_rows, breakdown, crosscheck = [], [], [], [], [], []
+    expert_frames = []
+    facts = {"argv": main.argv, "served_name": main.served_name,
+             "engine_version": eng.version(), "power_source": source}  # fmt: skip
+    with sampler:
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        time.sleep(plan["idle_s"])
+        idle = sampler.window(t0, time.monotonic())
+        windows += [{"label": "idle", "concurrency": 0, **w} for w in idle]
+        idle_w = [w["avg_w"] for w in idle if w.get("avg_w") is not None]
+        idle_w_total = sum(idle_w) if idle and len(idle_w) == len(idle) else None
+        started = time.monotonic()
+        passes = 2 if plan.get("expert_distribution") and plan["engine"] == "sglang" else 1
+        progress = Progress(passes * len(plan["concurrency"]))
+        with main.server:
+            facts["ready_s"] = main.server.wait_ready()
+            progress.last = time.monotonic()  # the server's start is not a step
+            for c in plan["concurrency"]:
+                rows.append(_one_concurrency(main, c, sampler, source, windows, requests,
+                                             idle_w_total, model_facts))  # fmt: skip
+                log.info("%s main pass, C=%d done", progress.step(), c)
+            # Before the profile pass: no measured window follows a trace.
+            facts["crosscheck"] = crosscheck_pass(main, rows, out_dir, crosscheck)
+            facts["profile"] = profile_pass(main, rows, model_facts, out_dir, breakdown)
+        facts["teardown"] = main.server.stop_result
+        facts["main_pass_s"] = time.monotonic() - started
+        if plan.get("expert_distribution") and plan["engine"] == "sglang":
+            shared = (model_facts or {}).get("shared_experts", 0)
+            rec = ServerPass(plan, eng, out_dir, "server_recorder.log", recorder=True,
+                        shared_experts=shared)  # fmt: skip
+            started = time.monotonic()
+            try:
+                with rec.server:
+                    facts["recorder_ready_s"] = rec.server.wait_ready()
+                    progress.last = time.monotonic()
+                    for c, main_row in zip(plan["concurrency"], rows, strict=True):
+                        counts, row = _recorder_concurrency(rec, c, sampler, main_row)
+                        recorder_rows.append(row)
+                        log.info("%s recorder pass, C=%d done", progress.step(), c)
+                        if counts is not None:
+                            frame = expert_m(counts, c, int(plan["top_k"]))
+                            frame.insert(0, "concurrency", c)
+                            expert_frames.append(frame)
+            except Exception as exc:  # noqa: BLE001 - the main pass's results stand without it
+                why = _failure_text(exc, out_dir / "server_recorder.log")
+                log.warning("the recorder pass failed (main pass kept): %s", why)
+                facts["recorder_error"] = why
+                recorder_rows.append({"engine": plan["engine"], "variant": plan["variant"],
+                                      "error": why})  # fmt: skip
+            facts["recorder_teardown"] = rec.server.stop_result
+            facts["recorder_pass_s"] = time.monotonic() - started
+    summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
+    write_frame(summary, out_dir / "summary.csv")
+    write_frame(pd.DataFrame(recorder_rows).reindex(columns=RECORDER_COLUMNS),
+                out_dir / "recorder.csv")  # fmt: skip
+    experts = (pd.concat(expert_frames, ignore_index=True) if expert_frames
+               else pd.DataFrame(columns=EXPERT_M_COLUMNS))  # fmt: skip
+    write_frame(experts.reindex(columns=EXPERT_M_COLUMNS), out_dir / "expert_m.csv")
+    write_frame(pd.DataFrame(crosscheck).reindex(columns=CROSSCHECK_COLUMNS),
+                out_dir / "crosscheck.csv")  # fmt: skip
+    write_frame(pd.DataFrame(breakdown).reindex(columns=BREAKDOWN_COLUMNS),
+                out_dir / "breakdown.csv")  # fmt: skip
+    write_frame(pd.DataFrame(requests), out_dir / "requests.parquet")
+    write_frame(pd.DataFrame(windows), out_dir / "windows.parquet")
+    timeline = pd.DataFrame(sampler.timeline())
+    write_frame(timeline if not timeline.empty else pd.DataFrame({"gpu": []}),
+                out_dir / "power_timeline.parquet")  # fmt: skip
+    facts["sampler_cpu_pct"] = 100 * (sampler.cpu_fraction() or 0)
+    facts["model"] = model_facts
+    write_json(out_dir / "run.json", facts)
+    return summary
+
+
+def _steady(pas: ServerPass, c: int, seconds: float, sampler, windows: list, label: str):
+    """Warm up, then hold C in flight for ``seconds``: the load and its steady window."""
+    drain_server(pas)
+    warm, spec = _specs(pas.plan, c, seconds)
+    t_warm = time.monotonic()
+    pas.load(warm)
+    windows += [{"label": f"{label}warmup", "concurrency": c, **w}
+                for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
+    load = pas.load(spec)
+    return spec, load, steady_window(load.active, c, after=load.admitted)
+
+
+def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, model_facts):
+    plan = pas.plan
+    spec, load, window = _steady(pas, c, plan["min_steady_s"], sampler, windows, "")
+    for r in load.records:
+        requests.append({"concurrency": c, "index": r.index, "start": r.start,
+                         "first_token": r.first_token, "end": r.end, "tokens": len(r.token_times),
+                         "completion_tokens": r.completion_tokens, "error": r.error,
+                         "cut": r.cut, "ttft_s": r.ttft_s, "itl_s": r.itl_s()})  # fmt: skip
+    row = {"engine": plan["engine"], "variant": plan["variant"],
+           "model_kind": plan.get("model_kind"), "weights": plan.get("weights"),
+           "routing": plan.get("routing"),
+           "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
+           "ep": expert_parallel(plan["engine"], plan.get("args") or []),
+           "concurrency": c, "power_source": source, "load_cpu_pct": load.cpu_pct}  # fmt: skip
+    if model_facts is not None and plan.get("routing") == "uniform":
+        # The floor assumes uniform routing: what the served router does with random weights
+        # is not known ahead (on the H200 it read far fewer experts).
+        context = plan["input_len"] + plan["output_len"] / 2  # mean KV length over a request
+        row["step_gb"] = step_bytes(model_facts, plan.get("weights") or "bf16", c, context) / 1e9
+    if window is None:
+        row.update(steady_s=0.0, valid=False, requests=len(load.records),
+                   errors=sum(1 for r in load.records if r.error),
+                   first_error=next((r.error for r in load.records if r.error), ""))  # fmt: skip
+        return row
+    s0, s1 = window
+    summary = summarize_load(load.records, spec, s0, s1)
+    stats = sampler.window(s0, s1)
+    windows.extend({"label": "steady", "concurrency": c, **w} for w in stats)
+    end = max((r.end for r in load.records if r.end), default=s1)
+    windows.extend({"label": "ramp-down", "concurrency": c, **w} for w in sampler.window(s1, end))
+    row.update(summary)
+    row.update(_combine(stats, summary["output_tokens_steady"], idle_w_total, s1 - s0))
+    row["idle_w_per_gpu"] = idle_w_total / len(stats) if idle_w_total and stats else None
+    if plan["engine"] == "sglang":
+        row.update(server_window_of(pas.server.log_path, s0, s1))
+    delivery = delivery_note(row)
+    if delivery:
+        log.warning("C=%d: %s", c, delivery)
+    row["valid"] = bool(summary["steady_s"] >= plan["min_steady_s"] and not delivery
+                        and summary["errors"] == 0 and summary["wrong_length"] == 0)  # fmt: skip
+    log.info("C=%d: %.1f tok/s, TPOT %.2f ms over %.1f s steady (valid=%s, load CPU %.0f %%)",
+             c, summary["output_tok_s"] or 0, summary["tpot_ms"] or 0, summary["steady_s"],
+             row["valid"], load.cpu_pct or 0)  # fmt: skip
+    return row
+
+
+def _recorder_concurrency(pas: ServerPass, c: int, sampler, main_row: dict):
+    """One recorded window at C: the per-layer per-expert counts and the recorder's cost."""
+    plan = pas.plan
+    expert_recorder(pas.base_url, "start")
+    windows: list = []
+    spec, load, window = _steady(pas, c, plan["expert_distribution_s"], sampler, windows,
+                                 "recorder-")  # fmt: skip
+    expert_recorder(pas.base_url, "stop")
+    before = set(pas.record_dir.glob("*"))
+    dump = expert_recorder(pas.base_url, "dump")
+    counts = _read_counts(dump, sorted(set(pas.record_dir.glob("*")) - before), c)
+    (pas.record_dir / f"dump_answer_c{c}.json").write_text(json.dumps(dump))
+    row = {"engine": plan["engine"], "variant": plan["variant"], "concurrency": c,
+           "tpot_ms_off": main_row.get("tpot_ms"),
+           "output_tok_s_off": main_row.get("output_tok_s"),
+           "avg_w_per_gpu_off": main_row.get("avg_w_per_gpu")}  # fmt: skip
+    if window is not None:
+        summary = summarize_load(load.records, spec, *window)
+        stats = _combine(sampler.window(*window), summary["output_tokens_steady"], None, 0)
+        row.update(steady_s=summary["steady_s"], tpot_ms=summary["tpot_ms"],
+                   output_tok_s=summary["output_tok_s"], errors=summary["errors"],
+                   avg_w_per_gpu=stats.get("avg_w_per_gpu"))  # fmt: skip
+        if row["tpot_ms"] and row["tpot_ms_off"]:
+            row["tpot_ratio"] = row["tpot_ms"] / row["tpot_ms_off"]
+    return counts, row
+
+
+def _failure_text(exc: Exception, log_path: Path) -> str:
+    """The exception and the server log's last error line (a CUDA assert names its kernel)."""
+    text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return text
+    errors = [ln.strip() for ln in lines if "Assertion" in ln or "Error:" in ln]
+    return f"{text} | server log: {errors[0][:300]}" if errors else text
+
+
+def _read_counts(dump, new_files, c: int):
+    """Per-layer per-expert counts from the record file the dump wrote (or from the dump's
+    answer itself), or None with a warning: the decode results stand without them."""
+    source = None
+    if isinstance(dump, dict) and "logical_count" in dump:
+        source = dump
+    elif new_files:
+        source = [f for f in new_files if f.suffix == ".pt"][-1:] or new_files[-1:]
+        source = source[0]
+    if source is None:
+        log.warning("C=%d: the expert-distribution dump gave no counts: %s", c, dump)
+        return None
+    try:
+        return load_logical_count(source)
+    except Exception as exc:  # noqa: BLE001 - the decode results stand without it
+        log.warning("C=%d: cannot read the expert distribution record: %s", c, exc)
+        return None

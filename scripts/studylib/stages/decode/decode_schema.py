@@ -1,0 +1,108 @@
+"""The decode stage's tables: the columns of a variant's summary, recorder cost, measured step
+breakdown and cross-check, and the facts of a variant's argv they record (CUDA graphs, expert
+and tensor parallelism, layers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...instruments.serving.launcher import flag_value
+from ...instruments.serving.profile_traces import (
+    RANK_COLUMNS,
+)
+from ...instruments.serving.server_log import COLUMNS as SERVER_COLUMNS
+
+SUMMARY_COLUMNS = [
+    "engine", "variant", "model_kind", "weights", "routing", "cuda_graphs", "ep", "concurrency",
+    "gpus", "power_source", "steady_s", "valid", "requests", "errors", "wrong_length",
+    "output_tok_s", "tpot_ms", "tok_s_over_c_tpot", "decoding_share", "itl_p50_ms",
+    "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu", "w_gpu_min", "w_gpu_median", "w_gpu_max",
+    "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
+    "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
+    "dram_util", "step_gb", "load_cpu_pct", *SERVER_COLUMNS, "first_error",
+]  # fmt: skip
+
+
+#: The recorder pass beside the main pass, per concurrency: what recording costs.
+RECORDER_COLUMNS = [
+    "engine", "variant", "concurrency", "steady_s", "tpot_ms", "tpot_ms_off", "tpot_ratio",
+    "output_tok_s", "output_tok_s_off", "avg_w_per_gpu", "avg_w_per_gpu_off", "errors",
+    "error",
+]  # fmt: skip
+
+
+#: The profile pass's measured breakdown, per concurrency, TP rank and step component
+#: (step_components.COMPONENTS); tpot_ms is the main pass's at that C, for reference.
+BREAKDOWN_COLUMNS = ["engine", "variant", "weights", "cuda_graphs", "concurrency", "rank",
+                     "steps", "context", "component", "us_per_step", "kernels_per_step",
+                     *RANK_COLUMNS[1:], "tpot_ms"]  # fmt: skip
+
+
+#: Each engine's expert-parallel size flags (SGLang 0.5.16: --ep-size and its aliases).
+EP_FLAGS = {"sglang": ("--ep-size", "--ep", "--expert-parallel-size"),
+            "vllm": ("--enable-expert-parallel",)}  # fmt: skip
+
+
+def _size_flag(args: list, flags: tuple) -> int:
+    """The value of the first of ``flags`` the argv gives, else 1."""
+    args = [str(a) for a in args]
+    return int(next((v for f in flags if (v := flag_value(args, f)) is not None), 1))
+
+
+def expert_parallel(engine: str, args: list) -> int | None:
+    """The server's expert-parallel size: SGLang's --ep value (1 without it); vLLM's
+    --enable-expert-parallel spreads the experts over its TP ranks (--tensor-parallel-size)."""
+    if engine not in EP_FLAGS:
+        return None
+    if engine == "vllm":
+        if EP_FLAGS["vllm"][0] not in [str(a) for a in args]:
+            return 1
+        return _size_flag(args, ("--tensor-parallel-size", "-tp"))
+    return _size_flag(args, EP_FLAGS["sglang"])
+
+
+def cuda_graphs(engine: str, args: list) -> bool | None:
+    """Whether the server replays CUDA graphs (SGLang and vLLM do unless told not to)."""
+    flags = {"sglang": "--disable-cuda-graph", "vllm": "--enforce-eager"}
+    if engine not in flags:
+        return None
+    return flags[engine] not in [str(a) for a in args]
+
+
+#: SGLang's tensor-parallel size flags: one scheduler process, so one trace, per TP rank.
+TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
+
+
+def tensor_parallel(args: list) -> int:
+    """The server's TP size (1 without a flag): the trace files a profile writes."""
+    return _size_flag(args, TP_FLAGS)
+
+
+def model_layers(plan: dict, model_facts: dict | None) -> int | None:
+    """The served model's decoder layers: the variant's ``layers``, the study model's
+    geometry, or the local model folder's config.json; None when none says."""
+    if plan.get("layers"):
+        return int(plan["layers"])
+    if model_facts and model_facts.get("layers"):
+        return int(model_facts["layers"])
+    try:
+        config = json.loads((Path(str(plan.get("model"))) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    value = config.get("num_hidden_layers") or (config.get("text_config") or {}).get(
+        "num_hidden_layers"
+    )
+    return int(value) if value else None
+
+
+#: One row per variant and C of tables/decode_crosscheck.csv.
+CROSSCHECK_COLUMNS = [
+    "engine", "variant", "weights", "cuda_graphs", "concurrency", "tpot_ms", "output_tok_s",
+    "server_tok_s", "avg_w_per_gpu", "valid", "bench_tpot_ms", "bench_itl_ms",
+    "bench_output_tok_s", "bench_ttft_ms", "bench_prompts", "bench_completed",
+    "bench_duration_s", "bench_server_tok_s", "tpot_ratio", "itl_ratio", "engine_ratio",
+    "tok_s_ratio", "bench_error",
+]  # fmt: skip

@@ -1,0 +1,102 @@
+"""One server start of a decode variant (its argv, env, served name and log) and the wait for it to
+drop a finished load's requests."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+from ...instruments.serving.decode_load import (
+    LoadControl,
+    LoadSpec,
+    run_load,
+)
+from ...instruments.serving.engines.base import run_served_name
+from ...instruments.serving.engines.sglang_engine import (
+    requests_held,
+)
+from ...instruments.serving.launcher import ServerProcess
+from .expert_m import RECORDER_DIR_ENV
+
+log = logging.getLogger("study.decode")
+
+
+UNIFORM_ROUTING_ENV = "SGLANG_SIMULATE_UNIFORM_EXPERTS"
+
+
+class ServerPass:
+    """One server start of a variant: its argv, env, served name and log."""
+
+    def __init__(self, plan: dict, eng, out_dir: Path, log_name: str, recorder: bool = False,
+                 shared_experts: int = 0):  # fmt: skip
+        self.plan, self.eng = plan, eng
+        self.host, self.port = plan["host"], int(plan["port"])
+        self.base_url = eng.base_url(self.host, self.port)
+        self.served_name = run_served_name(plan["variant"])
+        args = [str(a) for a in plan.get("args") or []]
+        if plan.get("model_kind") == "dummy" and plan["engine"] == "sglang":
+            args += ["--load-format", "dummy"]  # random weights: nothing to load or carry
+        self.env = {**eng.env, **{k: str(v) for k, v in (plan.get("env") or {}).items()}}
+        if plan.get("routing") == "uniform" and plan["engine"] == "sglang":
+            # The router of random weights reads far fewer experts than a trained one (on the
+            # H200, TPOT fell far below the uniform-routing HBM floor); SGLang's benchmark
+            # switch spreads tokens uniformly over the experts. The recorder pass, when on,
+            # records the routing the variant runs.
+            self.env[UNIFORM_ROUTING_ENV] = "1"
+        if recorder:
+            # SGLang records per-layer per-expert token counts only when started this way,
+            # and writes its dumps into the folder this variable names.
+            # An unbounded buffer: the counts cover every step of the window (the default
+            # keeps the last 1000, a fraction of a second at C = 1 with CUDA graphs).
+            args += ["--expert-distribution-recorder-mode", "stat",
+                     "--expert-distribution-recorder-buffer-size", "-1"]  # fmt: skip
+            if shared_experts:
+                # SGLang fuses shared experts into the routed ones on sm_80+ and hands their
+                # ids (>= the routed count) to the recorder, whose per-expert buffer they
+                # overrun: a device-side assert on the H200 (2026-11-30). Unfused, the routed
+                # counts are the same.
+                args += ["--disable-shared-experts-fusion"]
+            self.record_dir = out_dir / "expert_record"
+            self.record_dir.mkdir(parents=True, exist_ok=True)
+            self.env[RECORDER_DIR_ENV] = str(self.record_dir.resolve())
+        self.argv = eng.argv(plan["model"], self.host, self.port, args, python=sys.executable,
+                             served_name=self.served_name)  # fmt: skip
+        self.server = ServerProcess(
+            self.argv,
+            out_dir / log_name,
+            ready=lambda: eng.ready(self.host, self.port, plan["model"], self.served_name),
+            env=self.env,
+            ready_timeout_s=plan["ready_timeout_s"],
+            stop_grace_s=plan.get("stop_grace_s", 30),
+        )
+
+    def load(self, spec: LoadSpec, control: LoadControl | None = None):
+        model = self.eng.request_model(self.plan["model"], self.served_name)
+        return run_load(self.base_url, model, spec, self.eng.request_extras,
+                        self.eng.prompt_format, control)  # fmt: skip
+
+
+#: How long to wait for the server to drop a finished load's cancelled requests.
+DRAIN_TIMEOUT_S = 60.0
+
+
+def drain_server(pas: ServerPass, timeout: float = DRAIN_TIMEOUT_S) -> int | None:
+    """Wait until the server holds no request (SGLang: /v1/loads), so that the requests the
+    previous load cancelled at its window's end do not run in the next one: SGLang drops a
+    cancelled stream's request only when it notices the closed connection, and on the H200
+    (2026-12-01) a profile started at once after the C = 64 window ran at batch 80 for
+    C = 16. Returns the requests still held at the end (None: the engine does not say)."""
+    if pas.plan["engine"] != "sglang":
+        return None
+    deadline = time.monotonic() + timeout
+    while True:
+        held = requests_held(pas.base_url)
+        if not held:
+            return held
+        if time.monotonic() >= deadline:
+            log.warning("the server still holds %d requests after %.0f s: the next load "
+                        "runs beside them", held, timeout)  # fmt: skip
+            return held
+        time.sleep(0.25)
