@@ -41,6 +41,7 @@ from .core.report_cells import (
     long_text,
 )
 from .core.table_registry import read_optional
+from .instruments.serving.decode_load import STEADY_FRACTION
 from .stages.decode.decode_report import decode_section
 from .stages.kernel_power.kernel_power_report import kernel_power_section
 from .stages.sweep.sweep_ranking import fastest_per_size
@@ -412,6 +413,7 @@ def build_context(
         "embed_options": Markup(json_for_script(EMBED_OPTIONS)),
         "status_colors": STATUS_COLORS,
         "backend_colors": BACKEND_COLORS,
+        "steady_fraction": STEADY_FRACTION,
     }
 
 

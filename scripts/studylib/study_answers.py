@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .core.finding_records import Finding, Findings, Missing, Question, describe_machine, fmt_us
 from .seed_comparison import SEED, SEED_QUESTIONS, SEED_SOURCE, seed_comparison
-from .stages.decode.decode_answers import q5_decode
+from .stages.decode.decode_answers import DECODE_QUESTIONS, q5_decode
 from .stages.decode.decode_judgements import (
     dummy_weights_note,
     graphs_pairs,
@@ -29,20 +29,16 @@ from .stages.decode.decode_judgements import (
     tp_pairs,
     weights_name,
 )
-from .stages.decode.expert_answers import q4_experts
+from .stages.decode.expert_answers import EXPERT_QUESTIONS, q4_experts
 from .stages.kernel_power.kernel_power_answers import KERNEL_POWER_QUESTIONS, q3_power
 from .stages.step_model.step_model_answers import STEP_MODEL_QUESTIONS, q6_step
 from .stages.sweep.sweep_answers import SWEEP_QUESTIONS, pick_expert_shape, q1_backends, q2_bounds
 from .stages.sweep.sweep_thresholds import DECODE_M, DECODE_MAX_M, PREFILL_MIN_M
 from .study_tables import StudyTables
 
-#: The decode stage's questions (its findings are in findings/ until the stage moves).
-DECODE_QUESTIONS: dict[Question, str] = {
-    4: "How are tokens spread over experts during decode, against the balanced assumption?",
-    5: "How do server settings and concurrency change decode throughput and energy per token?",
-}
 #: The report's questions, in order, with their titles: each stage's.
-QUESTIONS: dict[Question, str] = {**SWEEP_QUESTIONS, **KERNEL_POWER_QUESTIONS, **DECODE_QUESTIONS,
+QUESTIONS: dict[Question, str] = {**SWEEP_QUESTIONS, **KERNEL_POWER_QUESTIONS, **EXPERT_QUESTIONS,
+                                  **DECODE_QUESTIONS,
                                   **STEP_MODEL_QUESTIONS, **SEED_QUESTIONS}  # fmt: skip
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...core.finding_records import (
     Findings,
+    Question,
     _has,
     _is_cpu,
     _message,
@@ -356,3 +357,9 @@ def _q5_compare(out: Findings, df: pd.DataFrame) -> None:
             text += f" at {_span(min(j.values()), max(j.values()), fmt_ratio)} the J/token"
             numbers["j_ratio"] = j
         out.add(5, text + ".", **numbers)
+
+
+#: The question this module answers, with its title.
+DECODE_QUESTIONS: dict[Question, str] = {
+    5: "How do server settings and concurrency change decode throughput and energy per token?",
+}

@@ -18,6 +18,7 @@ from ...core.finding_records import (
     text_of,
 )
 from ...instruments.nvml import reason_names
+from ...instruments.serving.decode_load import STEADY_FRACTION
 
 # ---------------------------------------------------------------------------------------------
 # Question 5: decode throughput and energy per variant
@@ -127,7 +128,7 @@ DELIVERY_TOLERANCE = 0.05
 #: in-flight count). Not the fewest: requests that run in lockstep end together, and the one
 #: line logged while their replacements are in prefill reads a few running (12 of 256 at FP8
 #: C = 256 on the H200, 2026-12-02, one line of 31, the rest 256).
-RUNNING_FRACTION = 0.85
+RUNNING_FRACTION = STEADY_FRACTION
 
 
 def delivery_note(row: Any) -> str:

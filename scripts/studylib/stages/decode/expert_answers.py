@@ -8,6 +8,7 @@ import pandas as pd
 
 from ...core.finding_records import (
     Findings,
+    Question,
     _has,
     _numeric,
     _ok,
@@ -159,3 +160,9 @@ def _q4_random_routing(out: Findings, variants: list[str], decode: pd.DataFrame 
         out.add(4, f"{', '.join(own)} served dummy (random) weights, router included: the "
                    "spread below is that of random routing at each concurrency, not of a "
                    "trained model's router.", variants=own, routing="random")  # fmt: skip
+
+
+#: The question this module answers, with its title.
+EXPERT_QUESTIONS: dict[Question, str] = {
+    4: "How are tokens spread over experts during decode, against the balanced assumption?",
+}
