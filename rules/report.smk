@@ -8,6 +8,7 @@ REPORT_TABLES = {
     "decode": "results/tables/decode.csv",
     "expert_m": "results/tables/expert_m.csv",
     "decode_recorder": "results/tables/decode_recorder.csv",
+    "decode_crosscheck": "results/tables/decode_crosscheck.csv",
     "step_model": "results/tables/step_model.csv",
 }
 

@@ -37,6 +37,7 @@ render_report(
     # Optional: per-expert M and the expert recorder's cost, in the decode section.
     expert_m_csv=snakemake.input.get("expert_m"),  # noqa: F821
     decode_recorder_csv=snakemake.input.get("decode_recorder"),  # noqa: F821
+    decode_crosscheck_csv=snakemake.input.get("decode_crosscheck"),  # noqa: F821
     # Optional: a configured baseline adds the "Before and after" section.
     compare_csv=snakemake.input.get("compare"),  # noqa: F821
     compare_spec=snakemake.input.get("compare_spec"),  # noqa: F821

@@ -348,6 +348,7 @@ def build_context(
     findings=None,
     expert_m_csv=None,
     decode_recorder_csv=None,
+    decode_crosscheck_csv=None,
     figures: dict | None = None,
     compare_csv=None,
     compare_spec=None,
@@ -377,7 +378,8 @@ def build_context(
     backends = sorted(set(latency) | {s["backend"] for s in summaries})
     by_backend = {s["backend"]: s for s in summaries}
     kernel_power = kernel_power_section(kernel_power_csv, charts, out_html)
-    decode = decode_section(decode_csv, charts, out_html, expert_m_csv, decode_recorder_csv)
+    decode = decode_section(decode_csv, charts, out_html, expert_m_csv, decode_recorder_csv,
+                            decode_crosscheck_csv)  # fmt: skip
     # The kernel-power and decode tables are offered in their own sections.
     downloads = embedded_downloads([sweep_csv, support_csv, hardware_json], out_html)
     return {

@@ -24,7 +24,7 @@ __all__ = ["SCHEMAS", "STUDY_FILES", "StudyTables", "check_inputs"]
 _FIELDS = {"hardware": "hardware", "peaks": "peaks", "sweep": "sweep_table",
            "support": "support", "kernel_power": "kernel_power_table", "decode": "decode_table",
            "expert_m": "expert_m_table", "decode_recorder": "recorder_table",
-           "step_model": "step_model"}  # fmt: skip
+           "decode_crosscheck": "crosscheck_table", "step_model": "step_model"}  # fmt: skip
 #: What the findings and the report read, by field: (record or table name, its file under
 #: the results folder, from the table's own path: one home for each path).
 STUDY_FILES = {
@@ -46,6 +46,7 @@ class StudyTables:
     decode: pd.DataFrame | None = None
     expert_m: pd.DataFrame | None = None
     decode_recorder: pd.DataFrame | None = None
+    decode_crosscheck: pd.DataFrame | None = None
     step_model: pd.DataFrame | None = None
 
     @classmethod

@@ -21,7 +21,13 @@ from .decode_figures import TEXT_COLUMNS as DECODE_TEXT
 from .decode_figures import graphs_label
 from .decode_judgements import dummy_weights_note, graphs_pairs, invalid_note, tp_pairs
 from .decode_judgements import power_sources as decode_power_sources
-from .decode_tables import DECODE_SHOWN, GRAPHS_PAIRS_SHOWN, RECORDER_SHOWN, TP_PAIRS_SHOWN
+from .decode_tables import (
+    CROSSCHECK_SHOWN,
+    DECODE_SHOWN,
+    GRAPHS_PAIRS_SHOWN,
+    RECORDER_SHOWN,
+    TP_PAIRS_SHOWN,
+)
 
 #: Figures of the decode section, in order (figure_list.py); the expert figure (question 4,
 #: section "experts") sits in the decode section's own subsection.
@@ -32,7 +38,7 @@ DECODE_FIGURES = in_section("decode")
 DECODE_OPTIONAL = frozenset(
     {"weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "idle_w_per_gpu",
      "j_per_token_net", "step_gb", "tok_s_over_c_tpot", "decoding_share", "load_cpu_pct",
-     "first_error", "w_gpu_min", "w_gpu_median", "w_gpu_max", "ep"}
+     "first_error", "w_gpu_min", "w_gpu_median", "w_gpu_max", "ep", "server_tok_s"}
 )  # fmt: skip
 
 
@@ -49,11 +55,13 @@ def decode_section(
     out_html,
     expert_m_csv: str | os.PathLike | None = None,
     recorder_csv: str | os.PathLike | None = None,
+    crosscheck_csv: str | os.PathLike | None = None,
 ) -> dict[str, Any] | None:
     """The decode-power section's context, or None when no decode table was given.
 
     ``expert_m_csv`` (per-expert M) and ``recorder_csv`` (what SGLang's expert recorder cost)
-    add their downloads and the recorder-cost table."""
+    add their downloads and the recorder-cost table; ``crosscheck_csv`` (SGLang's
+    bench_serving on the same servers) the cross-check table."""
     if path is None:
         return None
     table = read_optional(path)
@@ -103,7 +111,12 @@ def decode_section(
         recorder["_c"] = pd.to_numeric(recorder.get("concurrency"), errors="coerce")
         recorder = recorder.sort_values(["variant", "_c"], kind="stable")
     ratios = pd.to_numeric(recorder.get("tpot_ratio"), errors="coerce") if len(recorder) else None
-    downloads = embedded_downloads([path, expert_m_csv, recorder_csv], out_html)
+    check = read_optional(crosscheck_csv) if crosscheck_csv is not None else pd.DataFrame()
+    if not check.empty and "variant" in check.columns:
+        check = clean_text_columns(check, ("variant", "bench_error"))
+        check["_c"] = pd.to_numeric(check.get("concurrency"), errors="coerce")
+        check = check.sort_values(["variant", "_c"], kind="stable")
+    downloads = embedded_downloads([path, expert_m_csv, recorder_csv, crosscheck_csv], out_html)
     return {
         "columns": [(c, col.label) for c, col in columns],
         "rows": rows,
@@ -122,6 +135,7 @@ def decode_section(
             else None
         ),
         "recorder_given": recorder_csv is not None,
+        "crosscheck": _table(check, CROSSCHECK_SHOWN) if len(check) else None,
         "charts": sorted(
             (c for c in charts if c["kind"] == "decode"),
             key=lambda c: DECODE_FIGURES.index(c["name"]),

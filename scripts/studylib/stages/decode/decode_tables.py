@@ -75,6 +75,8 @@ DECODE_SHOWN = {
     "tok_s_over_c_tpot": Column("tok/s ÷ (C/TPOT)", ".2f"),
     "decoding_share": Column("share of window decoding", ".2f"),
     "load_cpu_pct": Column("load CPU %", ".0f"),
+    "server_tok_s": Column("scheduler tok/s", ",.1f",
+                           tip="the tokens/s SGLang's scheduler logged over the window"),
     "first_error": Column("first error"),
     "graphs": Column(None, tip="CUDA graphs"),
     "validity": Column(None, tip="validity"),
@@ -127,3 +129,19 @@ register_shown("decode_table", DECODE_SHOWN)
 register_shown("graphs_pairs", GRAPHS_PAIRS_SHOWN)
 register_shown("tp_pairs", TP_PAIRS_SHOWN)
 register_shown("recorder_table", RECORDER_SHOWN)
+
+
+#: The cross-check: the study's load beside SGLang's bench_serving on the same server.
+CROSSCHECK_SHOWN = {
+    **shown_as_text("variant"), "concurrency": Column("C", ".0f"),
+    "tpot_ms": Column("TPOT ms", ".2f", tip="the study's TPOT"),
+    "bench_tpot_ms": Column("bench_serving TPOT ms", ".2f", tip="bench_serving's median TPOT"),
+    "bench_itl_ms": Column("bench_serving ITL ms", ".2f", tip="bench_serving's median ITL"),
+    "tpot_ratio": Column("TPOT ÷ bench TPOT", ".3f", "×"),
+    "itl_ratio": Column("TPOT ÷ bench ITL", ".3f", "×"),
+    "engine_ratio": Column("scheduler during bench ÷ during study", ".3f", "×"),
+    "output_tok_s": Column("tok/s", ",.0f", tip="the study's output tok/s"),
+    "bench_output_tok_s": Column("bench_serving tok/s", ",.0f"),
+    "bench_prompts": Column("bench prompts", ".0f"),
+    "bench_error": Column("error"),
+}  # fmt: skip
