@@ -84,6 +84,8 @@ rule aggregate_decode:
         ),
         expert_m="results/tables/expert_m.csv",
         recorder="results/tables/decode_recorder.csv",
+        graphs_pairs="results/tables/decode_graphs_pairs.csv",
+        tp_pairs="results/tables/decode_tp_pairs.csv",
         crosscheck=report(
             "results/tables/decode_crosscheck.csv",
             caption="../report/captions/decode_crosscheck.rst",

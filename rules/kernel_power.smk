@@ -20,12 +20,13 @@ rule aggregate_kernel_power:
     input:
         windows=expand("results/kernel_power/{backend}.parquet", backend=POWER_BACKENDS),
     output:
-        report(
+        table=report(
             "results/tables/kernel_power.csv",
             caption="../report/captions/kernel_power_table.rst",
             category="Tables",
             labels={"table": "kernel power"},
         ),
+        classes="results/tables/kernel_power_classes.csv",
     log:
         "results/logs/aggregate_kernel_power.log",
     conda:

@@ -1,8 +1,10 @@
 # ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: every variant's decode results -> results/tables/decode.csv (with the
 step's HBM floor), expert_m.csv (per-expert M per variant, layer and C) and
-decode_recorder.csv (what SGLang's expert recorder cost) and decode_crosscheck.csv (SGLang's
-bench_serving beside the study's load)."""
+decode_recorder.csv (what SGLang's expert recorder cost), decode_crosscheck.csv (SGLang's
+bench_serving beside the study's load), and the pairs derived from the decode table:
+decode_graphs_pairs.csv (CUDA graphs on against off) and decode_tp_pairs.csv (TP against one
+GPU)."""
 
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pandas as pd
 from studylib.core.io import read_json, write_frame
 from studylib.snakemake_job import setup_logging
 from studylib.stages.decode.decode_aggregate import decode_table, with_variant
+from studylib.stages.decode.decode_judgements import graphs_pairs, tp_pairs
 from studylib.stages.decode.decode_schema import CROSSCHECK_COLUMNS, RECORDER_COLUMNS
 from studylib.stages.decode.expert_m import EXPERT_M_COLUMNS
 
@@ -26,4 +29,7 @@ def by_variant(paths):
 write_frame(with_variant(by_variant(inp.expert_m), EXPERT_M_COLUMNS), out.expert_m)
 write_frame(with_variant(by_variant(inp.recorder), RECORDER_COLUMNS), out.recorder)
 write_frame(with_variant(by_variant(inp.crosscheck), CROSSCHECK_COLUMNS), out.crosscheck)
+# Derived once, here: the report reads these pairs rather than pairing again.
+write_frame(graphs_pairs(table), out.graphs_pairs)
+write_frame(tp_pairs(table), out.tp_pairs)
 log.info("%d decode rows", len(table))

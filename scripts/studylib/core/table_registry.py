@@ -36,6 +36,9 @@ class Table:
     # {column: kind}, or a function giving it (for columns owned elsewhere, read late)
     kinds: dict[str, str] | Callable[[], dict[str, str]]
     values: dict[str, tuple] = field(default_factory=dict)
+    # Columns added after tables without them were committed (examples): the writer always
+    # writes them; a table read without one gets it empty.
+    added: tuple[str, ...] = ()
 
     @property
     def columns(self) -> dict[str, str]:
@@ -172,6 +175,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
 def check_frame(name: str, frame: pd.DataFrame, path) -> None:
     """Columns present, values of their kinds and among the allowed ones."""
     spec = table(name)
+    for column in spec.added:
+        if column in spec.columns and column not in frame.columns:
+            frame[column] = pd.NA
     missing = [c for c in spec.columns if c not in frame.columns]
     if missing:
         shown = ", ".join(missing[:6]) + (

@@ -19,6 +19,7 @@ from ...core.finding_records import (
 )
 from ...instruments.nvml import reason_names
 from ...instruments.serving.decode_load import STEADY_FRACTION
+from .decode_schema import PAIR_COLUMNS, TP_COLUMNS
 
 # ---------------------------------------------------------------------------------------------
 # Question 5: decode throughput and energy per variant
@@ -84,18 +85,8 @@ IN_FLIGHT_MIN = 0.8
 BENIGN_REASONS = ("gpu_idle", "applications_clocks_setting", "none")
 UTIL_LABELS = (("sm_util", "SM"), ("tensor_util", "tensor"), ("dram_util", "DRAM"))
 #: Columns of :func:`tp_pairs`: one GPU against N at the same engine, weights and graphs.
-TP_COLUMNS = [
-    "engine", "weights", "cuda_graphs", "concurrency", "variant_1", "variant_n", "gpus_n",
-    "tok_s_1", "tok_s_n", "tok_ratio", "tpot_1_ms", "tpot_n_ms", "tpot_ratio", "w_1", "w_n",
-    "w_n_min", "w_n_max", "w_total_ratio", "pct_limit_1", "pct_limit_n", "j_1", "j_n",
-    "j_ratio", "clock_1_mhz", "clock_n_mhz", "reasons_1", "reasons_n",
-]  # fmt: skip
+
 #: Columns of :func:`graphs_pairs`.
-PAIR_COLUMNS = [
-    "engine", "weights", "gpus", "concurrency", "variant_on", "variant_off", "tpot_on_ms",
-    "tpot_off_ms", "tpot_ratio", "w_on", "w_off", "w_ratio", "j_on", "j_off", "j_ratio",
-    "j_net_on", "j_net_off", "j_net_ratio", "tok_s_on", "tok_s_off", "tok_ratio",
-]  # fmt: skip
 
 
 def valid_flag(value: Any) -> bool:

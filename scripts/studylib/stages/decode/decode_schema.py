@@ -106,3 +106,19 @@ CROSSCHECK_COLUMNS = [
     "bench_duration_s", "bench_server_tok_s", "tpot_ratio", "itl_ratio", "engine_ratio",
     "tok_s_ratio", "bench_error",
 ]  # fmt: skip
+
+
+#: tables/decode_tp_pairs.csv: a TP variant beside its one-GPU twin (decode_judgements.tp_pairs).
+TP_COLUMNS = [
+    "engine", "weights", "cuda_graphs", "concurrency", "variant_1", "variant_n", "gpus_n",
+    "tok_s_1", "tok_s_n", "tok_ratio", "tpot_1_ms", "tpot_n_ms", "tpot_ratio", "w_1", "w_n",
+    "w_n_min", "w_n_max", "w_total_ratio", "pct_limit_1", "pct_limit_n", "j_1", "j_n",
+    "j_ratio", "clock_1_mhz", "clock_n_mhz", "reasons_1", "reasons_n",
+]  # fmt: skip
+
+#: tables/decode_graphs_pairs.csv: CUDA graphs on beside off (decode_judgements.graphs_pairs).
+PAIR_COLUMNS = [
+    "engine", "weights", "gpus", "concurrency", "variant_on", "variant_off", "tpot_on_ms",
+    "tpot_off_ms", "tpot_ratio", "w_on", "w_off", "w_ratio", "j_on", "j_off", "j_ratio",
+    "j_net_on", "j_net_off", "j_net_ratio", "tok_s_on", "tok_s_off", "tok_ratio",
+]  # fmt: skip

@@ -10,10 +10,16 @@ from ...core.table_registry import Table, register_shown, register_tables
 from .decode_schema import (
     BREAKDOWN_COLUMNS,
     CROSSCHECK_COLUMNS,
+    PAIR_COLUMNS,
     RECORDER_COLUMNS,
     SUMMARY_COLUMNS,
+    TP_COLUMNS,
 )
 from .expert_m import EXPERT_M_COLUMNS
+
+#: Summary columns newer than the committed examples' tables (2026-12-02: the scheduler's
+#: median running requests, which the delivery gate reads).
+ADDED_COLUMNS = ("server_running_median",)
 
 #: The decode table's columns after a variant's summary's (aggregate.decode_table).
 FLOOR_COLUMNS = ("hbm_floor_ms", "tpot_over_floor")
@@ -26,9 +32,9 @@ def _any(*columns) -> dict[str, str]:
 
 register_tables(
     Table("decode_summary", "a variant's decode summary", "results/decode/{variant}/summary.csv",
-          _any(*SUMMARY_COLUMNS)),
+          _any(*SUMMARY_COLUMNS), added=ADDED_COLUMNS),
     Table("decode_table", "the decode table", "results/tables/decode.csv",
-          _any(*SUMMARY_COLUMNS, *FLOOR_COLUMNS)),
+          _any(*SUMMARY_COLUMNS, *FLOOR_COLUMNS), added=ADDED_COLUMNS),
     Table("expert_m", "a variant's per-expert M", "results/decode/{variant}/expert_m.csv",
           _any(*EXPERT_M_COLUMNS)),
     Table("expert_m_table", "the per-expert M table", "results/tables/expert_m.csv",
@@ -41,6 +47,10 @@ register_tables(
           "results/decode/{variant}/breakdown.csv", _any(*BREAKDOWN_COLUMNS)),
     Table("crosscheck", "a variant's decode cross-check",
           "results/decode/{variant}/crosscheck.csv", _any(*CROSSCHECK_COLUMNS)),
+    Table("graphs_pairs_table", "the CUDA graphs on/off pairs",
+          "results/tables/decode_graphs_pairs.csv", _any(*PAIR_COLUMNS)),
+    Table("tp_pairs_table", "the tensor-parallel pairs", "results/tables/decode_tp_pairs.csv",
+          _any(*TP_COLUMNS)),
     Table("crosscheck_table", "the decode cross-check table",
           "results/tables/decode_crosscheck.csv", _any("variant", *CROSSCHECK_COLUMNS)),
 )  # fmt: skip

@@ -7,12 +7,17 @@ import pandas as pd
 from ...core.io import write_frame
 from ...core.table_registry import read_table
 from .kernel_power_schema import WINDOW_TABLE
+from .window_classes import classify_windows
 
 WINDOW_COLUMNS = list(WINDOW_TABLE.columns)
 
 
-def aggregate_kernel_power(paths, out_csv) -> pd.DataFrame:
+def aggregate_kernel_power(paths, out_csv, out_classes_csv=None) -> pd.DataFrame:
+    """Every backend's windows in one table and (``out_classes_csv``) the same windows with
+    their class and why (window_classes: the one rule the report and question 3 read)."""
     frames = [read_table("kernel_power", p) for p in paths]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=WINDOW_COLUMNS)
     write_frame(table, out_csv)
+    if out_classes_csv is not None:
+        write_frame(classify_windows(table), out_classes_csv)
     return table

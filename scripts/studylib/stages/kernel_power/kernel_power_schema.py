@@ -44,7 +44,15 @@ TIMELINE_TABLE = Table(
     "results/kernel_power/{backend}_timeline.parquet",
     {"backend": "any"},
 )
-register_tables(WINDOW_TABLE, KERNEL_POWER_TABLE, TIMELINE_TABLE)  # fmt: skip
+#: The kernel-power table with each window's class and why (window_classes.classify_windows).
+CLASSES_TABLE = Table(
+    "kernel_power_classes",
+    "the classified kernel-power windows",
+    "results/tables/kernel_power_classes.csv",
+    {**WINDOWS, "class": "text", "why": "any"},
+    {"mode": MODES},
+)
+register_tables(WINDOW_TABLE, KERNEL_POWER_TABLE, TIMELINE_TABLE, CLASSES_TABLE)  # fmt: skip
 
 KERNEL_POWER_SHOWN = {
     **KEY_SHOWN, "M": Column("M", ".0f", tip_fmt="d"), "gpu": Column("GPU", ".0f", tip_fmt="d"),

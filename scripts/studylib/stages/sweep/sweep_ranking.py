@@ -115,3 +115,23 @@ def fastest_per_size(sweep: pd.DataFrame) -> dict[str, Any] | None:
                      "contenders": group[["backend", "impl"]].drop_duplicates().shape[0],
                      "cells": cells})  # fmt: skip
     return {"ms": sorted(ms), "rows": rows, "rule": RANK_RULE}
+
+
+#: tables/fastest.csv: one row per (dtype, shape, M) of :func:`fastest_per_size`.
+FASTEST_COLUMNS = ["dtype", "shape", "M", "basis", "contenders", "who", "backend", "op", "us",
+                   *RANK_COLUMNS]  # fmt: skip
+
+
+def fastest_frame(sweep: pd.DataFrame | None) -> pd.DataFrame:
+    """:func:`fastest_per_size` as a table (``who``: the tied fastest, " = " between them),
+    written by the aggregate rule so the report reads it rather than ranking again."""
+    ranked = fastest_per_size(sweep)
+    rows = []
+    for row in (ranked or {}).get("rows", []):
+        for m, cell in sorted(row["cells"].items()):
+            rows.append({"dtype": row["dtype"], "shape": row["shape"], "M": m,
+                         "basis": row["basis"], "contenders": row["contenders"],
+                         "who": " = ".join(cell["who"]), "backend": cell["backend"],
+                         "op": cell["op"], "us": cell["us"],
+                         **{c: cell.get(c) for c in RANK_COLUMNS}})  # fmt: skip
+    return pd.DataFrame(rows, columns=FASTEST_COLUMNS)

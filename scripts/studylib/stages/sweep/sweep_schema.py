@@ -42,7 +42,12 @@ SWEEP_TABLE = Table("sweep_table", "the sweep table", "results/tables/sweep.csv"
                     {**SWEEP, **ROOFLINE}, {**_STATUS, "device": DEVICES})  # fmt: skip
 SUPPORT_TABLE = Table("support", "the support matrix", "results/tables/support.csv",
                       SUPPORT, {"dtype": DTYPES})  # fmt: skip
-register_tables(SWEEPS, SWEEP_TABLE, SUPPORT_TABLE)
+FASTEST = {"dtype": "text", "shape": "text", "M": "int", "basis": "text", "contenders": "int",
+           "who": "text", "backend": "text", "op": "any", "us": "num", "eager_us": "num",
+           "graph_us": "num", "cold_us": "num"}  # fmt: skip
+FASTEST_TABLE = Table("fastest", "the fastest implementations per size",
+                      "results/tables/fastest.csv", FASTEST, {"dtype": DTYPES})  # fmt: skip
+register_tables(SWEEPS, SWEEP_TABLE, SUPPORT_TABLE, FASTEST_TABLE)
 
 SWEEP_SHOWN = {
     **KEY_SHOWN, **{c: Column(c, "d") for c in ("M", "N", "K", "G")}, **shown_as_text("status"),
