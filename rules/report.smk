@@ -4,11 +4,15 @@ REPORT_TABLES = {
     "peaks": "results/peaks.json",
     "sweep": "results/tables/sweep.csv",
     "support": "results/tables/support.csv",
+    "fastest": "results/tables/fastest.csv",
     "kernel_power": "results/tables/kernel_power.csv",
+    "kernel_power_classes": "results/tables/kernel_power_classes.csv",
     "decode": "results/tables/decode.csv",
     "expert_m": "results/tables/expert_m.csv",
     "decode_recorder": "results/tables/decode_recorder.csv",
     "decode_crosscheck": "results/tables/decode_crosscheck.csv",
+    "decode_graphs_pairs": "results/tables/decode_graphs_pairs.csv",
+    "decode_tp_pairs": "results/tables/decode_tp_pairs.csv",
     "step_model": "results/tables/step_model.csv",
 }
 

@@ -4,7 +4,7 @@
 from pathlib import Path
 
 from studylib.instruments.hardware import git_info
-from studylib.report import render_report
+from studylib.report import REPORT_INPUTS, render_report
 from studylib.snakemake_job import setup_logging
 from studylib.study_answers import compute_findings
 from studylib.study_tables import StudyTables
@@ -19,28 +19,17 @@ specs = snakemake.input.get("specs", [])  # noqa: F821
 specs = [specs] if isinstance(specs, str) else list(specs)
 log.info("report from %d figure specs", len(specs))
 render_report(
-    hardware_json=snakemake.input.hardware,  # noqa: F821
-    sweep_csv=snakemake.input.sweep,  # noqa: F821
-    support_csv=snakemake.input.support,  # noqa: F821
-    spec_paths=specs,
     out_html=snakemake.output.html,  # noqa: F821
-    config_hash=snakemake.params.get("config_hash"),  # noqa: F821
     template_dir=Path(snakemake.scriptdir).parent / "report" / "templates",  # noqa: F821
+    # The declared inputs by name (rules/report.smk's REPORT_TABLES and, with a baseline,
+    # the comparison's): each stage's section reads its own.
+    paths={name: snakemake.input.get(name) for name in REPORT_INPUTS},  # noqa: F821
+    spec_paths=specs,
+    config_hash=snakemake.params.get("config_hash"),  # noqa: F821
     config_yaml_text=config_text,
     git=git_info(Path(snakemake.scriptdir).parent),  # noqa: F821
     # The declared inputs, checked (check_report_inputs checked them too: read once).
     findings=compute_findings(StudyTables.read(snakemake.input)),  # noqa: F821
-    # Optional: the kernel-power windows table adds the "Kernel power" section.
-    kernel_power_csv=snakemake.input.get("kernel_power"),  # noqa: F821
-    # Optional: the decode table adds the "Decode power" section.
-    decode_csv=snakemake.input.get("decode"),  # noqa: F821
-    # Optional: per-expert M and the expert recorder's cost, in the decode section.
-    expert_m_csv=snakemake.input.get("expert_m"),  # noqa: F821
-    decode_recorder_csv=snakemake.input.get("decode_recorder"),  # noqa: F821
-    decode_crosscheck_csv=snakemake.input.get("decode_crosscheck"),  # noqa: F821
-    # Optional: a configured baseline adds the "Before and after" section.
-    compare_csv=snakemake.input.get("compare"),  # noqa: F821
-    compare_spec=snakemake.input.get("compare_spec"),  # noqa: F821
     # The study's figure list (figure_list.py), as the rules built the specs from it.
     figures=snakemake.params.figures,  # noqa: F821
 )

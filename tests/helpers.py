@@ -76,3 +76,11 @@ def pin_sgl_versions(monkeypatch) -> None:
     monkeypatch.setattr(sgl, "_announced", set())
     versions = {"sglang-kernel": "0.4.5", "sglang": "0.5.16"}
     monkeypatch.setattr(sgl, "distribution_version", lambda *n: versions.get(n[0]))
+
+
+def report_paths(kw: dict) -> dict:
+    """The report inputs among a test's keyword arguments (decode=..., kernel_power=...),
+    popped from ``kw``: the rest go to render_report as they are."""
+    from studylib.report import REPORT_INPUTS
+
+    return {name: kw.pop(name) for name in list(kw) if name in REPORT_INPUTS}

@@ -40,11 +40,14 @@ def main() -> int:
 
     import pandas as pd
     from studylib.core.charts import save_chart
+    from studylib.core.io import write_frame
     from studylib.core.table_registry import read_optional
     from studylib.figure_list import figures
     from studylib.report import render_report
     from studylib.stages.decode.decode_figures import plot_decode
+    from studylib.stages.decode.decode_judgements import graphs_pairs, tp_pairs
     from studylib.stages.kernel_power.kernel_power_figures import plot_power
+    from studylib.stages.kernel_power.window_classes import classify_windows
     from studylib.stages.step_model.step_model_figure import step_chart
     from studylib.stages.sweep.sweep_aggregate import aggregate
     from studylib.stages.sweep.sweep_compare import write_comparison
@@ -74,8 +77,8 @@ def main() -> int:
         frame.to_parquet(path, index=False)
         parts.append(path)
     peaks = example / "peaks.json"
-    tables = {"sweep": out / "tables" / "sweep.csv", "support": out / "tables" / "support.csv"}
-    aggregate(parts, peaks, tables["sweep"], tables["support"])
+    tables = {name: out / "tables" / f"{name}.csv" for name in ("sweep", "support", "fastest")}
+    aggregate(parts, peaks, tables["sweep"], tables["support"], tables["fastest"])
     specs = []
 
     def spec(name: str) -> dict:
@@ -94,16 +97,28 @@ def main() -> int:
                    None)  # fmt: skip
     if windows is not None:
         inputs["kernel_power"] = windows
+        # Classified as the aggregate rule does (one rule: window_classes).
+        inputs["kernel_power_classes"] = out / "tables" / "kernel_power_classes.csv"
+        write_frame(classify_windows(read_optional(windows)), inputs["kernel_power_classes"])
         # Power against utilisation needs only the windows; the timeline needs the per-sample
         # timelines, which examples do not keep.
         plot_power(windows, None, *spec("power_vs_util").values(), kind="power_vs_util")
     decode, step = example / "tables" / "decode.csv", example / "tables" / "step_model.csv"
     if decode.is_file():
         inputs["decode"] = decode
+        # The pairs as the aggregate rule derives them.
+        for name, derive in (("decode_graphs_pairs", graphs_pairs), ("decode_tp_pairs", tp_pairs)):
+            inputs[name] = out / "tables" / f"{name}.csv"
+            write_frame(derive(read_optional(decode)), inputs[name])
         for kind in ("decode", "decode_latency", "decode_frontier"):
             plot_decode(decode, *spec(kind).values(), kind=kind)
-    if (example / "tables" / "expert_m.csv").is_file():
-        inputs["expert_m"] = example / "tables" / "expert_m.csv"
+    for name, file in (
+        ("expert_m", "expert_m.csv"),
+        ("decode_recorder", "decode_recorder.csv"),
+        ("decode_crosscheck", "decode_crosscheck.csv"),
+    ):
+        if (example / "tables" / file).is_file():
+            inputs[name] = example / "tables" / file
     if step.is_file():
         inputs["step_model"] = step
         save_chart(step_chart(read_optional(step)), *spec("step_model").values())
@@ -111,24 +126,19 @@ def main() -> int:
     if args.baseline:
         # A path as given, else relative to the example; load_sweep reads patterns too.
         baseline = args.baseline if Path(args.baseline).exists() else example / args.baseline
-        compare = {"compare_csv": out / "tables" / "compare.csv",
+        compare = {"compare": out / "tables" / "compare.csv",
                    "compare_spec": out / "figures" / "compare.vl.json"}  # fmt: skip
-        write_comparison(baseline, tables["sweep"], compare["compare_csv"],
+        write_comparison(baseline, tables["sweep"], compare["compare"],
                          compare["compare_spec"])  # fmt: skip
     html = out / "report" / "index.html"
     render_report(
         out_html=html,
         template_dir=ROOT / "report" / "templates",
-        hardware_json=inputs["hardware"],
-        sweep_csv=tables["sweep"],
-        support_csv=tables["support"],
+        paths={**inputs, **compare},
         spec_paths=specs,
         config_hash=f"example {example.name}",
         findings=compute_findings(StudyTables.read(inputs)),
-        kernel_power_csv=inputs.get("kernel_power"),
-        decode_csv=inputs.get("decode"),
         figures=figures(sorted(p.stem for p in parts)),
-        **compare,
     )
     print(html)
     return 0

@@ -8,7 +8,6 @@ has no link that leaves it: it can be mailed on its own.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Iterable
@@ -44,7 +43,7 @@ from .core.table_registry import read_optional
 from .instruments.serving.decode_load import STEADY_FRACTION
 from .stages.decode.decode_report import decode_section
 from .stages.kernel_power.kernel_power_report import kernel_power_section
-from .stages.sweep.sweep_ranking import fastest_per_size
+from .stages.sweep.sweep_ranking import RANK_RULE, fastest_frame
 from .stages.sweep.sweep_report import compare_section, fmt_cell, sweep_table
 from .study_answers import QUESTIONS
 
@@ -227,29 +226,32 @@ def support_rows(support: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def fastest_table(sweep: pd.DataFrame) -> dict[str, Any] | None:
-    """The fastest implementations per (dtype, shape, M), as findings rank them, laid out as
-    a pivot: the ranking time in each cell, eager and graph beside it."""
-    ranked = fastest_per_size(sweep)
-    if ranked is None:
+def fastest_table(fastest: pd.DataFrame) -> dict[str, Any] | None:
+    """The fastest implementations per (dtype, shape, M) (tables/fastest.csv, the aggregate
+    rule's ranking), laid out as a pivot: the ranking time in each cell, eager and graph
+    beside it."""
+    if fastest is None or fastest.empty:
         return None
-    ms = ranked["ms"]
+    fastest = clean_text_columns(fastest, ("dtype", "shape", "basis", "who", "backend", "op"))
+    ms = sorted(int(m) for m in pd.to_numeric(fastest["M"], errors="coerce").dropna().unique())
     rows = []
-    for row in ranked["rows"]:
+    for (dtype, shape), group in fastest.groupby(["dtype", "shape"], sort=True):
+        by_m = {int(r["M"]): r for r in group.to_dict("records")}
+        basis = str(group["basis"].iloc[0])
         cells = []
         for m in ms:
-            cell = row["cells"].get(m)
+            cell = by_m.get(m)
             if cell is None:
                 cells.append(None)
                 continue
             beside = [f"{mode} {fmt_us(cell[f'{mode}_us'], False)}" for mode in ("graph", "eager")
-                      if mode != row["basis"] and not math.isnan(cell[f"{mode}_us"])]  # fmt: skip
-            cells.append({"who": " = ".join(cell["who"]), "op": cell["op"],
+                      if mode != basis and not is_missing(cell[f"{mode}_us"])]  # fmt: skip
+            cells.append({"who": cell["who"], "op": cell["op"],
                           "us": fmt_us(cell["us"], False), "beside": ", ".join(beside),
                           "color": backend_color(cell["backend"])})  # fmt: skip
-        rows.append({"dtype": row["dtype"], "shape": row["shape"], "basis": row["basis"],
-                     "contenders": row["contenders"], "cells": cells})  # fmt: skip
-    return {"ms": ms, "rows": rows, "rule": ranked["rule"]}
+        rows.append({"dtype": dtype, "shape": shape, "basis": basis,
+                     "contenders": int(group["contenders"].iloc[0]), "cells": cells})  # fmt: skip
+    return {"ms": ms, "rows": rows, "rule": RANK_RULE}
 
 
 def spec_data_note(spec: Any) -> tuple[bool, str]:
@@ -334,28 +336,36 @@ def findings_context(findings) -> list[dict] | None:
     return out
 
 
+#: The report's inputs, by the names of rules/report.smk's REPORT_TABLES (and the
+#: comparison's, when a baseline is configured); a missing one is None.
+REPORT_INPUTS = ("hardware", "peaks", "sweep", "support", "fastest", "kernel_power",
+                 "kernel_power_classes", "decode", "expert_m", "decode_recorder",
+                 "decode_crosscheck", "decode_graphs_pairs", "decode_tp_pairs", "step_model",
+                 "compare", "compare_spec")  # fmt: skip
+#: The stages' report sections: each reads its tables from the inputs, None when absent.
+SECTIONS = {"kernel_power": kernel_power_section, "decode": decode_section,
+            "compare": compare_section}  # fmt: skip
+
+
 def build_context(
-    hardware_json,
-    sweep_csv,
-    support_csv,
+    paths: dict[str, Any],
     spec_paths,
     out_html,
     config_hash,
     config_yaml_text=None,
     git: dict | None = None,
-    kernel_power_csv=None,
-    decode_csv=None,
     findings=None,
-    expert_m_csv=None,
-    decode_recorder_csv=None,
-    decode_crosscheck_csv=None,
     figures: dict | None = None,
-    compare_csv=None,
-    compare_spec=None,
 ) -> dict[str, Any]:
-    """``figures``: the study's figure list (figure_list.figures, as the report rule passes
-    it); without it, the list for the backends the sweep table holds. ``compare_csv`` and
-    ``compare_spec`` (a baseline was configured) add the "Before and after" section."""
+    """``paths``: the report's inputs by name (:data:`REPORT_INPUTS`; absent ones None).
+    ``figures``: the study's figure list (figure_list.figures, as the report rule passes
+    it); without it, the list for the backends the sweep table holds. A comparison
+    (``compare``, ``compare_spec``: a baseline was configured) adds "Before and after"."""
+    unknown = sorted(set(paths) - set(REPORT_INPUTS))
+    if unknown:
+        raise ValueError(f"unknown report inputs {unknown}; known: {', '.join(REPORT_INPUTS)}")
+    paths = {name: paths.get(name) for name in REPORT_INPUTS}
+    hardware_json, sweep_csv, support_csv = paths["hardware"], paths["sweep"], paths["support"]
     hw = load_hardware(hardware_json)
     if git:
         # The commit the report is rendered from, not the one hardware.json was collected at.
@@ -370,16 +380,18 @@ def build_context(
             sorted(sweep["backend"].dropna().unique()) if "backend" in sweep.columns else []
         )
     charts = chart_entries(spec_paths, out_html, figures)
-    if compare_spec is not None:
-        charts += chart_entries([compare_spec], out_html, {"compare": ("compare", None)})
+    if paths["compare_spec"] is not None:
+        charts += chart_entries([paths["compare_spec"]], out_html, {"compare": ("compare", None)})
     has_gpu = machine_has_gpu(hw, sweep)
     summaries = backend_summaries(sweep, has_gpu)
     latency = {c["backend"]: c for c in charts if c["kind"] == "latency"}
     backends = sorted(set(latency) | {s["backend"] for s in summaries})
     by_backend = {s["backend"]: s for s in summaries}
-    kernel_power = kernel_power_section(kernel_power_csv, charts, out_html)
-    decode = decode_section(decode_csv, charts, out_html, expert_m_csv, decode_recorder_csv,
-                            decode_crosscheck_csv)  # fmt: skip
+    sections = {name: build(paths, charts, out_html) for name, build in SECTIONS.items()}
+    kernel_power, decode = sections["kernel_power"], sections["decode"]
+    # The fastest per size as the aggregate rule ranked it (an older folder: ranked here).
+    fastest = (read_optional(paths["fastest"]) if paths["fastest"] is not None
+               else fastest_frame(sweep))  # fmt: skip
     # The kernel-power and decode tables are offered in their own sections.
     downloads = embedded_downloads([sweep_csv, support_csv, hardware_json], out_html)
     return {
@@ -403,10 +415,10 @@ def build_context(
         ],
         "kernel_power": kernel_power,
         "decode": decode,
-        "compare": compare_section(compare_csv, charts, out_html),
+        "compare": sections["compare"],
         "findings": findings_context(findings),
         "charts": charts,
-        "fastest": fastest_table(sweep),
+        "fastest": fastest_table(fastest),
         "sweep": sweep_table(sweep),
         "downloads": downloads,
         "has_gpu": has_gpu,

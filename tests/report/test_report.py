@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT
+from helpers import ROOT, report_paths
 from studylib.core import charts
 from studylib.core.report_cells import embedded_download, fmt_sig, fmt_sig_us
 from studylib.report import (
@@ -109,9 +109,12 @@ def render(study, tmp_path=None, specs=None, hardware=None, **kw) -> tuple[str, 
         hw = Path(tmp_path) / "hardware.json"
         hw.write_text(json.dumps(hardware), encoding="utf-8")
     html = render_report(
-        hardware_json=hw,
-        sweep_csv=root / "tables" / "sweep.csv",
-        support_csv=root / "tables" / "support.csv",
+        paths={
+            "hardware": hw,
+            "sweep": root / "tables" / "sweep.csv",
+            "support": root / "tables" / "support.csv",
+            **report_paths(kw),
+        },
         spec_paths=study["specs"] if specs is None else specs,
         out_html=out,
         config_hash=kw.pop("config_hash", "cafe1234"),
@@ -223,9 +226,11 @@ def test_report_with_missing_tables_and_hardware(tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     html = render_report(
-        hardware_json=tmp_path / "absent.json",
-        sweep_csv=empty,
-        support_csv=tmp_path / "absent.csv",
+        paths={
+            "hardware": tmp_path / "absent.json",
+            "sweep": empty,
+            "support": tmp_path / "absent.csv",
+        },
         spec_paths=[],
         out_html=out,
         config_hash="x",
@@ -255,9 +260,12 @@ def render_tree(tree, **kw) -> str:
     """Render the report of a synthetic results tree ({"root", "specs"}) with extra sections."""
     root = tree["root"]
     return render_report(
-        hardware_json=root / "hardware.json",
-        sweep_csv=root / "tables" / "sweep.csv",
-        support_csv=root / "tables" / "absent.csv",
+        paths={
+            "hardware": root / "hardware.json",
+            "sweep": root / "tables" / "sweep.csv",
+            "support": root / "tables" / "absent.csv",
+            **report_paths(kw),
+        },
         spec_paths=tree["specs"],
         out_html=root / "report" / "index.html",
         config_hash="cafe1234",

@@ -238,7 +238,7 @@ def tree(tmp_path):
 
 
 def test_report_decode_section(tree):
-    html = _render(tree, decode_csv=tree["csv"])
+    html = _render(tree, decode=tree["csv"])
     assert_offline(html)
     section = _section(html, "decode-power")
     assert 'href="#decode-power"' in html
@@ -268,7 +268,7 @@ def test_report_decode_section(tree):
 def test_report_decode_without_power(tree, tmp_path):
     csv = tmp_path / "decode_cpu.csv"
     make_cpu().to_csv(csv, index=False)
-    section = _section(_render(dict(tree, specs=[]), decode_csv=csv), "decode-power")
+    section = _section(_render(dict(tree, specs=[]), decode=csv), "decode-power")
     assert "No power was measured on this machine (power_source none)" in section
     assert "No decode figure was produced" in section
     assert section.count("dc-invalid") == 2
@@ -279,7 +279,7 @@ def test_report_decode_mixed_sources(tree, tmp_path):
     df.loc[df["variant"] == VARIANTS[1], "power_source"] = "none"
     csv = tmp_path / "decode_mixed.csv"
     df.to_csv(csv, index=False)
-    section = _section(_render(tree, decode_csv=csv), "decode-power")
+    section = _section(_render(tree, decode=csv), "decode-power")
     assert f"No power was measured for\n  {VARIANTS[1]} (power_source none)" in section
     assert "on this machine" not in section
 
@@ -287,7 +287,7 @@ def test_report_decode_mixed_sources(tree, tmp_path):
 def test_report_decode_empty_table(tree, tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    section = _section(_render(tree, decode_csv=empty), "decode-power")
+    section = _section(_render(tree, decode=empty), "decode-power")
     assert "The decode table has no rows" in section
 
 
@@ -456,8 +456,8 @@ def test_report_decode_section_with_sglang_pairs_recorder_and_experts(tree, tmp_
         plot_decode(em_csv if kind == "experts" else csv, f"{stem}.html", f"{stem}.png",
                     f"{stem}.vl.json", kind)  # fmt: skip
         specs.append(f"{stem}.vl.json")
-    html = _render(dict(tree, specs=specs), decode_csv=csv, expert_m_csv=em_csv,
-                   decode_recorder_csv=rec_csv)  # fmt: skip
+    html = _render(dict(tree, specs=specs), decode=csv, expert_m=em_csv,
+                   decode_recorder=rec_csv)  # fmt: skip
     assert_offline(html)
     section = _section(html, "decode-power")
     ids = re.findall(r'id="chart-([^"]+)"', section)
@@ -482,7 +482,7 @@ def test_report_decode_without_recorder_rows(tree, tmp_path):
     csv, rec_csv = tmp_path / "d.csv", tmp_path / "recorder.csv"
     make_sglang().to_csv(csv, index=False)
     rec_csv.write_text("variant,engine,concurrency,tpot_ms,tpot_ms_off,tpot_ratio\n")
-    section = _section(_render(tree, decode_csv=csv, decode_recorder_csv=rec_csv), "decode-power")
+    section = _section(_render(tree, decode=csv, decode_recorder=rec_csv), "decode-power")
     assert "No recorder pass ran" in section
 
 

@@ -403,7 +403,7 @@ def report_tree(tmp_path, tables):
 
 
 def test_report_kernel_power_section(report_tree):
-    html = _render(report_tree, kernel_power_csv=report_tree["csv"])
+    html = _render(report_tree, kernel_power=report_tree["csv"])
     assert_offline(html)
     section = _section(html, "kernel-power")
     assert 'href="#kernel-power"' in html
@@ -434,7 +434,7 @@ def test_report_kernel_power_without_nvml(report_tree, tmp_path):
     )
     csv = tmp_path / "kernel_power_cpu.csv"
     windows.to_csv(csv, index=False)
-    html = _render(dict(report_tree, specs=[]), kernel_power_csv=csv)
+    html = _render(dict(report_tree, specs=[]), kernel_power=csv)
     section = _section(html, "kernel-power")
     assert "This machine has no NVML: no power was measured." in section
     assert "no data" in section
@@ -447,7 +447,7 @@ def test_report_kernel_power_mixed_sources(report_tree, tmp_path):
     windows.loc[no_nvml, "power_source"] = "none"
     csv = tmp_path / "kernel_power_mixed.csv"
     windows.to_csv(csv, index=False)
-    section = _section(_render(report_tree, kernel_power_csv=csv), "kernel-power")
+    section = _section(_render(report_tree, kernel_power=csv), "kernel-power")
     assert "No power was measured for\n  flashinfer (no NVML in those jobs)" in section
     assert "has no NVML" not in section
 
@@ -455,7 +455,7 @@ def test_report_kernel_power_mixed_sources(report_tree, tmp_path):
 def test_report_kernel_power_empty_table(report_tree, tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    html = _render(dict(report_tree, specs=[]), kernel_power_csv=empty)
+    html = _render(dict(report_tree, specs=[]), kernel_power=empty)
     assert "The kernel-power table has no windows" in _section(html, "kernel-power")
 
 

@@ -80,10 +80,9 @@ def test_the_comparison_writes_its_table_and_chart_and_the_report_shows_them(tmp
     spec = json.loads((out / "figures" / "compare.vl.json").read_text())
     assert spec["facet"]["column"]["field"] == "mode"
     context = build_context(
-        hardware_json=None, sweep_csv=tmp_path / "after.csv", support_csv=None, spec_paths=[],
-        out_html=out / "report" / "index.html", config_hash="x",
-        compare_csv=out / "tables" / "compare.csv",
-        compare_spec=out / "figures" / "compare.vl.json",
+        paths={"sweep": tmp_path / "after.csv", "compare": out / "tables" / "compare.csv",
+               "compare_spec": out / "figures" / "compare.vl.json"},
+        spec_paths=[], out_html=out / "report" / "index.html", config_hash="x",
     )  # fmt: skip
     section = context["compare"]
     assert section["mode"] == "cold" and len(section["rows"]) == 3
@@ -91,6 +90,6 @@ def test_the_comparison_writes_its_table_and_chart_and_the_report_shows_them(tmp
     assert section["rows"][0]["change"] == "-20.0 %"
     assert section["chart"]["has_data"] and section["lines"][0].startswith("cold: 3 points")
     assert section["downloads"][0]["href"].startswith("data:")
-    assert build_context(hardware_json=None, sweep_csv=tmp_path / "after.csv", support_csv=None,
-                         spec_paths=[], out_html=out / "report" / "index.html",
+    assert build_context(paths={"sweep": tmp_path / "after.csv"}, spec_paths=[],
+                         out_html=out / "report" / "index.html",
                          config_hash="x")["compare"] is None  # fmt: skip

@@ -3,7 +3,6 @@ derived from it, the recorder table and the section's figures."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pandas as pd
@@ -49,21 +48,28 @@ def _table(frame: pd.DataFrame, shown: dict[str, Column]) -> dict[str, Any]:
     return {"columns": [col.label for _, col in columns], "rows": rows}
 
 
-def decode_section(
-    path: str | os.PathLike | None,
-    charts: list[dict[str, Any]],
-    out_html,
-    expert_m_csv: str | os.PathLike | None = None,
-    recorder_csv: str | os.PathLike | None = None,
-    crosscheck_csv: str | os.PathLike | None = None,
-) -> dict[str, Any] | None:
-    """The decode-power section's context, or None when no decode table was given.
+def _derived(path, derive, table: pd.DataFrame) -> pd.DataFrame:
+    """A table the aggregate rule derived from the decode table, read; or derived here by the
+    same rule where the folder predates it."""
+    if path is not None:
+        return read_optional(path)
+    return derive(table) if not table.empty else pd.DataFrame()
 
-    ``expert_m_csv`` (per-expert M) and ``recorder_csv`` (what SGLang's expert recorder cost)
-    add their downloads and the recorder-cost table; ``crosscheck_csv`` (SGLang's
-    bench_serving on the same servers) the cross-check table."""
+
+def decode_section(
+    paths: dict[str, Any], charts: list[dict[str, Any]], out_html
+) -> dict[str, Any] | None:
+    """The decode-power section's context, or None when no decode table was given (``paths``:
+    the report's inputs). Per-expert M (``expert_m``) and the expert recorder's cost
+    (``decode_recorder``) add their downloads and the recorder-cost table; SGLang's
+    bench_serving on the same servers (``decode_crosscheck``) the cross-check table; the
+    pairs the aggregate rule derived (``decode_graphs_pairs``, ``decode_tp_pairs``) their
+    tables (a folder from before them: paired here by the same rules)."""
+    path = paths.get("decode")
     if path is None:
         return None
+    expert_m_csv, recorder_csv = paths.get("expert_m"), paths.get("decode_recorder")
+    crosscheck_csv = paths.get("decode_crosscheck")
     table = read_optional(path)
     rows = []
     sources: list[str] = []
@@ -101,8 +107,8 @@ def decode_section(
             )
             no_power_variants = sorted(v for v, src in by_variant.items() if src == {"none"})
         dummy, dummy_note = dummy_weights_note(table)
-    pairs = graphs_pairs(table) if not table.empty else pd.DataFrame()
-    tp = tp_pairs(table) if not table.empty else pd.DataFrame()
+    pairs = _derived(paths.get("decode_graphs_pairs"), graphs_pairs, table)
+    tp = _derived(paths.get("decode_tp_pairs"), tp_pairs, table)
     if len(tp):
         tp["cuda_graphs"] = tp["cuda_graphs"].map(graphs_label).str.removeprefix("CUDA graphs ")
     recorder = read_optional(recorder_csv) if recorder_csv is not None else pd.DataFrame()

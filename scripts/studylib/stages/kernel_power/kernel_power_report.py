@@ -3,7 +3,6 @@ section's figures."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pandas as pd
@@ -26,12 +25,16 @@ POWER_FIGURES = in_section("power")
 
 
 def kernel_power_section(
-    path: str | os.PathLike | None, charts: list[dict[str, Any]], out_html
+    paths: dict[str, Any], charts: list[dict[str, Any]], out_html
 ) -> dict[str, Any] | None:
-    """The kernel-power section's context, or None when no table was given."""
+    """The kernel-power section's context, or None when no kernel-power table was given: the
+    classified windows (tables/kernel_power_classes.csv, written by the aggregate rule; a
+    folder from before it: the windows classified here by the same rule)."""
+    path = paths.get("kernel_power")
     if path is None:
         return None
-    windows = read_optional(path)
+    classes = paths.get("kernel_power_classes")
+    windows = read_optional(classes) if classes is not None else read_optional(path)
     columns = labelled(KERNEL_POWER_SHOWN)
     if not windows.empty and "gpu" in windows.columns:
         if pd.to_numeric(windows["gpu"], errors="coerce").nunique() <= 1:
@@ -41,7 +44,7 @@ def kernel_power_section(
     sources: list[str] = []
     if not windows.empty:
         windows = clean_text_columns(
-            classify_windows(windows),
+            windows if "class" in windows.columns else classify_windows(windows),
             ("backend", "impl", "op", "dtype", "shape", "mode", "throttle_reasons", "status")
             + ("error", "power_source", "why", "class"),
         )

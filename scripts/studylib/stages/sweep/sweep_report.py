@@ -111,9 +111,11 @@ def sweep_table(sweep: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def compare_section(path, charts: list[dict[str, Any]], out_html) -> dict[str, Any] | None:
+def compare_section(paths: dict[str, Any], charts: list[dict[str, Any]],
+                    out_html) -> dict[str, Any] | None:  # fmt: skip
     """The "Before and after" section: the summary per mode, the chart, and the points that
     changed most (all of them in the embedded table download); None without a comparison."""
+    path = paths.get("compare")
     if path is None:
         return None
 
