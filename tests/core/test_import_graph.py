@@ -1,6 +1,6 @@
 """The library's import graph (issue 31): no cycles among studylib modules, no import inside a
-function except of an optional GPU library, and no module over 600 lines except the decode
-stage's frozen files, listed here until that stage moves."""
+function except of an optional GPU library, no module over 600 lines, and no two modules of
+one name."""
 
 import ast
 from pathlib import Path
@@ -11,10 +11,6 @@ LIBRARY = ROOT / "scripts" / "studylib"
 #: Imported where used, not at the top: optional GPU libraries (and their tokenizers) that a
 #: machine without a GPU may lack, and that the catalogue and the Snakefile must not load.
 LAZY = {"torch", "flashinfer", "sgl_kernel", "sglang", "transformers", "tokenizers", "pynvml"}
-#: The decode stage's files that another change holds for now (see issue 31): what they still
-#: do that the rest of the library must not.
-FROZEN_INNER_IMPORTS: set[tuple[str, str]] = set()
-FROZEN_LONG: set[str] = set()
 MAX_LINES = 600
 
 
@@ -105,14 +101,14 @@ def test_no_import_cycles_among_studylib_modules():
 def test_no_import_inside_a_function_but_of_an_optional_gpu_library():
     _, inner = graph()
     odd = [(m, t, line) for m, t, line in inner
-           if t not in LAZY and (m, t) not in FROZEN_INNER_IMPORTS]  # fmt: skip
+           if t not in LAZY]  # fmt: skip
     assert odd == []
 
 
 def test_no_module_over_600_lines_but_the_frozen_decode_ones():
     long = {str(path.relative_to(LIBRARY)): n for path, _ in modules().values()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}  # fmt: skip
-    assert set(long) <= FROZEN_LONG, long
+    assert not long, long
 
 
 def test_dependencies_point_down():
@@ -132,10 +128,6 @@ def test_dependencies_point_down():
             ], module
 
 
-#: Names the frozen decode files share (serving/decode.py and findings/decode.py; experts.py).
-FROZEN_SHARED_NAMES = {"decode.py", "experts.py"}
-
-
 def test_module_names_are_unique_across_the_library():
     names = [path.name for path, _ in modules().values() if path.name != "__init__.py"]
-    assert {n for n in names if names.count(n) > 1} <= FROZEN_SHARED_NAMES
+    assert {n for n in names if names.count(n) > 1} == set()
