@@ -34,6 +34,7 @@ def test_server_window_takes_the_lines_stamped_inside():
     # after the end) are left out.
     got = server_window(LOG, _t("14:26:35") + 0.5, _t("14:26:47") + 0.5)
     assert got == {"server_tok_s": pytest.approx((22623.93 + 20874.52) / 2),
+                   "server_tok_s_median": pytest.approx((22623.93 + 20874.52) / 2),
                    "server_running_min": 256, "server_running_median": 256,
                    "server_lines": 2}  # fmt: skip
     # The scheduler ran out of requests inside a longer window: its fewest running say so.
@@ -41,7 +42,13 @@ def test_server_window_takes_the_lines_stamped_inside():
     # min_running keeps a run's steady lines only (not the straggler line).
     steady = server_window(LOG, _t("14:26:35"), _t("14:26:48"), min_running=218)
     assert steady["server_running_min"] == 256 and steady["server_lines"] == 3
-    assert server_window(LOG, _t("14:27:00"), _t("14:27:10"))["server_lines"] == 0
+    # max_running leaves out another load's lines (more running than this one's C).
+    c64 = server_window(LOG, _t("14:26:30"), _t("14:26:48"), min_running=55, max_running=64)
+    assert c64["server_lines"] == 1 and c64["server_tok_s"] == pytest.approx(6659.47)
+    # The median line: the straggler line (8 running, 12.0k tok/s) does not pull it down.
+    four = server_window(LOG, _t("14:26:35"), _t("14:26:49"))
+    assert four["server_tok_s_median"] == pytest.approx((22623.93 + 20874.52) / 2)
+    assert four["server_tok_s"] == pytest.approx((23049.09 + 22623.93 + 20874.52 + 11995.96) / 4)
 
 
 def test_data_parallel_ranks_add_up():

@@ -26,7 +26,13 @@ from datetime import datetime
 from pathlib import Path
 
 #: Columns this module adds to a decode summary row.
-COLUMNS = ["server_tok_s", "server_running_min", "server_running_median", "server_lines"]
+COLUMNS = [
+    "server_tok_s",
+    "server_tok_s_median",
+    "server_running_min",
+    "server_running_median",
+    "server_lines",
+]
 
 _LINE = re.compile(
     r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>[^\]]*)\] Decode batch"
@@ -53,31 +59,39 @@ def wall_of(monotonic_t: float) -> float:
     return monotonic_t + (time.time() - time.monotonic())
 
 
-def server_window(text: str, wall0: float, wall1: float, min_running: int = 0) -> dict:
+def server_window(text: str, wall0: float, wall1: float, min_running: int = 0,
+                  max_running: int | None = None) -> dict:  # fmt: skip
     """The scheduler's tokens/s and fewest and median running requests over the decode lines logged
     inside [wall0, wall1]. A stamp is a whole second: a line stamped s was written in
     [s, s + 1) and counts steps before it, so lines are taken from one second after the
     window's start to one second before its end (the next pass may log in the same second).
     Data-parallel ranks log each for itself: their rates add. ``min_running``: only lines
-    with at least that many requests running (a run's steady part, not its ramps). Nothing
+    with at least that many requests running (a run's steady part, not its ramps), and
+    ``max_running`` at most that many (not another load's leftovers). Nothing
     logged there: the columns are None."""
     lines = [x for x in decode_lines(text)
-             if wall0 + 1 <= x[0] <= wall1 - 1 and x[2] >= min_running]  # fmt: skip
+             if wall0 + 1 <= x[0] <= wall1 - 1 and x[2] >= min_running
+             and (max_running is None or x[2] <= max_running)]  # fmt: skip
     empty = dict.fromkeys(COLUMNS)
     if not lines:
         return {**empty, "server_lines": 0}
     ranks = sorted({rank for _, rank, _, _ in lines})
     tok_s = sum(statistics.fmean(x[3] for x in lines if x[1] == r) for r in ranks)
+    # The median line: robust to the few lines a wave's start or end writes (prefills, the
+    # last stragglers), so two runs' engine speeds compare (the cross-check's engine_ratio).
+    tok_s_median = sum(statistics.median(x[3] for x in lines if x[1] == r) for r in ranks)
     running = sum(min(x[2] for x in lines if x[1] == r) for r in ranks)
     median = sum(statistics.median(x[2] for x in lines if x[1] == r) for r in ranks)
-    return {"server_tok_s": tok_s, "server_running_min": running,
-            "server_running_median": median, "server_lines": len(lines)}  # fmt: skip
+    return {"server_tok_s": tok_s, "server_tok_s_median": tok_s_median,
+            "server_running_min": running, "server_running_median": median,
+            "server_lines": len(lines)}  # fmt: skip
 
 
-def server_window_of(log_path: str | Path, t0: float, t1: float, min_running: int = 0) -> dict:
+def server_window_of(log_path: str | Path, t0: float, t1: float, min_running: int = 0,
+                     max_running: int | None = None) -> dict:  # fmt: skip
     """:func:`server_window` over a log file for a window on this process's monotonic clock."""
     path = Path(log_path)
     if not path.is_file():
         return dict.fromkeys(COLUMNS)
     text = path.read_text(encoding="utf-8", errors="replace")
-    return server_window(text, wall_of(t0), wall_of(t1), min_running)
+    return server_window(text, wall_of(t0), wall_of(t1), min_running, max_running)

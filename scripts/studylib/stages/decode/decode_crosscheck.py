@@ -42,7 +42,7 @@ def crosscheck_pass(pas: ServerPass, main_rows: list[dict], out_dir: Path,
     started = time.monotonic()
     for c, row in zip(plan["concurrency"], main_rows, strict=True):
         out = {key: row.get(key) for key in ("engine", "variant", "weights", "cuda_graphs",
-               "concurrency", "tpot_ms", "output_tok_s", "server_tok_s", "avg_w_per_gpu",
+               "concurrency", "tpot_ms", "output_tok_s", "server_tok_s_median", "avg_w_per_gpu",
                "valid")}  # fmt: skip
         prompts = bench_prompts(c, plan["min_steady_s"], plan["output_len"], row.get("tpot_ms"))
         out["bench_prompts"] = prompts
@@ -63,8 +63,8 @@ def crosscheck_pass(pas: ServerPass, main_rows: list[dict], out_dir: Path,
         out.update(result)
         # The scheduler's rate over bench_serving's steady part (not its start's prefills or
         # its end's stragglers), as over the study's steady window.
-        steady = server_window_of(pas.server.log_path, t0, t1, math.ceil(STEADY_FRACTION * c))
-        out["bench_server_tok_s"] = steady["server_tok_s"]
+        steady = server_window_of(pas.server.log_path, t0, t1, math.ceil(STEADY_FRACTION * c), c)
+        out["bench_server_tok_s_median"] = steady["server_tok_s_median"]
         out.update(ratios(out))
         crosscheck.append(out)
         if out.get("bench_error"):
@@ -86,6 +86,6 @@ def ratios(row: dict) -> dict:
     return {
         "tpot_ratio": ratio(row.get("tpot_ms"), row.get("bench_tpot_ms")),
         "itl_ratio": ratio(row.get("tpot_ms"), row.get("bench_itl_ms")),
-        "engine_ratio": ratio(row.get("bench_server_tok_s"), row.get("server_tok_s")),
+        "engine_ratio": ratio(row.get("bench_server_tok_s_median"), row.get("server_tok_s_median")),
         "tok_s_ratio": ratio(row.get("output_tok_s"), row.get("bench_output_tok_s")),
     }

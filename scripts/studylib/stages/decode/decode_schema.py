@@ -101,9 +101,9 @@ def model_layers(plan: dict, model_facts: dict | None) -> int | None:
 #: One row per variant and C of tables/decode_crosscheck.csv.
 CROSSCHECK_COLUMNS = [
     "engine", "variant", "weights", "cuda_graphs", "concurrency", "tpot_ms", "output_tok_s",
-    "server_tok_s", "avg_w_per_gpu", "valid", "bench_tpot_ms", "bench_itl_ms",
+    "server_tok_s_median", "avg_w_per_gpu", "valid", "bench_tpot_ms", "bench_itl_ms",
     "bench_output_tok_s", "bench_ttft_ms", "bench_prompts", "bench_completed",
-    "bench_duration_s", "bench_server_tok_s", "tpot_ratio", "itl_ratio", "engine_ratio",
+    "bench_duration_s", "bench_server_tok_s_median", "tpot_ratio", "itl_ratio", "engine_ratio",
     "tok_s_ratio", "bench_error",
 ]  # fmt: skip
 

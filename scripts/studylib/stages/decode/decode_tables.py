@@ -19,7 +19,7 @@ from .expert_m import EXPERT_M_COLUMNS
 
 #: Summary columns newer than the committed examples' tables (2026-12-02: the scheduler's
 #: median running requests, which the delivery gate reads).
-ADDED_COLUMNS = ("server_running_median",)
+ADDED_COLUMNS = ("server_tok_s_median", "server_running_median")
 
 #: The decode table's columns after a variant's summary's (aggregate.decode_table).
 FLOOR_COLUMNS = ("hbm_floor_ms", "tpot_over_floor")
@@ -149,7 +149,9 @@ CROSSCHECK_SHOWN = {
     "bench_itl_ms": Column("bench_serving ITL ms", ".2f", tip="bench_serving's median ITL"),
     "tpot_ratio": Column("TPOT ÷ bench TPOT", ".3f", "×"),
     "itl_ratio": Column("TPOT ÷ bench ITL", ".3f", "×"),
-    "engine_ratio": Column("scheduler during bench ÷ during study", ".3f", "×"),
+    "engine_ratio": Column("scheduler during bench ÷ during study", ".3f", "×",
+                           tip="the scheduler's median log line, bench_serving's run over "
+                           "the study's window"),
     "output_tok_s": Column("tok/s", ",.0f", tip="the study's output tok/s"),
     "bench_output_tok_s": Column("bench_serving tok/s", ",.0f"),
     "bench_prompts": Column("bench prompts", ".0f"),
