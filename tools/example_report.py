@@ -8,13 +8,11 @@ Reads the example's sweep CSVs (the pattern, relative to the example), its ``pea
 machine from another) and, where present, its kernel-power windows
 (``kernel_power/windows.csv``, else ``tables/kernel_power.csv``), ``tables/decode.csv``,
 ``tables/expert_m.csv`` and ``tables/step_model.csv``; writes under OUT the tables
-(``tables/sweep.csv``,
-``support.csv``), the sweep figures (latency per backend, support, efficiency, launch
-overhead), the power-against-utilisation, decode and step-model figures where their tables
-are, and
+(``tables/sweep.csv``, ``support.csv``), every figure of the registry
+(``studylib/figure_list.py``) whose tables the example has, drawn by the functions rule
+``plot`` calls (examples keep no power timelines: no timeline figure), and
 ``report/index.html``, as the workflow's own steps would. ``--baseline`` (a pattern in the
-example, or a path) adds "Before and after". Prints
-the report's path.
+example, or a path) adds "Before and after". Prints the report's path.
 """
 
 import argparse
@@ -22,8 +20,30 @@ import glob
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+
+from studylib.figure_drawing import draw_figure  # noqa: E402
+from studylib.figure_list import (  # noqa: E402
+    BACKEND_SWEEP,
+    DECODE_TABLE,
+    EXPERT_M_TABLE,
+    KERNEL_POWER_TABLE,
+    PEAKS,
+    STEP_MODEL_TABLE,
+    SUPPORT_TABLE,
+    SWEEP_TABLE,
+    figure_files,
+    figures,
+    study_figures,
+)
+from studylib.report import render_report  # noqa: E402
+from studylib.stages.sweep.sweep_aggregate import aggregate  # noqa: E402
+from studylib.stages.sweep.sweep_compare import write_comparison  # noqa: E402
+from studylib.study_answers import compute_findings  # noqa: E402
+from studylib.study_tables import StudyTables  # noqa: E402
 
 
 def main() -> int:
@@ -37,21 +57,6 @@ def main() -> int:
     parser.add_argument("--hardware", type=Path,
                         help="hardware.json to use (default: the example's own)")  # fmt: skip
     args = parser.parse_args()
-
-    import pandas as pd
-    from studylib.core.charts import save_chart
-    from studylib.core.table_registry import read_optional
-    from studylib.figure_list import figures
-    from studylib.report import render_report
-    from studylib.stages.decode.decode_figures import plot_decode
-    from studylib.stages.kernel_power.kernel_power_figures import plot_power
-    from studylib.stages.step_model.step_model_figure import step_chart
-    from studylib.stages.sweep.sweep_aggregate import aggregate
-    from studylib.stages.sweep.sweep_compare import write_comparison
-    from studylib.stages.sweep.sweep_figures import plot_latency
-    from studylib.stages.sweep.sweep_table_figures import plot_support, plot_table_figure
-    from studylib.study_answers import compute_findings
-    from studylib.study_tables import StudyTables
 
     example, out = args.example, args.out
     hardware = args.hardware or example / "hardware.json"
@@ -76,37 +81,33 @@ def main() -> int:
     peaks = example / "peaks.json"
     tables = {"sweep": out / "tables" / "sweep.csv", "support": out / "tables" / "support.csv"}
     aggregate(parts, peaks, tables["sweep"], tables["support"])
-    specs = []
-
-    def spec(name: str) -> dict:
-        base = out / "figures" / name
-        specs.append(Path(f"{base}.vl.json"))
-        return {"out_html": f"{base}.html", "out_png": f"{base}.png", "out_spec": specs[-1]}
-
-    for path in parts:
-        plot_latency(path, backend=path.stem, peaks_json=peaks, **spec(f"latency_{path.stem}"))
-    plot_support(tables["support"], **spec("support"))
-    for kind in ("efficiency", "launch_overhead"):
-        plot_table_figure(kind, tables["sweep"], *spec(kind).values())
     inputs = {"hardware": hardware, "peaks": peaks, **tables}
     windows = next((w for w in (example / "kernel_power" / "windows.csv",
                                 example / "tables" / "kernel_power.csv") if w.is_file()),
                    None)  # fmt: skip
     if windows is not None:
         inputs["kernel_power"] = windows
-        # Power against utilisation needs only the windows; the timeline needs the per-sample
-        # timelines, which examples do not keep.
-        plot_power(windows, None, *spec("power_vs_util").values(), kind="power_vs_util")
-    decode, step = example / "tables" / "decode.csv", example / "tables" / "step_model.csv"
-    if decode.is_file():
-        inputs["decode"] = decode
-        for kind in ("decode", "decode_latency", "decode_frontier"):
-            plot_decode(decode, *spec(kind).values(), kind=kind)
-    if (example / "tables" / "expert_m.csv").is_file():
-        inputs["expert_m"] = example / "tables" / "expert_m.csv"
-    if step.is_file():
-        inputs["step_model"] = step
-        save_chart(step_chart(read_optional(step)), *spec("step_model").values())
+    for name in ("decode", "expert_m", "step_model"):
+        if (example / "tables" / f"{name}.csv").is_file():
+            inputs[name] = example / "tables" / f"{name}.csv"
+    # The workflow's files, where this example keeps them; examples keep no power timelines.
+    located = {
+        PEAKS: peaks, SWEEP_TABLE: tables["sweep"], SUPPORT_TABLE: tables["support"],
+        KERNEL_POWER_TABLE: inputs.get("kernel_power"), DECODE_TABLE: inputs.get("decode"),
+        EXPERT_M_TABLE: inputs.get("expert_m"), STEP_MODEL_TABLE: inputs.get("step_model"),
+        **{BACKEND_SWEEP.format(backend=p.stem): p for p in parts},
+    }  # fmt: skip
+    specs = []
+    # Every figure of the registry whose tables the example has, drawn as rule plot draws it.
+    for name, figure in study_figures(sorted(p.stem for p in parts)).items():
+        paths = {role: [located.get(p) for p in value] if isinstance(value, tuple)
+                 else located.get(value) for role, value in figure.inputs.items()}  # fmt: skip
+        if any(not p or (isinstance(p, list) and None in p) for p in paths.values()):
+            continue
+        files = {kind: out / path.removeprefix("results/")
+                 for kind, path in figure_files(name).items()}  # fmt: skip
+        draw_figure(figure.draw, paths, figure.args, files["html"], files["png"], files["spec"])
+        specs.append(files["spec"])
     compare = {}
     if args.baseline:
         # A path as given, else relative to the example; load_sweep reads patterns too.
