@@ -11,7 +11,12 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 from studylib.core.io import stable_hash  # noqa: E402
-from studylib.figure_list import figures, spec_path  # noqa: E402
+from studylib.figure_list import (  # noqa: E402
+    figures,
+    spec_path,
+    study_figures,
+    write_caption_template,
+)
 from studylib.instruments.hardware import job_versions, nvml_driver  # noqa: E402
 from studylib.core.config import (  # noqa: E402
     ConfigFileError,
@@ -77,8 +82,10 @@ SERVED_MODELS = served_models(config, STUDY_DEVICE)
 POWER_BACKENDS = [b for b in BACKENDS if config["kernel_power"]["backends"].get(b)]
 CONFIG_HASH = stable_hash(config)
 CONFIG_TEXT = yaml.safe_dump(config, sort_keys=False)
-# Every figure's Vega-Lite spec: what the report embeds and `all` builds (each with its HTML
-# and PNG); the plot rules of each stage's .smk write them. The list is studylib/figure_list.py.
+# Every figure of the study (studylib/figure_list.py), drawn by rule plot (rules/figures.smk);
+# FIGURES places each in the report, FIGURE_SPECS are what the report embeds and `all` builds
+# (each with its HTML and PNG).
+STUDY_FIGURES = study_figures(BACKENDS, POWER_BACKENDS)
 FIGURES = figures(BACKENDS)
 FIGURE_SPECS = [spec_path(name) for name in FIGURES]
 # A configured baseline (compare_baseline) adds rule compare and the report's "Before and
@@ -181,3 +188,27 @@ def decode_inputs(wildcards):
     if variant["model"] == "dummy":
         return {"model": f"results/decode/served_model/{variant['weights']}"}
     return {}
+
+
+def figure_inputs(wildcards):
+    """The figure's tables by role, and the files it is redrawn after (``after``)."""
+    figure = STUDY_FIGURES[wildcards.figure]
+    return {
+        **{role: list(paths) if isinstance(paths, tuple) else paths
+           for role, paths in figure.inputs.items()},
+        **({"after": list(figure.after)} if figure.after else {}),
+    }  # fmt: skip
+
+
+def figure_report(attribute):
+    """The figure's report category, subcategory or labels, for report()."""
+    return lambda wildcards: getattr(STUDY_FIGURES[wildcards.figure], attribute)
+
+
+# Snakemake takes one caption file per rule: the registry's captions in one template, each
+# rendered for its own figures, written beside Snakemake's own records (figure_list.py).
+FIGURE_CAPTION = write_caption_template(
+    STUDY_FIGURES.values(),
+    workflow.basedir,
+    Path(".snakemake", "study", "figure_captions.rst"),
+)

@@ -23,23 +23,3 @@ rule step_model:
         mode="cold",
     script:
         "../scripts/build_step_model.py"
-
-
-rule plot_step_model:
-    input:
-        table="results/tables/step_model.csv",
-    output:
-        html=report(
-            "results/figures/step_model.html",
-            caption="../report/captions/step_model.rst",
-            category="Decode power",
-            labels={"figure": "decode step model"},
-        ),
-        png="results/figures/step_model.png",
-        spec="results/figures/step_model.vl.json",
-    log:
-        "results/logs/figures/step_model.log",
-    conda:
-        "../envs/study.yaml"
-    script:
-        "../scripts/plot_step_model.py"

@@ -8,13 +8,11 @@ Reads the example's sweep CSVs (the pattern, relative to the example), its ``pea
 machine from another) and, where present, its kernel-power windows
 (``kernel_power/windows.csv``, else ``tables/kernel_power.csv``), ``tables/decode.csv``,
 ``tables/expert_m.csv`` and ``tables/step_model.csv``; writes under OUT the tables
-(``tables/sweep.csv``,
-``support.csv``), the sweep figures (latency per backend, support, efficiency, launch
-overhead), the power-against-utilisation, decode and step-model figures where their tables
-are, and
+(``tables/sweep.csv``, ``support.csv``), every figure of the registry
+(``studylib/figure_list.py``) whose tables the example has, drawn by the functions rule
+``plot`` calls (examples keep no power timelines: no timeline figure), and
 ``report/index.html``, as the workflow's own steps would. ``--baseline`` (a pattern in the
-example, or a path) adds "Before and after". Prints
-the report's path.
+example, or a path) adds "Before and after". Prints the report's path.
 """
 
 import argparse
@@ -22,8 +20,34 @@ import glob
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+
+from studylib.core.io import write_frame  # noqa: E402
+from studylib.core.table_registry import read_optional  # noqa: E402
+from studylib.figure_drawing import draw_figure  # noqa: E402
+from studylib.figure_list import (  # noqa: E402
+    BACKEND_SWEEP,
+    DECODE_TABLE,
+    EXPERT_M_TABLE,
+    KERNEL_POWER_TABLE,
+    PEAKS,
+    STEP_MODEL_TABLE,
+    SUPPORT_TABLE,
+    SWEEP_TABLE,
+    figure_files,
+    figures,
+    study_figures,
+)
+from studylib.report import render_report  # noqa: E402
+from studylib.stages.decode.decode_judgements import graphs_pairs, tp_pairs  # noqa: E402
+from studylib.stages.kernel_power.window_classes import classify_windows  # noqa: E402
+from studylib.stages.sweep.sweep_aggregate import aggregate  # noqa: E402
+from studylib.stages.sweep.sweep_compare import write_comparison  # noqa: E402
+from studylib.study_answers import compute_findings  # noqa: E402
+from studylib.study_tables import StudyTables  # noqa: E402
 
 
 def main() -> int:
@@ -37,24 +61,6 @@ def main() -> int:
     parser.add_argument("--hardware", type=Path,
                         help="hardware.json to use (default: the example's own)")  # fmt: skip
     args = parser.parse_args()
-
-    import pandas as pd
-    from studylib.core.charts import save_chart
-    from studylib.core.io import write_frame
-    from studylib.core.table_registry import read_optional
-    from studylib.figure_list import figures
-    from studylib.report import render_report
-    from studylib.stages.decode.decode_figures import plot_decode
-    from studylib.stages.decode.decode_judgements import graphs_pairs, tp_pairs
-    from studylib.stages.kernel_power.kernel_power_figures import plot_power
-    from studylib.stages.kernel_power.window_classes import classify_windows
-    from studylib.stages.step_model.step_model_figure import step_chart
-    from studylib.stages.sweep.sweep_aggregate import aggregate
-    from studylib.stages.sweep.sweep_compare import write_comparison
-    from studylib.stages.sweep.sweep_figures import plot_latency
-    from studylib.stages.sweep.sweep_table_figures import plot_support, plot_table_figure
-    from studylib.study_answers import compute_findings
-    from studylib.study_tables import StudyTables
 
     example, out = args.example, args.out
     hardware = args.hardware or example / "hardware.json"
@@ -79,18 +85,6 @@ def main() -> int:
     peaks = example / "peaks.json"
     tables = {name: out / "tables" / f"{name}.csv" for name in ("sweep", "support", "fastest")}
     aggregate(parts, peaks, tables["sweep"], tables["support"], tables["fastest"])
-    specs = []
-
-    def spec(name: str) -> dict:
-        base = out / "figures" / name
-        specs.append(Path(f"{base}.vl.json"))
-        return {"out_html": f"{base}.html", "out_png": f"{base}.png", "out_spec": specs[-1]}
-
-    for path in parts:
-        plot_latency(path, backend=path.stem, peaks_json=peaks, **spec(f"latency_{path.stem}"))
-    plot_support(tables["support"], **spec("support"))
-    for kind in ("efficiency", "launch_overhead"):
-        plot_table_figure(kind, tables["sweep"], *spec(kind).values())
     inputs = {"hardware": hardware, "peaks": peaks, **tables}
     windows = next((w for w in (example / "kernel_power" / "windows.csv",
                                 example / "tables" / "kernel_power.csv") if w.is_file()),
@@ -100,28 +94,34 @@ def main() -> int:
         # Classified as the aggregate rule does (one rule: window_classes).
         inputs["kernel_power_classes"] = out / "tables" / "kernel_power_classes.csv"
         write_frame(classify_windows(read_optional(windows)), inputs["kernel_power_classes"])
-        # Power against utilisation needs only the windows; the timeline needs the per-sample
-        # timelines, which examples do not keep.
-        plot_power(windows, None, *spec("power_vs_util").values(), kind="power_vs_util")
-    decode, step = example / "tables" / "decode.csv", example / "tables" / "step_model.csv"
-    if decode.is_file():
-        inputs["decode"] = decode
+    for name, file in (("decode", "decode.csv"), ("expert_m", "expert_m.csv"),
+                       ("step_model", "step_model.csv"), ("decode_recorder", "decode_recorder.csv"),
+                       ("decode_crosscheck", "decode_crosscheck.csv")):  # fmt: skip
+        if (example / "tables" / file).is_file():
+            inputs[name] = example / "tables" / file
+    if "decode" in inputs:
         # The pairs as the aggregate rule derives them.
         for name, derive in (("decode_graphs_pairs", graphs_pairs), ("decode_tp_pairs", tp_pairs)):
             inputs[name] = out / "tables" / f"{name}.csv"
-            write_frame(derive(read_optional(decode)), inputs[name])
-        for kind in ("decode", "decode_latency", "decode_frontier"):
-            plot_decode(decode, *spec(kind).values(), kind=kind)
-    for name, file in (
-        ("expert_m", "expert_m.csv"),
-        ("decode_recorder", "decode_recorder.csv"),
-        ("decode_crosscheck", "decode_crosscheck.csv"),
-    ):
-        if (example / "tables" / file).is_file():
-            inputs[name] = example / "tables" / file
-    if step.is_file():
-        inputs["step_model"] = step
-        save_chart(step_chart(read_optional(step)), *spec("step_model").values())
+            write_frame(derive(read_optional(inputs["decode"])), inputs[name])
+    # The workflow's files, where this example keeps them; examples keep no power timelines.
+    located = {
+        PEAKS: peaks, SWEEP_TABLE: tables["sweep"], SUPPORT_TABLE: tables["support"],
+        KERNEL_POWER_TABLE: inputs.get("kernel_power"), DECODE_TABLE: inputs.get("decode"),
+        EXPERT_M_TABLE: inputs.get("expert_m"), STEP_MODEL_TABLE: inputs.get("step_model"),
+        **{BACKEND_SWEEP.format(backend=p.stem): p for p in parts},
+    }  # fmt: skip
+    specs = []
+    # Every figure of the registry whose tables the example has, drawn as rule plot draws it.
+    for name, figure in study_figures(sorted(p.stem for p in parts)).items():
+        paths = {role: [located.get(p) for p in value] if isinstance(value, tuple)
+                 else located.get(value) for role, value in figure.inputs.items()}  # fmt: skip
+        if any(not p or (isinstance(p, list) and None in p) for p in paths.values()):
+            continue
+        files = {kind: out / path.removeprefix("results/")
+                 for kind, path in figure_files(name).items()}  # fmt: skip
+        draw_figure(figure.draw, paths, figure.args, files["html"], files["png"], files["spec"])
+        specs.append(files["spec"])
     compare = {}
     if args.baseline:
         # A path as given, else relative to the example; load_sweep reads patterns too.

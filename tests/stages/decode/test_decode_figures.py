@@ -8,18 +8,18 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import draw
 from studylib.core import charts
 from studylib.stages.decode.decode_figures import (
     PAIRED_PALETTE,
     decode_chart,
     decode_frontier_chart,
     decode_latency_chart,
-    experts_chart,
-    plot_decode,
     prepare,
     variant_scale,
 )
 from studylib.stages.decode.decode_judgements import SHORT_STEADY, invalid_note
+from studylib.stages.decode.expert_figures import experts_chart
 from test_report import GPU_HW, assert_offline
 from test_report import render_tree as _render
 from test_report import report_section as _section
@@ -94,8 +94,7 @@ def _save(tmp_path, df: pd.DataFrame | None, name: str = "decode") -> dict:
         csv.write_text("")
     else:
         df.to_csv(csv, index=False)
-    stem = tmp_path / name
-    plot_decode(csv, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
+    draw("decode", {"decode": csv}, tmp_path / name)
     return check_outputs(tmp_path, name)
 
 
@@ -195,28 +194,6 @@ def test_hostile_text_is_data_not_markup(tmp_path):
     assert any(v["variant"] == EVIL for v in _values(spec))
 
 
-def test_entry_script_reads_snakemake_inputs(tmp_path):
-    import runpy
-
-    from helpers import ROOT
-    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, Wildcards
-
-    csv = tmp_path / "decode.csv"
-    make_decode().to_csv(csv, index=False)
-    stem = tmp_path / "decode"
-    smk = type("Smk", (), {})()
-    smk.input = InputFiles(fromdict={"decode": str(csv)})
-    smk.output = OutputFiles(
-        fromdict={"html": f"{stem}.html", "png": f"{stem}.png", "spec": f"{stem}.vl.json"}
-    )
-    smk.wildcards = Wildcards()
-    smk.params = Params()
-    smk.log = Log()
-    smk.rule = "plot_decode"
-    runpy.run_path(str(ROOT / "scripts" / "plot_decode.py"), init_globals={"snakemake": smk})
-    assert len(check_outputs(tmp_path, "decode")["hconcat"]) == 3
-
-
 # ---------------------------------------------------------------------------------------------
 # Report section
 # ---------------------------------------------------------------------------------------------
@@ -233,7 +210,7 @@ def tree(tmp_path):
     csv = root / "tables" / "decode.csv"
     df.to_csv(csv, index=False)
     stem = root / "figures" / "decode"
-    plot_decode(csv, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
+    draw("decode", {"decode": csv}, stem)
     return {"root": root, "csv": csv, "specs": [f"{stem}.vl.json"]}
 
 
@@ -371,8 +348,7 @@ def test_decode_latency_chart_draws_tpot_against_the_hbm_floor(tmp_path):
     df = make_sglang()
     csv = tmp_path / "decode.csv"
     df.to_csv(csv, index=False)
-    stem = tmp_path / "decode_latency"
-    plot_decode(csv, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json", "decode_latency")
+    draw("decode_latency", {"decode": csv}, tmp_path / "decode_latency")
     spec = check_outputs(tmp_path, "decode_latency")
     assert _panels(spec) == ["tpot_ms", "tpot_over_floor", "itl_p99_ms", "ttft_p50_ms"]
     tpot = spec["hconcat"][0]["layer"]
@@ -418,8 +394,7 @@ def test_experts_chart_histograms_and_max_over_balanced(tmp_path):
     em = make_expert_m()
     csv = tmp_path / "expert_m.csv"
     em.to_csv(csv, index=False)
-    stem = tmp_path / "experts"
-    plot_decode(csv, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json", "experts")
+    draw("experts", {"expert_m": csv}, tmp_path / "experts")
     spec = check_outputs(tmp_path, "experts")
     hist, ratio = spec["vconcat"]
     assert hist["facet"]["field"] == "panel" and hist["columns"] == 3
@@ -453,8 +428,7 @@ def test_report_decode_section_with_sglang_pairs_recorder_and_experts(tree, tmp_
     specs = []
     for kind in ("decode", "decode_latency", "decode_frontier", "experts"):
         stem = root / "figures" / kind
-        plot_decode(em_csv if kind == "experts" else csv, f"{stem}.html", f"{stem}.png",
-                    f"{stem}.vl.json", kind)  # fmt: skip
+        draw(kind, {"expert_m": em_csv} if kind == "experts" else {"decode": csv}, stem)
         specs.append(f"{stem}.vl.json")
     html = _render(dict(tree, specs=specs), decode=csv, expert_m=em_csv,
                    decode_recorder=rec_csv)  # fmt: skip
@@ -484,25 +458,3 @@ def test_report_decode_without_recorder_rows(tree, tmp_path):
     rec_csv.write_text("variant,engine,concurrency,tpot_ms,tpot_ms_off,tpot_ratio\n")
     section = _section(_render(tree, decode=csv, decode_recorder=rec_csv), "decode-power")
     assert "No recorder pass ran" in section
-
-
-def test_entry_script_kind_param(tmp_path):
-    import runpy
-
-    from helpers import ROOT
-    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, Wildcards
-
-    csv = tmp_path / "expert_m.csv"
-    make_expert_m().to_csv(csv, index=False)
-    stem = tmp_path / "experts"
-    smk = type("Smk", (), {})()
-    smk.input = InputFiles(fromdict={"expert_m": str(csv)})
-    smk.output = OutputFiles(
-        fromdict={"html": f"{stem}.html", "png": f"{stem}.png", "spec": f"{stem}.vl.json"}
-    )
-    smk.wildcards = Wildcards()
-    smk.params = Params(fromdict={"kind": "experts"})
-    smk.log = Log()
-    smk.rule = "plot_experts"
-    runpy.run_path(str(ROOT / "scripts" / "plot_decode.py"), init_globals={"snakemake": smk})
-    assert len(check_outputs(tmp_path, "experts")["vconcat"]) == 2

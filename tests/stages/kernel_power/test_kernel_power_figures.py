@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import draw
 from studylib.core import charts
 from studylib.stages.kernel_power.kernel_power_figures import (
-    plot_power,
     power_timeline_chart,
     power_vs_util_chart,
 )
@@ -269,11 +269,8 @@ def tables(tmp_path):
 
 
 def test_timeline_saves_offline_with_bands_and_limit(tmp_path, tables):
-    stem = tmp_path / "power_timeline"
-    plot_power(
-        tables["csv"], tables["timelines"], f"{stem}.html", f"{stem}.png", f"{stem}.vl.json",
-        "timeline",
-    )  # fmt: skip
+    draw("power_timeline", {"windows": tables["csv"], "timeline": tables["timelines"]},
+         tmp_path / "power_timeline")  # fmt: skip
     spec = check_outputs(tmp_path, "power_timeline")
     assert len(spec["vconcat"]) == 2  # one panel per backend
     values = _values(spec)
@@ -316,8 +313,7 @@ def test_timeline_empty_says_no_power_samples(tmp_path):
     windows.to_csv(csv, index=False)
     empty = tmp_path / "torch_timeline.parquet"
     pd.DataFrame(columns=["backend", "gpu", "t", "t_rel", "power_w"]).to_parquet(empty)
-    stem = tmp_path / "power_timeline"
-    plot_power(csv, [empty], f"{stem}.html", f"{stem}.png", f"{stem}.vl.json", "timeline")
+    draw("power_timeline", {"windows": csv, "timeline": [empty]}, tmp_path / "power_timeline")
     spec = check_outputs(tmp_path, "power_timeline")
     # nothing to draw for any backend: one small no-data chart the report shows as a note
     note = spec["usermeta"]["study"]
@@ -343,10 +339,7 @@ def test_timeline_backend_without_samples_is_a_panel_beside_the_others():
 
 
 def test_power_vs_util(tmp_path, tables):
-    stem = tmp_path / "power_vs_util"
-    plot_power(
-        tables["csv"], None, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json", "power_vs_util"
-    )
+    draw("power_vs_util", {"windows": tables["csv"]}, tmp_path / "power_vs_util")
     spec = check_outputs(tmp_path, "power_vs_util")
     points = [v for v in _values(spec) if "avg_w" in v]
     # windows with power and tensor utilisation; the GPM-less and the failed ones are left out
@@ -375,11 +368,6 @@ def test_power_vs_util_falls_back_to_sm_clock_without_gpm():
     assert spec["usermeta"]["study"]["has_data"] is False
 
 
-def test_plot_power_rejects_unknown_kind(tmp_path, tables):
-    with pytest.raises(ValueError, match="unknown kernel-power figure"):
-        plot_power(tables["csv"], None, tmp_path / "a", tmp_path / "b", tmp_path / "c", "x")
-
-
 # ---------------------------------------------------------------------------------------------
 # Report section
 # ---------------------------------------------------------------------------------------------
@@ -395,10 +383,11 @@ def report_tree(tmp_path, tables):
     csv = root / "tables" / "kernel_power.csv"
     tables["windows"].to_csv(csv, index=False)
     specs = []
-    for kind, name in (("timeline", "power_timeline"), ("power_vs_util", "power_vs_util")):
-        stem = fig / name
-        plot_power(csv, tables["timelines"], f"{stem}.html", f"{stem}.png", f"{stem}.vl.json", kind)
-        specs.append(f"{stem}.vl.json")
+    inputs = {"power_timeline": {"windows": csv, "timeline": tables["timelines"]},
+              "power_vs_util": {"windows": csv}}  # fmt: skip
+    for name in ("power_timeline", "power_vs_util"):
+        draw(name, inputs[name], fig / name)
+        specs.append(f"{fig / name}.vl.json")
     return {"root": root, "csv": csv, "specs": specs}
 
 
@@ -472,26 +461,3 @@ def test_png_outputs_are_png(report_tree):
         png = spec.replace(".vl.json", ".png")
         with open(png, "rb") as handle:
             assert handle.read(8) == PNG_MAGIC
-
-
-def test_entry_script_reads_snakemake_inputs(tmp_path, tables):
-    import runpy
-
-    from helpers import ROOT
-    from snakemake.iocontainers import InputFiles, Log, OutputFiles, Params, Wildcards
-
-    stem = tmp_path / "power_timeline"
-    smk = type("Smk", (), {})()
-    smk.input = InputFiles(
-        fromdict={"windows": str(tables["csv"]), "timelines": [str(p) for p in tables["timelines"]]}
-    )
-    smk.output = OutputFiles(
-        fromdict={"html": f"{stem}.html", "png": f"{stem}.png", "spec": f"{stem}.vl.json"}
-    )
-    smk.wildcards = Wildcards(fromdict={"kind": "timeline"})
-    smk.params = Params()
-    smk.log = Log()
-    smk.rule = "plot_power"
-    runpy.run_path(str(ROOT / "scripts" / "plot_power.py"), init_globals={"snakemake": smk})
-    spec = check_outputs(tmp_path, "power_timeline")
-    assert len(spec["vconcat"]) == 2

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import draw
 from studylib.core import charts
 from studylib.stages.sweep import sweep_figures, sweep_table_figures
 
@@ -155,7 +156,7 @@ def test_latency_chart_saves_offline_html_png_and_inline_spec(tmp_path):
     sweep = tmp_path / "flashinfer.parquet"
     df.to_parquet(sweep)
     stem = tmp_path / "latency_flashinfer"
-    sweep_figures.plot_latency(sweep, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
+    draw("latency_flashinfer", {"sweep": sweep}, stem)
     spec = check_outputs(tmp_path, "latency_flashinfer")
     values = spec["datasets"]["latency_flashinfer"]
     good = df["status"].isin(["ok", "mismatch"]).sum()
@@ -278,9 +279,7 @@ def test_all_unsupported_backend_latency_is_a_no_data_chart(tmp_path):
     stem = tmp_path / "latency_flashinfer"
     df = all_unsupported()
     df.to_parquet(tmp_path / "flashinfer.parquet")
-    sweep_figures.plot_latency(
-        tmp_path / "flashinfer.parquet", f"{stem}.html", f"{stem}.png", f"{stem}.vl.json"
-    )
+    draw("latency_flashinfer", {"sweep": tmp_path / "flashinfer.parquet"}, stem)
     spec = check_outputs(tmp_path, "latency_flashinfer")
     meta = spec["usermeta"]["study"]
     assert meta["has_data"] is False
@@ -390,7 +389,7 @@ def test_support_chart(tmp_path):
     support = tmp_path / "support.csv"
     make_support().to_csv(support, index=False)
     stem = tmp_path / "support"
-    sweep_table_figures.plot_support(support, f"{stem}.html", f"{stem}.png", f"{stem}.vl.json")
+    draw("support", {"support": support}, stem)
     spec = check_outputs(tmp_path, "support")
     values = _values(spec)
     assert len(values) == 5

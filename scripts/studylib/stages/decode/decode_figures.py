@@ -15,17 +15,15 @@ weights compares directly.
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import altair as alt
 import pandas as pd
 
-from ...core.charts import has_data, log_ticks, no_data_chart, save_chart, strict_frame
+from ...core.charts import has_data, log_ticks, no_data_chart, strict_frame
 from ...core.finding_records import text_of
-from ...core.table_registry import read_optional, tips
+from ...core.table_registry import tips
 from .decode_judgements import graphs_flag, invalid_note, power_sources, valid_flag
-from .expert_figures import experts_chart
 
 TITLE = "Decode: throughput, power and energy per output token vs concurrency"
 #: Palette of the variants, assigned in sorted order of their names (same in every panel).
@@ -230,13 +228,15 @@ def _panel(
 # ---------------------------------------------------------------------------------------------
 
 
-def decode_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
-    """Per variant against concurrency (log2): tok/s, W per GPU and J per output token.
+def decode_chart(decode: pd.DataFrame | None) -> alt.TopLevelMixin:
+    """Per variant against concurrency (log2): tok/s, W per GPU and J per output token, from
+    the decode table.
 
     Without any power measurement the panels are tok/s, TPOT and ITL p50 instead. Invalid
     rows are hollow and faded with the reason in the tooltip; an empty table gives a small
     chart saying "no decode runs".
     """
+    df = decode
     if df is None or df.empty or "concurrency" not in df.columns:
         return no_data_chart(TITLE, "no decode runs")
     data = prepare(df)
@@ -361,10 +361,11 @@ def _one_layer(base: alt.Chart, y: alt.Y) -> alt.Chart:
     )
 
 
-def decode_latency_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
+def decode_latency_chart(decode: pd.DataFrame | None) -> alt.TopLevelMixin:
     """Per variant against concurrency: TPOT with the step's HBM floor (dotted), TPOT over
     that floor (1 = the floor, dashed), ITL p99 and TTFT p50. Without a floor: TPOT, ITL p50,
     ITL p99 and TTFT p50."""
+    df = decode
     if df is None or df.empty or "concurrency" not in df.columns:
         return no_data_chart(LATENCY_TITLE, "no decode runs")
     data = prepare(df)
@@ -445,10 +446,11 @@ def _frontier_panel(
     ).properties(width=520, height=360)  # fmt: skip
 
 
-def decode_frontier_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
+def decode_frontier_chart(decode: pd.DataFrame | None) -> alt.TopLevelMixin:
     """J/token against tok/s, one line per variant through its concurrencies (points labelled
     with C); a second panel with J/token net of the idle draw where the table has it. Lower
     right is better: more tokens per second for fewer joules each."""
+    df = decode
     if df is None or df.empty or "concurrency" not in df.columns:
         return no_data_chart(FRONTIER_TITLE, "no decode runs")
     data = prepare(df)
@@ -473,29 +475,3 @@ def decode_frontier_chart(df: pd.DataFrame | None) -> alt.TopLevelMixin:
     return alt.hconcat(*charts).properties(
         title=alt.TitleParams(FRONTIER_TITLE, subtitle=subtitle, anchor="start")
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Entry point (called by scripts/plot_decode.py)
-# ---------------------------------------------------------------------------------------------
-
-
-#: Figure name -> the chart function of the table it reads.
-KINDS = {
-    "decode": decode_chart,
-    "decode_latency": decode_latency_chart,
-    "decode_frontier": decode_frontier_chart,
-    "experts": experts_chart,
-}
-
-
-def plot_decode(
-    decode_csv: str | os.PathLike,
-    out_html: str | os.PathLike,
-    out_png: str | os.PathLike,
-    out_spec: str | os.PathLike,
-    kind: str = "decode",
-) -> dict[str, Any]:
-    """Save one decode figure (``kind``: a key of :data:`KINDS`) of a table (the decode
-    table, or the expert table for ``experts``) as offline HTML, PNG and Vega-Lite JSON."""
-    return save_chart(KINDS[kind](read_optional(decode_csv)), out_html, out_png, out_spec)

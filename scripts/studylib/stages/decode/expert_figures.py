@@ -1,7 +1,6 @@
 """The per-expert M figure (question 4, ``experts``): SGLang's expert recorder's per-expert
 M at each concurrency against balanced routing, and the busiest expert over the balanced M per
-layer. Input: the expert table (results/tables/expert_m.csv); drawn by
-:func:`decode_figures.plot_decode` with ``kind="experts"``.
+layer. Input: the expert table (results/tables/expert_m.csv).
 """
 
 from __future__ import annotations
@@ -52,9 +51,10 @@ def expert_frames(em: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(hist), pd.DataFrame(ratio)
 
 
-def experts_chart(em: pd.DataFrame | None) -> alt.TopLevelMixin:
+def experts_chart(expert_m: pd.DataFrame | None) -> alt.TopLevelMixin:
     """Histogram of per-expert M at each concurrency (all layers; red rule: the balanced
     C × top_k / experts), and the busiest expert's M over the balanced M per layer and C."""
+    em = expert_m
     if em is None or em.empty or "m" not in em.columns:
         return no_data_chart(EXPERTS_TITLE, "no expert-distribution record (SGLang's recorder "
                                              "did not run here)")  # fmt: skip

@@ -9,9 +9,7 @@ a window without GPM utilisation is not called launch-, memory- or compute-bound
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable
-from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -22,12 +20,10 @@ from ...core.charts import (
     has_data,
     no_data_chart,
     no_data_panel,
-    save_chart,
 )
 from ...core.charts import strict_frame as _strict
 from ...core.finding_records import text_of
 from ...core.formats import tooltips
-from ...core.table_registry import read_optional
 from .kernel_power_schema import KERNEL_POWER_SHOWN, TIMELINE_SHOWN
 from .window_classes import classify_windows
 
@@ -385,39 +381,3 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
         height=320,
         title=alt.TitleParams(title, subtitle=subtitle, anchor="start"),
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Entry point (called by scripts/plot_power.py)
-# ---------------------------------------------------------------------------------------------
-
-PathLike = str | os.PathLike
-
-
-def read_timelines(paths: PathLike | Iterable[PathLike] | None) -> pd.DataFrame:
-    """The concatenated timelines of ``paths`` (one path, several, or None); may be empty."""
-    if paths is None:
-        return pd.DataFrame()
-    if isinstance(paths, str | os.PathLike):
-        paths = [paths]
-    frames = [f for f in map(read_optional, paths) if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def plot_power(
-    windows: PathLike,
-    timelines: PathLike | Iterable[PathLike] | None,
-    out_html: PathLike,
-    out_png: PathLike,
-    out_spec: PathLike,
-    kind: str,
-) -> dict[str, Any]:
-    """Save the ``timeline`` or ``power_vs_util`` figure of the kernel-power tables."""
-    table = read_optional(windows)
-    if kind == "timeline":
-        chart = power_timeline_chart(read_timelines(timelines), table)
-    elif kind == "power_vs_util":
-        chart = power_vs_util_chart(table)
-    else:
-        raise ValueError(f"unknown kernel-power figure {kind!r}: timeline or power_vs_util")
-    return save_chart(chart, out_html, out_png, out_spec)

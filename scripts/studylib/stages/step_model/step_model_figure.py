@@ -55,7 +55,9 @@ def step_frames(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return bars, pd.DataFrame(energy)
 
 
-def step_chart(table: pd.DataFrame | None) -> alt.TopLevelMixin:
+def step_chart(step_model: pd.DataFrame | None) -> alt.TopLevelMixin:
+    """The step-model figure of the step-model table."""
+    table = step_model
     if table is None or table.empty or "predicted_us" not in table.columns:
         return no_data_chart(STEP_TITLE, "no one-GPU SGLang decode variant with the kernels "
                                          "the model needs in the sweep")  # fmt: skip

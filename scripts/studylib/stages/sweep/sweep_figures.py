@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import altair as alt
@@ -23,14 +21,11 @@ from ...core.charts import (
     impl_scale,
     log_ticks_between,
     no_data_chart,
-    save_chart,
     shape_label,
     strict_frame,
     view_spec,
 )
 from ...core.formats import tooltips
-from ...core.io import read_json
-from ...core.table_registry import read_optional
 from .sweep_aggregate import add_roofline
 from .sweep_schema import SWEEP_SHOWN
 
@@ -437,21 +432,15 @@ def latency_chart(df: pd.DataFrame, backend: str | None = None) -> alt.TopLevelM
 
 
 # ---------------------------------------------------------------------------------------------
-# Entry points (called by scripts/plot_*.py)
+# The registered figure (figure_list.py)
 # ---------------------------------------------------------------------------------------------
 
 
-def plot_latency(
-    sweep_parquet: str | os.PathLike,
-    out_html: str | os.PathLike,
-    out_png: str | os.PathLike,
-    out_spec: str | os.PathLike,
-    backend: str | None = None,
-    peaks_json: str | os.PathLike | None = None,
-) -> dict[str, Any]:
-    df = read_optional(sweep_parquet)
-    if peaks_json is not None:
-        df = add_roofline(df, read_json(peaks_json))
-    if backend is None and "backend" not in df.columns:
-        backend = Path(sweep_parquet).stem
-    return save_chart(latency_chart(df, backend=backend), out_html, out_png, out_spec)
+def latency_figure(
+    sweep: pd.DataFrame, peaks: dict | None = None, backend: str | None = None
+) -> alt.TopLevelMixin:
+    """One backend's latency figure from its sweep, with the roofline of the measured
+    ``peaks`` (peaks.json) where given."""
+    if peaks is not None:
+        sweep = add_roofline(sweep, peaks)
+    return latency_chart(sweep, backend=backend)

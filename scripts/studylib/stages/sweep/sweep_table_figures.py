@@ -1,10 +1,9 @@
 """Figures of the sweep table across backends: the support matrix, achieved efficiency and
-launch overhead (rules plot_support and plot_sweep_table)."""
+launch overhead (registered in figure_list.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import altair as alt
@@ -17,13 +16,11 @@ from ...core.charts import (
     has_data,
     impl_scale,
     no_data_chart,
-    save_chart,
     series_label,
     shorten,
     status_scale,
     strict_frame,
 )
-from ...core.table_registry import read_optional
 from .sweep_figures import FADED, PICK_PARAM, TOOLTIP_EXTRA, _panels, _text, dtype_order
 
 # ---------------------------------------------------------------------------------------------
@@ -31,8 +28,9 @@ from .sweep_figures import FADED, PICK_PARAM, TOOLTIP_EXTRA, _panels, _text, dty
 # ---------------------------------------------------------------------------------------------
 
 
-def support_chart(support_df: pd.DataFrame) -> alt.TopLevelMixin:
+def support_chart(support: pd.DataFrame) -> alt.TopLevelMixin:
     """Heat-map of backend · impl × op · dtype, coloured by status, reason in the tooltip."""
+    support_df = support
     title = "Support matrix: which backend runs which op and dtype"
     if support_df.empty:
         return no_data_chart(title, "no support data (no sweep rows)")
@@ -92,16 +90,6 @@ def support_chart(support_df: pd.DataFrame) -> alt.TopLevelMixin:
         height=max(60, 28 * len(rows)),
         title=alt.TitleParams(title, subtitle=["cell text: ok points / points"], anchor="start"),
     )
-
-
-def plot_support(
-    support_csv: str | os.PathLike,
-    out_html: str | os.PathLike,
-    out_png: str | os.PathLike,
-    out_spec: str | os.PathLike,
-) -> dict[str, Any]:
-    df = read_optional(support_csv)
-    return save_chart(support_chart(df), out_html, out_png, out_spec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,8 +187,9 @@ def _by_backend_lines(
     )
 
 
-def efficiency_chart(df: pd.DataFrame) -> alt.TopLevelMixin:
+def efficiency_chart(sweep: pd.DataFrame) -> alt.TopLevelMixin:
     """Achieved TFLOP/s and roofline efficiency against M, every backend · impl, by shape."""
+    df = sweep
     good = _timed_rows(df)
     title = "Achieved TFLOP/s and efficiency (roofline floor / kernel time)"
     if good.empty or not has_data(good, "tflops"):
@@ -224,8 +213,9 @@ def efficiency_chart(df: pd.DataFrame) -> alt.TopLevelMixin:
     return alt.vconcat(tflops, eff).resolve_scale(color="independent")
 
 
-def launch_overhead_chart(df: pd.DataFrame) -> alt.TopLevelMixin:
+def launch_overhead_chart(sweep: pd.DataFrame) -> alt.TopLevelMixin:
     """eager − graph (µs) against M: what each call costs beyond the kernel itself."""
+    df = sweep
     good = _timed_rows(df)
     title = "Launch overhead: eager − graph-replayed time per call"
     if good.empty or not has_data(good, "launch_overhead_us"):
@@ -239,9 +229,3 @@ def launch_overhead_chart(df: pd.DataFrame) -> alt.TopLevelMixin:
         title,
         [f"{first_text(df, 'device_name', '')}: CPU-side cost of one Python call, kernel excluded"],
     )
-
-
-def plot_table_figure(kind: str, sweep_csv, out_html, out_png, out_spec) -> dict[str, Any]:
-    """A cross-backend figure of the sweep table: ``efficiency`` or ``launch_overhead``."""
-    builders = {"efficiency": efficiency_chart, "launch_overhead": launch_overhead_chart}
-    return save_chart(builders[kind](read_optional(sweep_csv)), out_html, out_png, out_spec)
