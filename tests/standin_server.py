@@ -234,6 +234,11 @@ def main() -> int:
                 return
             STATE["requests"] += 1
             if args.crash_after_requests and STATE["requests"] > args.crash_after_requests:
+                # Once the requests already streaming have ended: exactly N are answered,
+                # whatever the machine's speed (a crash mid-stream took a third one along).
+                deadline = time.monotonic() + 10
+                while STATE["streams"] and time.monotonic() < deadline:
+                    time.sleep(0.002)
                 print("standin: crashing during load (simulated)", flush=True)
                 os._exit(9)
             n = int(payload.get("max_tokens", 16))
