@@ -74,7 +74,8 @@ sweep: $(VENV)/.study-$(STACK)
 # pattern of files), rendered into the report: make compare BASELINE=examples/h200x2-2026-11-29
 compare: $(VENV)/.study-$(STACK)
 	@test -n "$(BASELINE)" || (echo "usage: make compare BASELINE=results-folder|sweep-file|'files-pattern*.csv'" >&2; exit 2)
-	$(BIN)/snakemake results/report/index.html --cores $(CORES) --config 'compare_baseline=$(BASELINE)' $(if $(CONFIG),--configfile $(CONFIG))
+	@$(BIN)/snakemake results/report/index.html --cores $(CORES) --config 'compare_baseline=$(BASELINE)' $(if $(CONFIG),--configfile $(CONFIG)) \
+		|| { grep -h "ERROR study.compare" results/logs/compare.log 2>/dev/null | tail -n 1 >&2; exit 1; }
 	@tail -n 3 results/logs/compare.log
 
 test: $(VENV)/.dev-$(STACK)

@@ -2,7 +2,13 @@
 
 import pandas as pd
 import pytest
-from studylib.stages.sweep.sweep_compare import compare, load_sweep, summary
+from studylib.stages.sweep.sweep_compare import (
+    ComparisonRefused,
+    check_comparable,
+    compare,
+    load_sweep,
+    summary,
+)
 
 
 def sweep_rows(shape, points):
@@ -93,3 +99,36 @@ def test_the_comparison_writes_its_table_and_chart_and_the_report_shows_them(tmp
     assert build_context(paths={"sweep": tmp_path / "after.csv"}, spec_paths=[],
                          out_html=out / "report" / "index.html",
                          config_hash="x")["compare"] is None  # fmt: skip
+
+
+def test_a_comparison_across_device_kinds_is_refused_in_one_line(tmp_path):
+    # A CPU run against an H200's read "median speed-up 0.004x": no before-and-after.
+    gpu = sweep_rows("s", [("t", 16, 30.0, 6.0, 10.0)]).assign(device="cuda", device_name="H200")
+    cpu = sweep_rows("s", [("t", 16, 9000.0, None, None)])
+    cpu = cpu.assign(device="cpu", device_name="AMD EPYC")
+    with pytest.raises(ComparisonRefused, match=r"^the baseline ran on H200 \(cuda\), this run "
+                       r"on AMD EPYC \(cpu\): times across device kinds"):  # fmt: skip
+        check_comparable(gpu, cpu)
+    check_comparable(gpu, gpu)  # one kind: compared
+
+
+def test_another_gpu_of_the_same_kind_is_said_up_front():
+    before = sweep_rows("s", [("t", 16, 30.0, 6.0, 10.0)]).assign(device="cuda", device_name="H100")
+    after = sweep_rows("s", [("t", 16, 30.0, 4.0, 10.0)]).assign(device="cuda", device_name="H200")
+    lines = summary(compare(before, after))
+    assert (
+        lines[0] == "the baseline ran on H100, this run on H200: each change includes the machine's"
+    )
+    assert lines[1].startswith("cold: 1 points")
+
+
+@pytest.mark.parametrize("text", ["just some notes\n", "a,b\n1,2\n"])
+def test_a_baseline_that_is_no_sweep_gets_one_line(tmp_path, text):
+    path = tmp_path / "notes.csv"
+    path.write_text(text)
+    with pytest.raises(ComparisonRefused, match=r"notes.csv: not a sweep \(no column backend"):
+        load_sweep(path)
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"PAR1 not really")
+    with pytest.raises(ComparisonRefused, match="broken.parquet: not a readable sweep table"):
+        load_sweep(broken)

@@ -22,15 +22,57 @@ from .sweep_ranking import TIE_SHARE
 KEYS = ["backend", "impl", "op", "dtype", "N", "K", "G", "M", "top_k", "routing"]
 MODES = ("cold", "graph", "eager")
 COLUMNS = [*KEYS, "shape", "mode", "baseline_us", "current_us", "speedup", "change_pct",
-           "noise_pct", "verdict"]  # fmt: skip
+           "noise_pct", "verdict", "baseline_device", "current_device"]  # fmt: skip
+#: What a file must hold to be compared as a sweep.
+NEEDED = ("backend", "impl", "op", "dtype", "M", "status")
+
+
+class ComparisonRefused(ValueError):
+    """Two runs that cannot be compared, or a baseline that is no sweep: one line."""
 
 
 def load_sweep(source: str | Path) -> pd.DataFrame:
     """A sweep's rows from a file (sweep.csv, a backend's parquet or CSV) or a results folder
-    (``tables/sweep.csv``, else every ``sweeps/*.parquet`` or ``sweeps/*.csv``)."""
-    files = [Path(f) for f in baseline_files(source)]
-    frames = [pd.read_parquet(f) if f.suffix == ".parquet" else pd.read_csv(f) for f in files]
+    (``tables/sweep.csv``, else every ``sweeps/*.parquet`` or ``sweeps/*.csv``); a file that
+    is not a sweep is :class:`ComparisonRefused` naming it and what it lacks."""
+    frames = []
+    for f in [Path(f) for f in baseline_files(source)]:
+        try:
+            frame = pd.read_parquet(f) if f.suffix == ".parquet" else pd.read_csv(f)
+        except (OSError, ValueError, pd.errors.ParserError, ImportError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ComparisonRefused(f"{f}: not a readable sweep table: {first}") from None
+        missing = [c for c in NEEDED if c not in frame.columns]
+        if missing or not any(f"{m}_us" in frame.columns for m in MODES):
+            lacks = ", ".join(missing) or "a timing column (eager_us, graph_us, cold_us)"
+            raise ComparisonRefused(f"{f}: not a sweep (no column {lacks}): give a sweep file, "
+                                    "a pattern of them or a results folder")  # fmt: skip
+        frames.append(frame)
     return pd.concat(frames, ignore_index=True)
+
+
+def device_of(frame: pd.DataFrame) -> tuple[str, str]:
+    """(kind, name) of the device a sweep's ok points ran on: ``cuda`` / ``cpu`` and the GPU's
+    or CPU's name ("" where the sweep does not say)."""
+    ok = frame[frame["status"].astype(str) == "ok"] if "status" in frame.columns else frame
+
+    def one(column: str) -> str:
+        values = sorted({str(v) for v in ok.get(column, pd.Series(dtype=str)).dropna()})
+        return ", ".join(values)
+
+    return one("device"), one("device_name")
+
+
+def check_comparable(baseline: pd.DataFrame, current: pd.DataFrame) -> None:
+    """Refuse a comparison across device kinds (a CPU run against a GPU's, at 0.004x): times of
+    one kind of device against the other are no before-and-after."""
+    (kind_a, name_a), (kind_b, name_b) = device_of(baseline), device_of(current)
+    if kind_a and kind_b and kind_a != kind_b:
+        raise ComparisonRefused(
+            f"the baseline ran on {name_a or kind_a} ({kind_a}), this run on {name_b or kind_b} "
+            f"({kind_b}): times across device kinds are no before-and-after; compare runs of "
+            "one kind of machine"
+        )
 
 
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -45,7 +87,8 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def compare(baseline: pd.DataFrame, current: pd.DataFrame, min_m: int = 1) -> pd.DataFrame:
-    """One row per point ok in both runs and mode timed in both (see the module's doc)."""
+    """One row per point ok in both runs and mode timed in both (see the module's doc), with
+    the device each run's point ran on."""
     both = _keyed(baseline).merge(_keyed(current), on=KEYS, suffixes=("_a", "_b"))
     both = both[both["M"] >= min_m]
     rows = []
@@ -60,14 +103,22 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, min_m: int = 1) -> pd
             rows.append({**{k: rec[k] for k in KEYS}, "shape": rec.get("shape_b"),
                          "mode": mode, "baseline_us": a, "current_us": b, "speedup": a / b,
                          "change_pct": 100 * (a - b) / a, "noise_pct": 100 * noise / a,
-                         "verdict": verdict})  # fmt: skip
+                         "verdict": verdict, "baseline_device": rec.get("device_name_a"),
+                         "current_device": rec.get("device_name_b")})  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def summary(table: pd.DataFrame) -> list[str]:
     """One line per mode: how many points got faster, slower or stayed, the median change and
-    the largest each way."""
+    the largest each way; first, where the runs ran on different devices, which."""
     lines = []
+    devices = ["baseline_device", "current_device"]
+    pairs = table[devices].dropna().drop_duplicates() if set(devices) <= set(table) else table[[]]
+    moved = pairs[pairs["baseline_device"] != pairs["current_device"]] if len(pairs) else pairs
+    if len(moved):
+        a, b = moved.iloc[0]
+        lines.append(f"the baseline ran on {a}, this run on {b}: each change includes the "
+                     "machine's")  # fmt: skip
     for mode in MODES:
         rows = table[table["mode"] == mode]
         if rows.empty:
@@ -133,7 +184,9 @@ def speedup_chart(table: pd.DataFrame, title: str = "Before and after: speed-up 
 
 def write_comparison(baseline_source, current_source, out_csv, spec_path) -> pd.DataFrame:
     """The per-point table (CSV) and its chart (Vega-Lite JSON, with HTML and PNG beside it)."""
-    table = compare(load_sweep(baseline_source), load_sweep(current_source))
+    baseline, current = load_sweep(baseline_source), load_sweep(current_source)
+    check_comparable(baseline, current)
+    table = compare(baseline, current)
     write_frame(table, out_csv)
     spec_path = Path(spec_path)
     name = spec_path.name.removesuffix(".vl.json")
