@@ -12,7 +12,8 @@ row per arm to DIR/probe.csv:
   at 20 Hz and GPM) running, as the decode job runs it;
 - nosampler / nogpm: the same load with no sampler / the sampler without GPM;
 - nousage: the load without per-chunk usage statistics (one token per chunk counted);
-- bench / bench_sampler: SGLang's bench_serving (serving.crosscheck) without / with the sampler.
+- bench / bench_sampler: SGLang's bench_serving (instruments.serving.bench_serving) without /
+  with the sampler.
 Each row: the client's TPOT and tok/s, the scheduler's tok/s over the same span (its log), the
 load's CPU. The arms alternate within a round, so a drift of the machine spreads over all.
 """

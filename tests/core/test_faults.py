@@ -1,7 +1,7 @@
 """Bad inputs and damaged files (issue 13): one test per row of docs/faults.md.
 
 Unit level, no Snakemake run: the config checks of studylib.plan, the config-file reader, the
---config typing, and studylib.tables' checked readers on good tables damaged on purpose. The
+--config typing, and core.table_registry's checked readers on good tables damaged on purpose. The
 rows that need Snakemake itself (wiring, reruns, locks) are in test_workflow.py; the server's
 interrupts in test_lifecycle.py.
 """

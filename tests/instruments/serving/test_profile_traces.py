@@ -1,4 +1,5 @@
-"""Decode-step breakdowns from torch.profiler traces (scripts/studylib/serving/profile.py)."""
+"""Decode-step breakdowns from torch.profiler traces
+(scripts/studylib/instruments/serving/profile_traces.py)."""
 
 import gzip
 import json

@@ -1,4 +1,4 @@
-"""Questions 4 and 5 (findings/decode.py, findings/experts.py): per-expert M and decode
+"""Questions 4 and 5 (stages/decode/decode_answers.py, expert_answers.py): per-expert M and decode
 throughput and energy per server variant, from synthetic decode tables."""
 
 import pandas as pd

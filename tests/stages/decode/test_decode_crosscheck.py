@@ -1,5 +1,6 @@
-"""SGLang's bench_serving as the decode load's independent check (serving.crosscheck), and a
-guard on what the load itself costs per chunk."""
+"""SGLang's bench_serving as the decode load's independent check
+(instruments/serving/bench_serving.py, stages/decode/decode_crosscheck.py), and a guard on what
+the load itself costs per chunk."""
 
 import json
 import sys

@@ -1,2 +1,3 @@
-"""The decode stage (its code is in ``serving/``, ``findings/decode.py`` and the decode figures
-for now): its tables in the registry."""
+"""The decode stage: serve a model, hold a closed-loop load at each concurrency, check it
+with SGLang's own client, record the experts and profile a step; its tables, judgements,
+answers (questions 4 and 5), figures and report section."""

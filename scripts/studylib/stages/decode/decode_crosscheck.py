@@ -27,9 +27,9 @@ log = logging.getLogger("study.decode")
 
 def crosscheck_pass(pas: ServerPass, main_rows: list[dict], out_dir: Path,
                      crosscheck: list) -> dict:  # fmt: skip
-    """SGLang's bench_serving at each C against the same server (serving.crosscheck): one
-    row per C into ``crosscheck``; the record for run.json. A failed run is that C's
-    ``bench_error``; nothing else is lost."""
+    """SGLang's bench_serving (instruments.serving.bench_serving) at each C against the same
+    server: one row per C into ``crosscheck``; the record for run.json. A failed run is that
+    C's ``bench_error``; nothing else is lost."""
     plan = pas.plan
     if not plan.get("crosscheck"):
         return {"enabled": False}

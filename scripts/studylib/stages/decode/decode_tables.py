@@ -1,7 +1,7 @@
 """The decode stage's tables in the table registry: a variant's summary, per-expert M,
 expert-recorder cost and measured step breakdown, and the tables aggregated from them; how
 the report shows the decode table and the pairs derived from it. Their columns are owned by
-the serving package (``serving/decode.py``, ``serving/experts.py``), which writes them."""
+the stage's schema (``decode_schema.py``, ``expert_m.py``), whose writers write them."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from .expert_m import EXPERT_M_COLUMNS
 #: median running requests, which the delivery gate reads).
 ADDED_COLUMNS = ("server_tok_s_median", "server_running_median")
 
-#: The decode table's columns after a variant's summary's (aggregate.decode_table).
+#: The decode table's columns after a variant's summary's (decode_aggregate.decode_table).
 FLOOR_COLUMNS = ("hbm_floor_ms", "tpot_over_floor")
 
 
 def _any(*columns) -> dict[str, str]:
-    """Columns the serving package owns, not checked by kind."""
+    """Columns the stage's schema owns, not checked by kind."""
     return dict.fromkeys(columns, "any")
 
 
@@ -93,7 +93,7 @@ DECODE_SHOWN = {
     "requests": Column(None, "d", tip="requests"),
     "power_source": Column(None, tip="power source"),
 }  # fmt: skip
-# CUDA graphs on against off (findings.decode.graphs_pairs).
+# CUDA graphs on against off (decode_judgements.graphs_pairs).
 GRAPHS_PAIRS_SHOWN = {
     **shown_as_text("engine", "weights"), "gpus": Column("GPUs", ".0f"),
     "concurrency": Column("C", ".0f"),
@@ -106,7 +106,7 @@ GRAPHS_PAIRS_SHOWN = {
     "j_net_ratio": Column("net J/token on÷off", ".2f", "×"),
     "tok_ratio": Column("tok/s on÷off", ".2f", "×"),
 }  # fmt: skip
-# One GPU against tensor parallelism (findings.decode.tp_pairs).
+# One GPU against tensor parallelism (decode_judgements.tp_pairs).
 TP_PAIRS_SHOWN = {
     **shown_as_text("weights"), "cuda_graphs": Column("CUDA graphs"),
     "concurrency": Column("C", ".0f"), "gpus_n": Column("GPUs", ".0f"),

@@ -25,7 +25,8 @@ kernel's eager-less-graph time instead predicted a 3.6 ms gap at C = 64 on the H
 the server showed 0.3 ms: at large C the GPU hides the host. The small kernels the model
 leaves out (norms, rotary, sampling) and the server's own host work are not predicted: they
 are what measured TPOT holds beyond the prediction. The profiler's breakdown of the same
-steps (``measured_us``, from ``serving.profile``) sits beside each component: its ``other``
+steps (``measured_us``, from ``instruments.serving.profile_traces``) sits beside each
+component: its ``other``
 is the unmodelled kernels, communication and the GPU's idle gaps together; without a
 profile it is TPOT less the predicted kernels (``basis`` says which). A profiled step (the
 sum of its parts) longer than TPOT by more than PROFILE_STEP_TOLERANCE did not run as the
