@@ -101,9 +101,10 @@ def main() -> int:
             inputs[name] = example / "tables" / file
     if "decode" in inputs:
         # The pairs as the aggregate rule derives them.
+        decode = read_optional(inputs["decode"])
         for name, derive in (("decode_graphs_pairs", graphs_pairs), ("decode_tp_pairs", tp_pairs)):
             inputs[name] = out / "tables" / f"{name}.csv"
-            write_frame(derive(read_optional(inputs["decode"])), inputs[name])
+            write_frame(derive(decode), inputs[name])
     # The workflow's files, where this example keeps them; examples keep no power timelines.
     located = {
         PEAKS: peaks, SWEEP_TABLE: tables["sweep"], SUPPORT_TABLE: tables["support"],

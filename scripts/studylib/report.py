@@ -38,6 +38,7 @@ from .core.report_cells import (
     embedded_downloads,
     is_missing,
     long_text,
+    read_or_derive,
 )
 from .core.table_registry import read_optional
 from .instruments.serving.decode_load import STEADY_FRACTION
@@ -390,8 +391,7 @@ def build_context(
     sections = {name: build(paths, charts, out_html) for name, build in SECTIONS.items()}
     kernel_power, decode = sections["kernel_power"], sections["decode"]
     # The fastest per size as the aggregate rule ranked it (an older folder: ranked here).
-    fastest = (read_optional(paths["fastest"]) if paths["fastest"] is not None
-               else fastest_frame(sweep))  # fmt: skip
+    fastest = read_or_derive(paths["fastest"], lambda: fastest_frame(sweep))
     # The kernel-power and decode tables are offered in their own sections.
     downloads = embedded_downloads([sweep_csv, support_csv, hardware_json], out_html)
     return {

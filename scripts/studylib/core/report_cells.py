@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from .formats import Column
+from .table_registry import read_optional
 
 DASH = "—"
 
@@ -143,3 +144,9 @@ def shown_cell(value: Any, col: Column) -> dict[str, Any]:
     except (TypeError, ValueError):
         return {"text": str(value), "key": str(value), "num": False}
     return {"text": col.text(v), "key": repr(v), "num": True}
+
+
+def read_or_derive(path: str | os.PathLike | None, derive) -> pd.DataFrame:
+    """A table an aggregate rule derived, read from ``path``; where a results folder predates
+    it (``path`` None), ``derive()``: the same rule, run here."""
+    return read_optional(path) if path is not None else derive()

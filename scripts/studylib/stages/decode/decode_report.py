@@ -12,6 +12,7 @@ from ...core.report_cells import (
     clean_text_columns,
     embedded_downloads,
     long_text,
+    read_or_derive,
     shown_cell,
 )
 from ...core.table_registry import read_optional
@@ -46,14 +47,6 @@ def _table(frame: pd.DataFrame, shown: dict[str, Column]) -> dict[str, Any]:
     columns = [(c, col) for c, col in labelled(shown) if c in frame.columns]
     rows = [[shown_cell(rec.get(c), col) for c, col in columns] for rec in frame.to_dict("records")]
     return {"columns": [col.label for _, col in columns], "rows": rows}
-
-
-def _derived(path, derive, table: pd.DataFrame) -> pd.DataFrame:
-    """A table the aggregate rule derived from the decode table, read; or derived here by the
-    same rule where the folder predates it."""
-    if path is not None:
-        return read_optional(path)
-    return derive(table) if not table.empty else pd.DataFrame()
 
 
 def decode_section(
@@ -107,8 +100,8 @@ def decode_section(
             )
             no_power_variants = sorted(v for v, src in by_variant.items() if src == {"none"})
         dummy, dummy_note = dummy_weights_note(table)
-    pairs = _derived(paths.get("decode_graphs_pairs"), graphs_pairs, table)
-    tp = _derived(paths.get("decode_tp_pairs"), tp_pairs, table)
+    pairs = read_or_derive(paths.get("decode_graphs_pairs"), lambda: graphs_pairs(table))
+    tp = read_or_derive(paths.get("decode_tp_pairs"), lambda: tp_pairs(table))
     if len(tp):
         tp["cuda_graphs"] = tp["cuda_graphs"].map(graphs_label).str.removeprefix("CUDA graphs ")
     recorder = read_optional(recorder_csv) if recorder_csv is not None else pd.DataFrame()

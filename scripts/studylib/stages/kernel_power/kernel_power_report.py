@@ -12,6 +12,7 @@ from ...core.report_cells import (
     clean_text_columns,
     embedded_downloads,
     long_text,
+    read_or_derive,
     shown_cell,
 )
 from ...core.table_registry import read_optional
@@ -33,8 +34,8 @@ def kernel_power_section(
     path = paths.get("kernel_power")
     if path is None:
         return None
-    classes = paths.get("kernel_power_classes")
-    windows = read_optional(classes) if classes is not None else read_optional(path)
+    windows = read_or_derive(paths.get("kernel_power_classes"),
+                             lambda: classify_windows(read_optional(path)))  # fmt: skip
     columns = labelled(KERNEL_POWER_SHOWN)
     if not windows.empty and "gpu" in windows.columns:
         if pd.to_numeric(windows["gpu"], errors="coerce").nunique() <= 1:
@@ -44,7 +45,7 @@ def kernel_power_section(
     sources: list[str] = []
     if not windows.empty:
         windows = clean_text_columns(
-            windows if "class" in windows.columns else classify_windows(windows),
+            windows,
             ("backend", "impl", "op", "dtype", "shape", "mode", "throttle_reasons", "status")
             + ("error", "power_source", "why", "class"),
         )
