@@ -91,13 +91,15 @@ FIGURE_SPECS = [spec_path(name) for name in FIGURES]
 # A configured baseline (compare_baseline) adds rule compare and the report's "Before and
 # after" section; its files are inputs, so a new baseline reruns the comparison.
 COMPARE_INPUTS = {}
+COMPARE_TABLE = {}
 if config["compare_baseline"]:
     try:
         COMPARE_BASELINE_FILES = baseline_files(config["compare_baseline"])
     except FileNotFoundError as exc:
         raise WorkflowError(f"invalid config: compare_baseline: {exc}") from None
+    COMPARE_TABLE = {"compare": "results/tables/compare.csv"}
     COMPARE_INPUTS = {
-        "compare": "results/tables/compare.csv",
+        **COMPARE_TABLE,
         "compare_spec": "results/figures/compare.vl.json",
     }
 REPORT_TEMPLATES = sorted(
@@ -164,6 +166,7 @@ def study_outputs(wildcards):
         *rules.step_model.output,
         *figures,
         *rules.check_report_inputs.output,
+        *rules.answers.output,
         *rules.report.output,
     ]
 

@@ -53,9 +53,26 @@ if config["compare_baseline"]:
             "../scripts/compare_runs.py"
 
 
+# Every question decided once, from every table: the report (and anything else that speaks of
+# a question) reads these rows and decides nothing itself.
+rule answers:
+    input:
+        **REPORT_TABLES,
+        **COMPARE_TABLE,
+    output:
+        answers="results/tables/answers.csv",
+    log:
+        "results/logs/answers.log",
+    conda:
+        "../envs/study.yaml"
+    script:
+        "../scripts/write_answers.py"
+
+
 rule report:
     input:
         **REPORT_TABLES,
+        answers="results/tables/answers.csv",
         **COMPARE_INPUTS,
         checked="results/tables/checked.json",
         specs=FIGURE_SPECS,

@@ -6,8 +6,6 @@ from pathlib import Path
 from studylib.instruments.hardware import git_info
 from studylib.report import REPORT_INPUTS, render_report
 from studylib.snakemake_job import setup_logging
-from studylib.study_answers import compute_findings
-from studylib.study_tables import StudyTables
 
 log = setup_logging(snakemake)  # noqa: F821
 # The config shown in the report: params.config_text, else the snapshot file input.config.
@@ -28,8 +26,6 @@ render_report(
     config_hash=snakemake.params.get("config_hash"),  # noqa: F821
     config_yaml_text=config_text,
     git=git_info(Path(snakemake.scriptdir).parent),  # noqa: F821
-    # The declared inputs, checked (check_report_inputs checked them too: read once).
-    findings=compute_findings(StudyTables.read(snakemake.input)),  # noqa: F821
     # The study's figure list (figure_list.py), as the rules built the specs from it.
     figures=snakemake.params.figures,  # noqa: F821
 )

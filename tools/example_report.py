@@ -46,7 +46,7 @@ from studylib.stages.decode.decode_judgements import graphs_pairs, tp_pairs  # n
 from studylib.stages.kernel_power.window_classes import classify_windows  # noqa: E402
 from studylib.stages.sweep.sweep_aggregate import aggregate  # noqa: E402
 from studylib.stages.sweep.sweep_compare import write_comparison  # noqa: E402
-from studylib.study_answers import compute_findings  # noqa: E402
+from studylib.study_answers import write_answers  # noqa: E402
 from studylib.study_tables import StudyTables  # noqa: E402
 
 
@@ -131,6 +131,9 @@ def main() -> int:
                    "compare_spec": out / "figures" / "compare.vl.json"}  # fmt: skip
         write_comparison(baseline, tables["sweep"], compare["compare"],
                          compare["compare_spec"])  # fmt: skip
+    # Every question decided once, as rule answers does, from the tables above.
+    inputs["answers"] = out / "tables" / "answers.csv"
+    write_answers(StudyTables.read({**inputs, **compare}), inputs["answers"])
     html = out / "report" / "index.html"
     render_report(
         out_html=html,
@@ -138,7 +141,6 @@ def main() -> int:
         paths={**inputs, **compare},
         spec_paths=specs,
         config_hash=f"example {example.name}",
-        findings=compute_findings(StudyTables.read(inputs)),
         figures=figures(sorted(p.stem for p in parts)),
     )
     print(html)

@@ -1,21 +1,27 @@
-// Embeds every chart whose spec sits in a <script type="application/json" data-chart> element.
+// Embeds every chart whose spec sits in a <script type="application/json" data-chart>
+// element, into each div that names that spec (data-spec): a figure shown on the first
+// screen and in its own section is stored once.
 (function () {
   var optsEl = document.getElementById("embed-options");
   var opts = optsEl ? JSON.parse(optsEl.textContent) : {};
   var specs = document.querySelectorAll('script[type="application/json"][data-chart]');
   for (var i = 0; i < specs.length; i++) {
     var el = specs[i];
-    var target = document.getElementById(el.getAttribute("data-chart"));
-    if (!target) continue;
-    if (typeof window.vegaEmbed !== "function") {
-      target.textContent = "Charts need the inlined vega-embed script, which did not load.";
-      continue;
+    var targets = document.querySelectorAll('div.chart[data-spec="' + el.getAttribute("data-chart") + '"]');
+    if (!targets.length) continue;
+    var spec = JSON.parse(el.textContent);
+    for (var j = 0; j < targets.length; j++) {
+      var target = targets[j];
+      if (typeof window.vegaEmbed !== "function") {
+        target.textContent = "Charts need the inlined vega-embed script, which did not load.";
+        continue;
+      }
+      (function (target, spec) {
+        window.vegaEmbed(target, spec, opts).catch(function (err) {
+          target.textContent = "This chart failed to render: " + err;
+        });
+      })(target, JSON.parse(JSON.stringify(spec)));
     }
-    (function (target, spec) {
-      window.vegaEmbed(target, spec, opts).catch(function (err) {
-        target.textContent = "This chart failed to render: " + err;
-      });
-    })(target, JSON.parse(el.textContent));
   }
 })();
 

@@ -58,6 +58,9 @@ class Figure:
     after: tuple[str, ...] = ()
     #: The backend of a per-backend figure, else None.
     backend: str | None = None
+    #: The question whose answer this figure shows on the report's first screen (one per
+    #: question), else None.
+    first_screen: int | None = None
 
     @property
     def labels(self) -> dict[str, str]:
@@ -100,10 +103,10 @@ def _declared(backends, power_backends) -> tuple[Figure, ...]:
         # Not drawn from the timelines, but redrawn with them (as it always was).
         Figure("power_vs_util", "power", windows,
                f"{POWER_FIGURES}:power_vs_util_chart", f"{CAPTIONS}/power_figure.rst",
-               POWER, label="power vs_util", after=timelines),
+               POWER, label="power vs_util", after=timelines, first_screen=3),
         Figure("decode", "decode", decode,
                f"{DECODE_FIGURES}:decode_chart", f"{CAPTIONS}/decode.rst",
-               DECODE, label="decode power vs concurrency"),
+               DECODE, label="decode power vs concurrency", first_screen=5),
         Figure("decode_latency", "decode", decode,
                f"{DECODE_FIGURES}:decode_latency_chart", f"{CAPTIONS}/decode_views.rst",
                DECODE, label="decode latency"),
@@ -112,10 +115,10 @@ def _declared(backends, power_backends) -> tuple[Figure, ...]:
                DECODE, label="decode frontier"),
         Figure("step_model", "decode", {"step_model": STEP_MODEL_TABLE},
                f"{STEP_MODEL_FIGURE}:step_chart", f"{CAPTIONS}/step_model.rst",
-               DECODE, label="decode step model"),
+               DECODE, label="decode step model", first_screen=6),
         Figure("experts", "experts", {"expert_m": EXPERT_M_TABLE},
                f"{EXPERT_FIGURES}:experts_chart", f"{CAPTIONS}/experts.rst",
-               DECODE, label="per-expert M"),
+               DECODE, label="per-expert M", first_screen=4),
         *(
             Figure(f"latency_{b}", LATENCY,
                    {"sweep": BACKEND_SWEEP.format(backend=b), "peaks": PEAKS},
@@ -136,6 +139,12 @@ def figures(backends) -> dict[str, tuple[str, str | None]]:
     """name -> (section, backend or None) of every figure of a study with these backends:
     where the report places each."""
     return {name: (f.section, f.backend) for name, f in study_figures(backends).items()}
+
+
+def first_screen() -> dict[str, int]:
+    """name -> question of the figures the report's first screen shows, in question order."""
+    chosen = [(f.first_screen, f.name) for f in _declared((), ()) if f.first_screen]
+    return {name: q for q, name in sorted(chosen)}
 
 
 def figure_files(name: str) -> dict[str, str]:

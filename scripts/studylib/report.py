@@ -19,6 +19,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from . import figure_list
+from .core.answer_records import Answer, answers_from_frame, margin_text
 from .core.charts import (
     BACKEND_COLORS,
     EMBED_OPTIONS,
@@ -41,12 +42,13 @@ from .core.report_cells import (
     read_or_derive,
 )
 from .core.table_registry import read_optional
+from .core.verdicts import NOISE_FLOOR
 from .instruments.serving.decode_load import STEADY_FRACTION
 from .stages.decode.decode_report import decode_section
 from .stages.kernel_power.kernel_power_report import kernel_power_section
 from .stages.sweep.sweep_ranking import RANK_RULE, fastest_frame
 from .stages.sweep.sweep_report import compare_section, fmt_cell, sweep_table
-from .study_answers import QUESTIONS
+from .study_answers import QUESTION_NAV, QUESTIONS
 
 TEMPLATE = "index.html.j2"
 GOOD = ("ok", "mismatch")
@@ -75,7 +77,8 @@ def load_hardware(path: str | os.PathLike | None) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def provenance(hw: dict[str, Any], config_hash: str | None) -> dict[str, Any]:
+def provenance(hw: dict[str, Any], config_hash: str | None,
+               hardware_from: str | None = None) -> dict[str, Any]:  # fmt: skip
     host = hw.get("host") if isinstance(hw.get("host"), dict) else {}
     nvml = hw.get("nvml") if isinstance(hw.get("nvml"), dict) else {}
     gpus = [g for g in (hw.get("gpus") or []) if isinstance(g, dict)]
@@ -113,6 +116,9 @@ def provenance(hw: dict[str, Any], config_hash: str | None) -> dict[str, Any]:
     ]
     if not is_missing(hw_hash) and not is_missing(config_hash) and hw_hash != config_hash:
         run.append(("hardware collected under config", hw_hash))
+    if hardware_from:
+        # An example that kept no hardware record of its own borrows one of the same machine.
+        run.append(("hardware record", f"borrowed from {hardware_from} (same kind of machine)"))
     packages = hw.get("packages") if isinstance(hw.get("packages"), dict) else {}
     gpu_columns = [
         ("index", "#"),
@@ -294,6 +300,7 @@ def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html,
                 "kind": kind,
                 "backend": backend,
                 "div_id": "chart-" + _slug(name),
+                "spec_id": None,
                 "has_data": has_data,
                 "note": note,
                 "title": spec_title(spec) or name,
@@ -321,25 +328,43 @@ def environment(template_dir: str | os.PathLike) -> jinja2.Environment:
     return env
 
 
-def findings_context(findings) -> list[dict] | None:
-    """Per question: its title, the sentences computed from the data, and what is missing."""
-    if findings is None:
-        return None
+def answer_row(answer: Answer) -> dict[str, Any]:
+    """One answer as the report's answer tables show it (every cell from answers.csv)."""
+    return {
+        "subject": answer.subject,
+        "status": answer.status,
+        "status_class": answer.status.replace(" ", "-"),
+        "verdict": answer.verdict,
+        "runner_up": answer.runner_up,
+        "sentence": answer.sentence,
+        "value": answer.value,
+        "margin": margin_text(answer),
+        "basis": answer.basis,
+        "evidence": answer.evidence,
+        "why": answer.why,
+        "points": answer.points,
+    }
+
+
+def questions_context(answers: list[Answer]) -> list[dict[str, Any]]:
+    """Per question, in the report's order: its title, navigation name, anchor, every answer
+    row and the lead rows of the first screen (a question with no lead row leads with its
+    first row)."""
     out = []
     for question, title in QUESTIONS.items():
-        found, missing = findings.for_question(question)
+        rows = [a for a in answers if a.question == question]
+        lead = [a for a in rows if a.lead] or rows[:1]
+        nav, anchor = QUESTION_NAV[question]
         out.append({
-            "question": question,
-            "title": title,
-            "texts": [f.text for f in found],
-            "missing": [{"text": m.text, "expected": m.expected} for m in missing],
+            "question": question, "title": title, "nav": nav, "anchor": anchor,
+            "rows": [answer_row(a) for a in rows], "lead": [answer_row(a) for a in lead],
         })  # fmt: skip
     return out
 
 
 #: The report's inputs, by the names of rules/report.smk's REPORT_TABLES (and the
 #: comparison's, when a baseline is configured); a missing one is None.
-REPORT_INPUTS = ("hardware", "peaks", "sweep", "support", "fastest", "kernel_power",
+REPORT_INPUTS = ("hardware", "peaks", "answers", "sweep", "support", "fastest", "kernel_power",
                  "kernel_power_classes", "decode", "expert_m", "decode_recorder",
                  "decode_crosscheck", "decode_graphs_pairs", "decode_tp_pairs", "step_model",
                  "compare", "compare_spec")  # fmt: skip
@@ -355,8 +380,8 @@ def build_context(
     config_hash,
     config_yaml_text=None,
     git: dict | None = None,
-    findings=None,
     figures: dict | None = None,
+    hardware_from: str | None = None,
 ) -> dict[str, Any]:
     """``paths``: the report's inputs by name (:data:`REPORT_INPUTS`; absent ones None).
     ``figures``: the study's figure list (figure_list.figures, as the report rule passes
@@ -384,6 +409,8 @@ def build_context(
     if paths["compare_spec"] is not None:
         charts += chart_entries([paths["compare_spec"]], out_html, {"compare": ("compare", None)})
     has_gpu = machine_has_gpu(hw, sweep)
+    # Every question's answers as the answers rule decided them: nothing is decided here.
+    questions = questions_context(answers_from_frame(read_optional(paths["answers"])))
     summaries = backend_summaries(sweep, has_gpu)
     latency = {c["backend"]: c for c in charts if c["kind"] == "latency"}
     backends = sorted(set(latency) | {s["backend"] for s in summaries})
@@ -396,7 +423,7 @@ def build_context(
     downloads = embedded_downloads([sweep_csv, support_csv, hardware_json], out_html)
     return {
         "title": "GEMM performance study",
-        "prov": provenance(hw, config_hash),
+        "prov": provenance(hw, config_hash, hardware_from),
         "config_yaml": config_yaml_text,
         "summaries": summaries,
         "support_chart": next((c for c in charts if c["kind"] == "support"), None),
@@ -416,7 +443,17 @@ def build_context(
         "kernel_power": kernel_power,
         "decode": decode,
         "compare": sections["compare"],
-        "findings": findings_context(findings),
+        "questions": questions,
+        # One chart per question on the first screen (figure_list's first_screen), drawn
+        # again there: its own section keeps it too.
+        "first_charts": [
+            {**c, "div_id": c["div_id"] + "-first", "spec_id": c["div_id"]}
+            for name in figure_list.first_screen()
+            for c in charts
+            if c["name"] == name and c["has_data"]
+        ],
+        "answers": {q["question"]: q for q in questions},
+        "noise_floor": NOISE_FLOOR,
         "charts": charts,
         "fastest": fastest_table(fastest),
         "sweep": sweep_table(sweep),

@@ -19,7 +19,9 @@ function per question (:func:`q1_backends`, :func:`q2_bounds`, :func:`q3_power`,
 
 from __future__ import annotations
 
+from .core.answer_records import ANSWERED, NOT_MEASURED, Answer, answers_frame
 from .core.finding_records import Finding, Findings, Missing, Question, describe_machine, fmt_us
+from .core.io import write_frame
 from .seed_comparison import SEED, SEED_QUESTIONS, SEED_SOURCE, seed_comparison
 from .stages.decode.decode_answers import DECODE_QUESTIONS, q5_decode
 from .stages.decode.decode_judgements import (
@@ -42,6 +44,58 @@ QUESTIONS: dict[Question, str] = {**SWEEP_QUESTIONS, **KERNEL_POWER_QUESTIONS, *
                                   **STEP_MODEL_QUESTIONS, **SEED_QUESTIONS}  # fmt: skip
 
 
+#: Each question's short name (the report's navigation) and its section's anchor.
+QUESTION_NAV: dict[Question, tuple[str, str]] = {
+    1: ("Q1 Fastest", "q1"), 2: ("Q2 Bound", "q2"), 3: ("Q3 Kernel power", "q3"),
+    4: ("Q4 Experts", "q4"), 5: ("Q5 Decode", "q5"), 6: ("Q6 Step", "q6"),
+    "seed": ("Seed", "seed"),
+}  # fmt: skip
+
+#: Each stage's answers, by question: a function of the study's tables returning
+#: :class:`Answer` rows. A question not listed here is still answered from its findings
+#: (:func:`legacy_answers`) until its stage writes answers itself.
+STAGE_ANSWERS: dict[Question, object] = {}
+
+
+def legacy_answers(findings: Findings, question: Question) -> list[Answer]:
+    """A question's findings as answer rows (one per sentence, the first the lead; a missing
+    note as ``not measured here``): for stages that do not yet decide their answers."""
+    found, missing = findings.for_question(question)
+    out = [Answer(question, f"finding {i + 1}", ANSWERED, sentence=f.text, lead=i == 0)
+           for i, f in enumerate(found)]  # fmt: skip
+    out += [Answer(question, f"missing {i + 1}", NOT_MEASURED, why=m.text,
+                   sentence=f"Not measured here: {m.text}.", lead=not found and i == 0)
+            for i, m in enumerate(missing)]  # fmt: skip
+    return out
+
+
+def compute_answers(tables: StudyTables | None = None) -> list[Answer]:
+    """Every question's answers, in question order: each subject decided once."""
+    t = tables or StudyTables()
+    findings = None
+    out: list[Answer] = []
+    for question in QUESTIONS:
+        stage = STAGE_ANSWERS.get(question)
+        if stage is not None:
+            out.extend(stage(t))
+            continue
+        if findings is None:
+            findings = compute_findings(t)
+        out.extend(legacy_answers(findings, question))
+    subjects = [(a.question, a.subject) for a in out]
+    twice = sorted({s for s in subjects if subjects.count(s) > 1}, key=str)
+    if twice:
+        raise ValueError(f"answers decided twice for one subject: {twice}")
+    return out
+
+
+def write_answers(tables: StudyTables, path) -> list[Answer]:
+    """:func:`compute_answers` written to ``path`` (tables/answers.csv)."""
+    answers = compute_answers(tables)
+    write_frame(answers_frame(answers), path)
+    return answers
+
+
 def compute_findings(tables: StudyTables | None = None) -> Findings:
     """Every question's findings and missing notes, in question order (1–6, then "seed")."""
     t = tables or StudyTables()
@@ -60,6 +114,7 @@ def compute_findings(tables: StudyTables | None = None) -> Findings:
 
 
 __all__ = [
+    "QUESTION_NAV", "STAGE_ANSWERS", "compute_answers", "legacy_answers", "write_answers",
     "DECODE_M", "DECODE_MAX_M", "PREFILL_MIN_M", "QUESTIONS", "SEED", "SEED_SOURCE", "Finding",
     "Findings", "Missing", "StudyTables", "compute_findings", "describe_machine",
     "dummy_weights_note", "fmt_us", "graphs_pairs", "pick_expert_shape", "q1_backends",

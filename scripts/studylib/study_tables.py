@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .core import answer_records  # noqa: F401 - registers the answers table
 from .core.table_registry import RECORDS, check_inputs, read_record, read_table, table
 from .stages.decode import decode_tables
 from .stages.kernel_power import kernel_power_schema
@@ -24,7 +25,8 @@ __all__ = ["SCHEMAS", "STUDY_FILES", "StudyTables", "check_inputs"]
 _FIELDS = {"hardware": "hardware", "peaks": "peaks", "sweep": "sweep_table",
            "support": "support", "kernel_power": "kernel_power_table", "decode": "decode_table",
            "expert_m": "expert_m_table", "decode_recorder": "recorder_table",
-           "decode_crosscheck": "crosscheck_table", "step_model": "step_model"}  # fmt: skip
+           "decode_crosscheck": "crosscheck_table", "step_model": "step_model",
+           "compare": "compare", "answers": "answers"}  # fmt: skip
 #: What the findings and the report read, by field: (record or table name, its file under
 #: the results folder, from the table's own path: one home for each path).
 STUDY_FILES = {
@@ -48,6 +50,11 @@ class StudyTables:
     decode_recorder: pd.DataFrame | None = None
     decode_crosscheck: pd.DataFrame | None = None
     step_model: pd.DataFrame | None = None
+    #: This run's points against a baseline's (a configured compare_baseline): the
+    #: run-to-run change of each point, part of the noise the rankings use.
+    compare: pd.DataFrame | None = None
+    #: The answers (rule answers): what the report reads of every question.
+    answers: pd.DataFrame | None = None
 
     @classmethod
     def read(cls, paths, checked: bool = True) -> StudyTables:

@@ -47,7 +47,16 @@ FASTEST = {"dtype": "text", "shape": "text", "M": "int", "basis": "text", "conte
            "graph_us": "num", "cold_us": "num"}  # fmt: skip
 FASTEST_TABLE = Table("fastest", "the fastest implementations per size",
                       "results/tables/fastest.csv", FASTEST, {"dtype": DTYPES})  # fmt: skip
-register_tables(SWEEPS, SWEEP_TABLE, SUPPORT_TABLE, FASTEST_TABLE)
+#: tables/compare.csv: this run's points against a baseline's (rule compare, sweep_compare.py);
+#: the answers read it for the run-to-run change of each point.
+COMPARE = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "N": "int",
+           "K": "int", "G": "int", "M": "int", "top_k": "int", "routing": "any",
+           "shape": "text", "mode": "text", "baseline_us": "num", "current_us": "num",
+           "speedup": "num", "change_pct": "num", "noise_pct": "num", "verdict": "text",
+           "baseline_device": "any", "current_device": "any"}  # fmt: skip
+COMPARE_TABLE = Table("compare", "the comparison with a baseline", "results/tables/compare.csv",
+                      COMPARE, {"mode": ("cold", "graph", "eager")})  # fmt: skip
+register_tables(SWEEPS, SWEEP_TABLE, SUPPORT_TABLE, FASTEST_TABLE, COMPARE_TABLE)
 
 SWEEP_SHOWN = {
     **KEY_SHOWN, **{c: Column(c, "d") for c in ("M", "N", "K", "G")}, **shown_as_text("status"),
