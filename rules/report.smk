@@ -72,8 +72,8 @@ rule answers:
 rule report:
     input:
         **REPORT_TABLES,
-        answers="results/tables/answers.csv",
         **COMPARE_INPUTS,
+        answers="results/tables/answers.csv",
         checked="results/tables/checked.json",
         specs=FIGURE_SPECS,
         # A template edit re-renders the report alone.
