@@ -1,5 +1,8 @@
 """Shared test fixtures' building blocks."""
 
+import base64
+import json
+import re
 from pathlib import Path
 
 import yaml
@@ -95,3 +98,36 @@ def report_paths(kw: dict) -> dict:
     from studylib.report import REPORT_INPUTS
 
     return {name: kw.pop(name) for name in list(kw) if name in REPORT_INPUTS}
+
+
+def packed_payloads(html: str) -> dict[str, bytes]:
+    """The report's packed payloads (report_cells.pack), unpacked, by their element's id or
+    data-chart name."""
+    from studylib.core.report_cells import unpack
+
+    out = {}
+    for attrs, text in re.findall(
+        r'<script type="application/x-study-packed"([^>]*)>([^<]*)</script>', html
+    ):
+        key = re.search(r'(?:id|data-chart)="([^"]+)"', attrs).group(1)
+        out[key] = unpack(text)
+    return out
+
+
+def embedded_file(html: str, name: str) -> bytes:
+    """The bytes of the page's download ``name``: a base64 data: URI, or a packed payload the
+    page's script turns into a blob."""
+    match = re.search(rf'href="data:[^;"]+;charset=utf-8;base64,([^"]+)" download="{name}"', html)
+    if match:
+        return base64.b64decode(match.group(1))
+    match = re.search(rf'data-packed="([^"]+)" download="{re.escape(name)}"', html)
+    assert match, f"no embedded download {name}"
+    return packed_payloads(html)[match.group(1)]
+
+
+def packed_rows(html: str, table_id: str) -> list[dict]:
+    """The rows of a table the page's script builds from packed JSON (the sweep table)."""
+    body = re.search(rf'<table[^>]*id="{table_id}".*?<tbody data-packed-rows="([^"]+)">', html,
+                     re.S)  # fmt: skip
+    assert body, f"no packed table {table_id}"
+    return json.loads(packed_payloads(html)[body.group(1)])

@@ -8,6 +8,7 @@ has no link that leaves it: it can be mailed on its own.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -39,10 +40,13 @@ from .core.report_cells import (
     embedded_downloads,
     is_missing,
     long_text,
+    pack,
+    payload_id,
     read_or_derive,
 )
 from .core.table_registry import read_optional
 from .core.verdicts import NOISE_FLOOR
+from .instruments.hardware import DISTRIBUTION_ALIASES
 from .instruments.serving.decode_load import STEADY_FRACTION
 from .stages.decode.decode_report import decode_section
 from .stages.kernel_power.kernel_power_report import kernel_power_section
@@ -136,12 +140,23 @@ def provenance(hw: dict[str, Any], config_hash: str | None,
         "run": run,
         "gpu_columns": gpu_columns,
         "gpus": [{k: dash(g.get(k)) for k, _ in gpu_columns} for g in gpus],
-        "packages": [(name, dash(v)) for name, v in sorted(packages.items())],
+        **installed_packages(packages),
         "collected": bool(hw),
         "device": dash(hw.get("device")),
         "config_hash": dash(config_hash),
         "collected_at": dash(hw.get("collected_at")),
     }
+
+
+def installed_packages(packages: dict[str, Any]) -> dict[str, Any]:
+    """The hardware record's packages by their installed distribution names, with their
+    versions (``packages``), and those not installed (``not_installed``), leaving out a name
+    whose other distribution name of the same import is installed (sgl-kernel beside
+    sglang-kernel)."""
+    installed = {n: v for n, v in packages.items() if not is_missing(v)}
+    absent = sorted(n for n in packages if n not in installed
+                    and DISTRIBUTION_ALIASES.get(n) not in installed)  # fmt: skip
+    return {"packages": sorted(installed.items()), "not_installed": absent}
 
 
 def machine_has_gpu(hw: dict[str, Any], sweep: pd.DataFrame) -> bool:
@@ -261,6 +276,28 @@ def fastest_table(fastest: pd.DataFrame) -> dict[str, Any] | None:
     return {"ms": ms, "rows": rows, "rule": RANK_RULE}
 
 
+def packed_table(table: dict[str, Any], name: str) -> dict[str, Any]:
+    """A table of thousands of rows (the sweep table's context) with its rows packed for the
+    page's script to build (report.js, studyFillPacked): the page stays small, and the rows
+    it builds are those the template would have written."""
+    kinds = {"status": "status", "error": "long"}
+    rows = []
+    for row in table["rows"]:
+        cells = []
+        for (column, _), cell in zip(table["columns"], row["cells"], strict=True):
+            kind = kinds.get(column, "text")
+            if kind == "long":
+                cells.append({"kind": kind, "t": cell["long"]["short"],
+                              "full": cell["long"]["full"], "k": cell["key"]})  # fmt: skip
+            else:
+                cells.append({"kind": kind, "t": cell["text"], "k": cell["key"],
+                              "num": cell["num"]})  # fmt: skip
+        rows.append({"s": row["status"], "f": row["filter"], "c": cells})
+    packed = pack(json.dumps(rows, ensure_ascii=False, separators=(",", ":")))
+    return {**table, "n_rows": len(rows), "packed_rows": packed,
+            "packed_id": payload_id(name, packed)}  # fmt: skip
+
+
 def spec_data_note(spec: Any) -> tuple[bool, str]:
     """(has_data, note) of a Vega-Lite spec: its top-level ``usermeta.study`` (charts.py's
     no_data_chart sets ``has_data: false`` and a one-line ``note``); without it, has data."""
@@ -304,7 +341,8 @@ def chart_entries(spec_paths: Iterable[str | os.PathLike], out_html,
                 "has_data": has_data,
                 "note": note,
                 "title": spec_title(spec) or name,
-                "spec_json": Markup(json_for_script(spec)) if has_data else None,
+                # Packed (gzip, base64): the page's script unpacks it (report.js).
+                "spec_packed": pack(json_for_script(spec)) if has_data else None,
                 "png": display_path(path.with_name(name + ".png"), out_html),
             }
         )
@@ -354,9 +392,9 @@ def questions_context(answers: list[Answer]) -> list[dict[str, Any]]:
     for question, title in QUESTIONS.items():
         rows = [a for a in answers if a.question == question]
         lead = [a for a in rows if a.lead] or rows[:1]
-        nav, anchor = QUESTION_NAV[question]
+        nav, anchor, short = QUESTION_NAV[question]
         out.append({
-            "question": question, "title": title, "nav": nav, "anchor": anchor,
+            "question": question, "title": title, "nav": nav, "anchor": anchor, "short": short,
             "rows": [answer_row(a) for a in rows], "lead": [answer_row(a) for a in lead],
         })  # fmt: skip
     return out
@@ -456,7 +494,7 @@ def build_context(
         "noise_floor": NOISE_FLOOR,
         "charts": charts,
         "fastest": fastest_table(fastest),
-        "sweep": sweep_table(sweep),
+        "sweep": packed_table(sweep_table(sweep), "sweep-rows"),
         "downloads": downloads,
         "has_gpu": has_gpu,
         "drawn_charts": [c for c in charts if c["has_data"]],

@@ -44,12 +44,17 @@ QUESTIONS: dict[Question, str] = {**SWEEP_QUESTIONS, **KERNEL_POWER_QUESTIONS, *
                                   **STEP_MODEL_QUESTIONS, **SEED_QUESTIONS}  # fmt: skip
 
 
-#: Each question's short name (the report's navigation) and its section's anchor.
-QUESTION_NAV: dict[Question, tuple[str, str]] = {
-    1: ("Q1 Fastest", "q1"), 2: ("Q2 Bound", "q2"), 3: ("Q3 Kernel power", "q3"),
-    4: ("Q4 Experts", "q4"), 5: ("Q5 Decode", "q5"), 6: ("Q6 Step", "q6"),
-    "seed": ("Seed", "seed"),
-}  # fmt: skip
+#: Each question's navigation name, its section's anchor and the short form the first screen
+#: shows.
+QUESTION_NAV: dict[Question, tuple[str, str, str]] = {
+    1: ("Q1 Fastest", "q1", "Which backend is fastest, and which fail?"),
+    2: ("Q2 Bound", "q2", "Launch-, memory- or math-bound at decode sizes?"),
+    3: ("Q3 Kernel power", "q3", "Kernel loops: under-use or throttling?"),
+    4: ("Q4 Experts", "q4", "Tokens per expert against balanced?"),
+    5: ("Q5 Decode", "q5", "Server settings: throughput and J/token?"),
+    6: ("Q6 Step", "q6", "Where a decode step's time goes?"),
+    "seed": ("Seed", "seed", "The seed's figures here?"),
+}
 
 #: Each stage's answers, by question: a function of the study's tables returning
 #: :class:`Answer` rows. A question not listed here is still answered from its findings

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT, report_paths
+from helpers import ROOT, embedded_file, packed_payloads, packed_rows, report_paths
 from studylib.core import charts
-from studylib.core.report_cells import embedded_download, fmt_sig, fmt_sig_us
+from studylib.core.answer_records import NOT_MEASURED, TIE, Answer, answers_frame
+from studylib.core.io import write_frame
+from studylib.core.report_cells import embedded_download, fmt_sig, fmt_sig_us, unpack
 from studylib.report import (
     backend_summaries,
     expected_gap,
@@ -139,13 +141,6 @@ def assert_self_contained(html: str) -> None:
     assert [h for h in hrefs if not h.startswith(("#", "data:"))] == []
 
 
-def embedded_file(html: str, name: str) -> bytes:
-    """The bytes of the embedded download ``name`` (a base64 data: URI)."""
-    match = re.search(rf'href="data:[^;"]+;charset=utf-8;base64,([^"]+)" download="{name}"', html)
-    assert match, f"no embedded download {name}"
-    return base64.b64decode(match.group(1))
-
-
 def test_report_full(study):
     html, out = render(study, config_yaml_text="device: auto\nnote: <b>bold</b>\n")
     assert_offline(html)
@@ -179,20 +174,18 @@ def test_report_full(study):
                        ("hardware.json", root / "hardware.json")):  # fmt: skip
         assert embedded_file(html, name) == path.read_bytes()
     assert "This page is self-contained" in html and "results/tables/*.csv" in html
-    # sweep table: every row in the page (JavaScript only hides), status coloured
+    # sweep table: every row packed in the page (the script builds them), status coloured
     rows = len(pd.read_csv(study["root"] / "tables" / "sweep.csv"))
-    assert html.count('<tr class="row-') == rows
-    assert 'class="status status-mismatch"' in html
-    assert "Fastest backend per size" in html
+    built = packed_rows(html, "sweep-table")
+    assert len(built) == rows
+    assert {c["t"] for r in built for c in r["c"] if c["kind"] == "status"} >= {"mismatch"}
 
 
 def test_report_specs_are_parseable_from_page(study):
     html, _ = render(study)
-    blobs = re.findall(
-        r'<script type="application/json" data-chart="([^"]+)">(.*?)</script>', html, re.S
-    )
+    blobs = {k: v for k, v in packed_payloads(html).items() if k.startswith("chart-")}
     assert len(blobs) == 2  # flashinfer's latency and the support matrix; sgl_kernel: no data
-    for _, blob in blobs:
+    for blob in blobs.values():
         spec = json.loads(blob)
         assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
 
@@ -280,18 +273,27 @@ def report_section(html: str, section_id: str) -> str:
     return match.group(1)
 
 
-def test_an_expected_gap_is_a_quiet_note_and_a_failure_a_warning(study, tmp_path):
-    from studylib.core.finding_records import Findings
-
-    findings = Findings()
-    findings.miss(3, "no power was measured in the kernel loops (no GPU)", expected=True)
-    findings.miss(4, "the recorder pass failed")
-    html, _ = render(study, tmp_path=tmp_path, findings=findings)
-    quiet = re.findall(r'<p class="callout quiet">([^<]*)</p>', html)
-    loud = re.findall(r'<p class="callout">([^<]*)</p>', html)
-    assert quiet == ["Not measured on this machine: no power was measured in the kernel loops "
-                     "(no GPU)"]  # fmt: skip
-    assert "Not available: the recorder pass failed" in loud
+def test_answers_render_as_rows_with_their_status(study, tmp_path):
+    """The report shows answers.csv as it is: a question's rows in its section, its lead row
+    on the first screen, each with its status; nothing is decided in the report."""
+    answers = tmp_path / "answers.csv"
+    write_frame(answers_frame([
+        Answer(3, "kernel loops", NOT_MEASURED, why="no GPU", sentence="Not measured here: no GPU.",
+               lead=True),
+        Answer(1, "BF16 · down · M 1–64 · cold", TIE, verdict="a = b", runner_up="c",
+               margin=0.4, noise=0.05, value="9.2–9.7 µs", sentence="a = b <tie>.", lead=True),
+    ]), answers)  # fmt: skip
+    html, _ = render(study, tmp_path=tmp_path, answers=answers)
+    first = report_section(html, "answers")
+    assert "a = b &lt;tie&gt;." in first and "Not measured here: no GPU." in first
+    assert '<span class="answer-status answer-tie">tie</span>' in first
+    assert '<span class="answer-status answer-not-measured-here">not measured here</span>' in first
+    q1 = report_section(html, "q1")
+    assert "BF16 · down · M 1–64 · cold" in q1 and "40 % &gt; 5 % noise" in q1
+    assert "9.2–9.7 µs" in q1
+    # no answers table: every question says it has none, nothing is computed in its place
+    html, _ = render(study)
+    assert report_section(html, "q1").count("No answer was computed for this question") == 1
 
 
 def test_fmt_sig():
@@ -375,11 +377,11 @@ def test_sweep_table_rows_carry_their_filters(study):
         assert f'<select data-filter="{column}">' in section
     assert "data-filter-unsupported" in section and "data-filter-text" in section
     sweep = pd.read_csv(study["root"] / "tables" / "sweep.csv")
-    rows = re.findall(r'<tr class="row-(\w+)" data-backend="([^"]*)" data-op="([^"]*)" '
-                      r'data-dtype="([^"]*)" data-status="([^"]*)">', section)  # fmt: skip
+    rows = packed_rows(html, "sweep-table")
     assert len(rows) == len(sweep)
-    assert all(status == row_status for row_status, *_, status in rows)
-    assert sum(1 for r in rows if r[4] == "unsupported") == (sweep["status"] == "unsupported").sum()
+    assert list(rows[0]["f"]) == ["backend", "op", "dtype", "status"]
+    assert all(r["s"] == r["f"]["status"] for r in rows)
+    assert sum(r["s"] == "unsupported" for r in rows) == (sweep["status"] == "unsupported").sum()
     table = sweep_table(sweep.fillna(""))
     assert table["n_unsupported"] == (sweep["status"] == "unsupported").sum()
     assert dict((c, v) for c, _, v in table["filters"])["backend"] == sorted(
@@ -400,3 +402,9 @@ def test_embedded_download(tmp_path):
     big = embedded_download(table, out, limit=4)
     assert big["href"] is None and big["path"] == "results/tables/sweep.csv"
     assert embedded_download(tmp_path / "absent.csv", out) is None
+    # large: packed (gzip, base64) for the page's script, the same bytes once unpacked
+    table.write_text("a,b\n" + "".join(f"{i},{i * 7}\n" for i in range(20000)), encoding="utf-8")
+    packed = embedded_download(table, out)
+    assert packed["href"] is None and packed["id"].startswith("packed-sweep-csv-")
+    assert unpack(packed["packed"]) == table.read_bytes()
+    assert len(packed["packed"]) < table.stat().st_size / 3

@@ -5,6 +5,8 @@ report. Each stage's report section (``stages/<stage>/<stage>_report.py``) build
 from __future__ import annotations
 
 import base64
+import gzip
+import hashlib
 import math
 import os
 from collections.abc import Iterable
@@ -95,6 +97,28 @@ def fmt_size(n_bytes: int) -> str:
 
 
 MIME = {".csv": "text/csv", ".json": "application/json"}
+#: Downloads larger than this are packed (gzip, base64) and unpacked by the page's script
+#: when it loads, rather than written as a data: URI (a 600 KB sweep table packs to ~100 KB).
+PACK_FROM = 64 * 1024
+
+
+def pack(data: bytes | str) -> str:
+    """``data`` gzipped (no timestamp: the same input packs the same) and base64-encoded: a
+    payload the report's script unpacks (report.js, ``unpack``). Base64 is safe inside any
+    HTML element."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
+
+
+def unpack(text: str) -> bytes:
+    """The bytes :func:`pack` packed."""
+    return gzip.decompress(base64.b64decode(text))
+
+
+def payload_id(name: str, text: str) -> str:
+    """An element id for a packed payload, stable for the same content."""
+    digest = hashlib.sha1(text.encode("ascii")).hexdigest()[:10]
+    return "packed-" + "".join(c if c.isalnum() else "-" for c in name) + "-" + digest
 
 
 def embedded_download(
@@ -108,15 +132,21 @@ def embedded_download(
     if not path.is_file():
         return None
     size = path.stat().st_size
-    href = None
-    if size <= limit:
-        mime = MIME.get(path.suffix.lower(), "text/plain")
+    mime = MIME.get(path.suffix.lower(), "text/plain")
+    href, packed, packed_id = None, None, None
+    if PACK_FROM < size <= limit:
+        packed = pack(path.read_bytes())
+        packed_id = payload_id(path.name, packed)
+    elif size <= limit:
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         href = f"data:{mime};charset=utf-8;base64,{data}"
     return {
         "name": path.name,
         "path": display_path(path, out_html),
         "href": href,
+        "packed": packed,
+        "id": packed_id,
+        "mime": mime,
         "size": fmt_size(size),
     }
 

@@ -16,6 +16,12 @@ PACKAGES = [
 ]  # fmt: skip
 
 
+#: Distribution names of one import under an older and a newer name (sgl_kernel was published
+#: as sgl-kernel, then as sglang-kernel): where one is installed, the other's absence says
+#: nothing.
+DISTRIBUTION_ALIASES = {"sgl-kernel": "sglang-kernel", "sglang-kernel": "sgl-kernel"}
+
+
 def package_versions(names=PACKAGES) -> dict:
     versions = {}
     for name in names:
