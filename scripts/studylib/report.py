@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -506,15 +507,46 @@ def build_context(
     }
 
 
+class TemplateProblem(ValueError):
+    """A report template that does not render: one line naming the template, its line and
+    what is wrong."""
+
+
+def _template_problem(exc: jinja2.TemplateError, template_dir) -> TemplateProblem:
+    """One line for a template's error: its file (relative to the templates), line and
+    message; a runtime error (an undefined name) is placed by the template frame it rose in."""
+    name, line = getattr(exc, "name", None) or getattr(exc, "filename", None), None
+    line = getattr(exc, "lineno", None)
+    if line is None:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if f.filename.endswith(".j2")]  # fmt: skip
+        if frames:
+            name, line = frames[-1].filename, frames[-1].lineno
+    if name and Path(name).is_absolute():
+        try:
+            name = Path(name).relative_to(Path(template_dir).resolve()).as_posix()
+        except ValueError:
+            name = Path(name).name
+    where = f"report template {name or '?'}" + (f", line {line}" if line else "")
+    message = " ".join(str(getattr(exc, "message", None) or exc).split())
+    return TemplateProblem(f"{where}: {message}")
+
+
+#: Beside the report, the last report that rendered: Snakemake deletes a job's output before
+#: the job runs, so a failed or interrupted re-render would otherwise leave no report at all.
+LAST_GOOD = "last-good.html"
+
+
 def render_report(out_html: str | os.PathLike, template_dir: str | os.PathLike,
                   **inputs) -> str:  # fmt: skip
-    """Render the report to ``out_html`` (atomically) and return the HTML text. ``inputs``
-    are :func:`build_context`'s: the tables, figure specs and provenance; the kernel-power
-    table adds the "Kernel power" section, the decode table the "Decode power" section."""
-    html = (
-        environment(template_dir)
-        .get_template(TEMPLATE)
-        .render(**build_context(out_html=out_html, **inputs))
-    )
+    """Render the report to ``out_html`` (atomically), keep a copy as :data:`LAST_GOOD` beside
+    it, and return the HTML text. ``inputs`` are :func:`build_context`'s: the tables, figure
+    specs and provenance. A template that does not render is :class:`TemplateProblem`."""
+    context = build_context(out_html=out_html, **inputs)
+    try:
+        html = environment(template_dir).get_template(TEMPLATE).render(**context)
+    except jinja2.TemplateError as exc:
+        raise _template_problem(exc, template_dir) from None
     write_text(out_html, html)
+    write_text(Path(out_html).with_name(LAST_GOOD), html)
     return html

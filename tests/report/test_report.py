@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,8 @@ from studylib.core.answer_records import NOT_MEASURED, TIE, Answer, answers_fram
 from studylib.core.io import write_frame
 from studylib.core.report_cells import embedded_download, fmt_sig, fmt_sig_us, unpack
 from studylib.report import (
+    LAST_GOOD,
+    TemplateProblem,
     backend_summaries,
     expected_gap,
     fmt_cell,
@@ -408,3 +411,30 @@ def test_embedded_download(tmp_path):
     assert packed["href"] is None and packed["id"].startswith("packed-sweep-csv-")
     assert unpack(packed["packed"]) == table.read_bytes()
     assert len(packed["packed"]) < table.stat().st_size
+
+
+def test_a_broken_template_is_one_line_and_the_last_report_stays(study, tmp_path):
+    """A template that does not parse, or names what the context lacks, is one line naming
+    the template and its line; the last report that rendered stays beside the output."""
+    html, out = render(study)
+    last_good = out.with_name(LAST_GOOD)
+    assert last_good.read_text(encoding="utf-8") == html
+    broken = tmp_path / "templates"
+    shutil.copytree(TEMPLATES, broken)
+    (broken / "index.html.j2").write_text(
+        (TEMPLATES / "index.html.j2").read_text(encoding="utf-8") + "{{ broken\n", encoding="utf-8"
+    )
+    with pytest.raises(TemplateProblem) as exc:
+        render_report(paths={}, spec_paths=[], out_html=tmp_path / "r" / "index.html",
+                      config_hash="x", template_dir=broken)  # fmt: skip
+    lines = (TEMPLATES / "index.html.j2").read_text(encoding="utf-8").count("\n") + 1
+    assert str(exc.value) == (f"report template index.html.j2, line {lines}: unexpected end of "
+                              "template, expected 'end of print statement'.")  # fmt: skip
+    seed = broken / "sections" / "seed.html.j2"
+    (broken / "index.html.j2").write_text((TEMPLATES / "index.html.j2").read_text("utf-8"))
+    seed.write_text(seed.read_text("utf-8").replace("q.title", "q.absent.name"), "utf-8")
+    with pytest.raises(TemplateProblem, match=r"^report template sections/seed.html.j2, line \d+: "
+                       r"'dict object' has no attribute 'absent'$"):  # fmt: skip
+        render_report(paths={}, spec_paths=[], out_html=tmp_path / "r" / "index.html",
+                      config_hash="x", template_dir=broken)  # fmt: skip
+    assert last_good.read_text(encoding="utf-8") == html
