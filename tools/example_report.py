@@ -1,22 +1,37 @@
 """Render the study's report from a committed example's tables (no GPU, no Snakemake).
 
-    python3 tools/example_report.py examples/h200-2026-12-01-kernels \\
-        --sweeps 'sweeps/run6_*.csv' --out /tmp/h200-report [--baseline 'sweeps/*.csv']
+    python3 tools/example_report.py examples/h200-2026-12-01-kernels/run14-15 \\
+        --sweeps 'sweeps/*.csv' --baseline 'back_to_back/run14_*.csv' --out /tmp/h200
 
-Reads the example's sweep CSVs (the pattern, relative to the example), its ``peaks.json``,
-``hardware.json`` (or ``--hardware``: an example that kept none takes the record of the same
-machine from another) and, where present, its kernel-power windows
-(``kernel_power/windows.csv``, else ``tables/kernel_power.csv``), ``tables/decode.csv``,
-``tables/expert_m.csv`` and ``tables/step_model.csv``; writes under OUT the tables
-(``tables/sweep.csv``, ``support.csv``), every figure of the registry
-(``studylib/figure_list.py``) whose tables the example has, drawn by the functions rule
-``plot`` calls (examples keep no power timelines: no timeline figure), and
+Each example's README gives the command that renders its report. Reads, where the example
+keeps them:
+- its sweep CSVs (``--sweeps``, a pattern relative to the example; default ``sweeps/*.csv``,
+  and an example without any, decode only, renders without the kernel questions' tables; a
+  folder that kept only its sweep table passes ``--sweeps tables/sweep.csv``: its rows are
+  the sweep's, the roofline is computed again) with ``peaks.json``;
+- ``hardware.json`` (or ``--hardware``: an example that kept none borrows the record of the
+  same kind of machine from another, and the report's provenance says so; ``--peaks``
+  likewise);
+- its kernel-power windows (``kernel_power/windows.csv``, else ``tables/kernel_power.csv``);
+- the decode tables (``tables/decode.csv``, ``expert_m.csv``, ``decode_recorder.csv``,
+  ``decode_crosscheck.csv``), else each variant's files under ``decode/`` (``summary.csv``,
+  ``expert_m.csv``, ``recorder.csv``, ``crosscheck.csv``) aggregated as rule
+  ``aggregate_decode`` does;
+- ``tables/step_model.csv``.
+Writes under OUT the tables (``tables/sweep.csv``, ``support.csv``, ``answers.csv``, ...),
+the Vega-Lite spec of every figure of the registry (``studylib/figure_list.py``) whose tables
+the example has, drawn by the functions rule ``plot`` calls (``--png`` adds each figure's PNG
+and HTML, as rule ``plot`` writes them; the report needs only the specs), and
 ``report/index.html``, as the workflow's own steps would. ``--baseline`` (a pattern in the
 example, or a path) adds "Before and after". Prints the report's path.
+
+The tables must be of today's schema: ``tools/migrate_example.py`` brings an older example's
+up to it (each example's README says when it was migrated).
 """
 
 import argparse
 import glob
+import json
 import sys
 from pathlib import Path
 
@@ -25,9 +40,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from studylib.core.io import write_frame  # noqa: E402
-from studylib.core.table_registry import read_optional  # noqa: E402
-from studylib.figure_drawing import draw_figure  # noqa: E402
+from studylib.core.charts import chart_spec  # noqa: E402
+from studylib.core.io import write_frame, write_text  # noqa: E402
+from studylib.core.table_registry import read_table  # noqa: E402
+from studylib.figure_drawing import draw_figure, figure_chart  # noqa: E402
 from studylib.figure_list import (  # noqa: E402
     BACKEND_SWEEP,
     DECODE_TABLE,
@@ -42,12 +58,187 @@ from studylib.figure_list import (  # noqa: E402
     study_figures,
 )
 from studylib.report import render_report  # noqa: E402
+from studylib.stages.decode.decode_aggregate import decode_table, with_variant  # noqa: E402
 from studylib.stages.decode.decode_judgements import graphs_pairs, tp_pairs  # noqa: E402
+from studylib.stages.decode.decode_schema import (  # noqa: E402
+    CROSSCHECK_COLUMNS,
+    RECORDER_COLUMNS,
+)
+from studylib.stages.decode.expert_m import EXPERT_M_COLUMNS  # noqa: E402
 from studylib.stages.kernel_power.window_classes import classify_windows  # noqa: E402
 from studylib.stages.sweep.sweep_aggregate import aggregate  # noqa: E402
 from studylib.stages.sweep.sweep_compare import write_comparison  # noqa: E402
 from studylib.study_answers import write_answers  # noqa: E402
 from studylib.study_tables import StudyTables  # noqa: E402
+
+DEFAULT_SWEEPS = "sweeps/*.csv"
+#: The decode tables an example keeps under tables/, by report input: (file, the per-variant
+#: file under decode/<variant>/ it aggregates, that table's columns).
+DECODE_FILES = {
+    "decode": ("decode.csv", "summary.csv", None),
+    "expert_m": ("expert_m.csv", "expert_m.csv", EXPERT_M_COLUMNS),
+    "decode_recorder": ("decode_recorder.csv", "recorder.csv", RECORDER_COLUMNS),
+    "decode_crosscheck": ("decode_crosscheck.csv", "crosscheck.csv", CROSSCHECK_COLUMNS),
+}  # fmt: skip
+
+
+class Refused(Exception):
+    """An example this tool cannot render as asked: one line for the user."""
+
+
+def borrowed(given: Path | None, own: Path) -> tuple[Path | None, str | None]:
+    """A record (hardware, peaks): the one given (borrowed, named) or the example's own."""
+    if given is not None:
+        if not given.is_file():
+            raise Refused(f"no file {given}")
+        return given, str(given)
+    return (own, None) if own.is_file() else (None, None)
+
+
+def sweep_files(example: Path, pattern: str | None) -> list[str]:
+    """The sweep files of ``pattern``; without one, the default pattern's files, if any (an
+    example of decode alone has none)."""
+    files = sorted(glob.glob(str(example / (pattern or DEFAULT_SWEEPS))))
+    if pattern and not files:
+        raise Refused(f"{example / pattern} matches no file")
+    return files
+
+
+def split_by_backend(files: list[str], out: Path) -> list[Path]:
+    """The sweep rows as the sweep rule writes them: one parquet file per backend."""
+    rows = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    parts = []
+    for backend, frame in rows.groupby("backend"):
+        path = out / "sweeps" / f"{backend}.parquet"
+        frame.to_parquet(path, index=False)
+        parts.append(path)
+    return parts
+
+
+def sweep_tables(parts: list[Path], peaks: Path, out: Path) -> dict[str, Path]:
+    """The sweep table, support matrix and fastest table, as rule aggregate writes them."""
+    tables = {name: out / "tables" / f"{name}.csv" for name in ("sweep", "support", "fastest")}
+    aggregate(parts, peaks, tables["sweep"], tables["support"], tables["fastest"])
+    return tables
+
+
+def kernel_power_tables(example: Path, out: Path) -> dict[str, Path]:
+    """The kernel-power windows and their classes (one rule: window_classes)."""
+    windows = next((w for w in (example / "kernel_power" / "windows.csv",
+                                example / "tables" / "kernel_power.csv") if w.is_file()),
+                   None)  # fmt: skip
+    if windows is None:
+        return {}
+    classes = out / "tables" / "kernel_power_classes.csv"
+    write_frame(classify_windows(read_table("kernel_power_table", windows)), classes)
+    return {"kernel_power": windows, "kernel_power_classes": classes}
+
+
+def decode_tables(example: Path, peaks: Path | None, out: Path) -> dict[str, Path]:
+    """The decode tables the example keeps; where it kept only each variant's files, those
+    aggregated as rule aggregate_decode aggregates them; the pairs derived from the decode
+    table as that rule derives them."""
+    found = {name: example / "tables" / kept for name, (kept, _, _) in DECODE_FILES.items()
+             if (example / "tables" / kept).is_file()}  # fmt: skip
+    summaries = sorted((example / "decode").glob("*/summary.csv"))
+    if "decode" not in found and summaries:
+        record = json.loads(peaks.read_text()) if peaks else None
+        found["decode"] = out / "tables" / "decode.csv"
+        write_frame(decode_table([read_table("decode_summary", p) for p in summaries], record),
+                    found["decode"])  # fmt: skip
+        for name, (kept, per_variant, columns) in DECODE_FILES.items():
+            files = {p.parent.name: p.parent / per_variant for p in summaries}
+            frames = {v: pd.read_csv(f) for v, f in files.items() if f.is_file()}
+            if columns is not None and frames:
+                found[name] = out / "tables" / kept
+                write_frame(with_variant(frames, columns), found[name])
+    if "decode" in found:
+        decode = read_table("decode_table", found["decode"])
+        for name, derive in (("decode_graphs_pairs", graphs_pairs), ("decode_tp_pairs", tp_pairs)):
+            found[name] = out / "tables" / f"{name}.csv"
+            write_frame(derive(decode), found[name])
+    return found
+
+
+def draw_figures(located: dict, backends: list[str], out: Path, png: bool) -> list[Path]:
+    """Every figure of the registry whose tables the example has, drawn as rule plot draws
+    it; returns the spec files."""
+    specs = []
+    for name, figure in study_figures(backends).items():
+        paths = {role: [located.get(p) for p in value] if isinstance(value, tuple)
+                 else located.get(value) for role, value in figure.inputs.items()}  # fmt: skip
+        if any(not p or (isinstance(p, list) and None in p) for p in paths.values()):
+            continue
+        files = {kind: out / path.removeprefix("results/")
+                 for kind, path in figure_files(name).items()}  # fmt: skip
+        if png:
+            draw_figure(figure.draw, paths, figure.args, files["html"], files["png"],
+                        files["spec"])  # fmt: skip
+        else:
+            # The spec alone, as save_chart writes it: a PNG costs seconds per figure and the
+            # report embeds the spec.
+            spec = chart_spec(figure_chart(figure.draw, paths, figure.args))
+            text = json.dumps(spec, allow_nan=False, indent=1, ensure_ascii=False)
+            write_text(files["spec"], text + "\n")
+        specs.append(files["spec"])
+    return specs
+
+
+def render(args: argparse.Namespace) -> Path:
+    example, out = args.example, args.out
+    if not example.is_dir():
+        raise Refused(f"no example folder {example}")
+    hardware, hardware_from = borrowed(args.hardware, example / "hardware.json")
+    if hardware is None:
+        # Without it every sentence would describe a machine without a GPU.
+        raise Refused(f"no hardware record {example / 'hardware.json'}: pass --hardware with "
+                      "one of the same machine (e.g. "
+                      "examples/h200-2026-12-01-kernels/hardware.json)")  # fmt: skip
+    peaks, _ = borrowed(args.peaks, example / "peaks.json")
+    files = sweep_files(example, args.sweeps)
+    if args.baseline and not files:
+        raise Refused("--baseline compares sweeps: this example renders none")
+    if files and peaks is None:
+        raise Refused(f"no peaks record {example / 'peaks.json'} for the sweeps' roofline: "
+                      "pass --peaks with one of the same machine")  # fmt: skip
+    for sub in ("sweeps", "tables", "figures", "report"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    parts = split_by_backend(files, out) if files else []
+    tables = sweep_tables(parts, peaks, out) if parts else {}
+    inputs = {"hardware": hardware, "peaks": peaks, **tables}
+    inputs.update(kernel_power_tables(example, out))
+    inputs.update(decode_tables(example, peaks, out))
+    if (example / "tables" / "step_model.csv").is_file():
+        inputs["step_model"] = example / "tables" / "step_model.csv"
+    # The workflow's files, where this example keeps them; examples keep no power timelines.
+    located = {
+        PEAKS: peaks, SWEEP_TABLE: tables.get("sweep"), SUPPORT_TABLE: tables.get("support"),
+        KERNEL_POWER_TABLE: inputs.get("kernel_power"), DECODE_TABLE: inputs.get("decode"),
+        EXPERT_M_TABLE: inputs.get("expert_m"), STEP_MODEL_TABLE: inputs.get("step_model"),
+        **{BACKEND_SWEEP.format(backend=p.stem): p for p in parts},
+    }  # fmt: skip
+    backends = sorted(p.stem for p in parts)
+    specs = draw_figures(located, backends, out, args.png)
+    if args.baseline:
+        # A path as given, else relative to the example; load_sweep reads patterns too.
+        baseline = args.baseline if Path(args.baseline).exists() else example / args.baseline
+        inputs["compare"] = out / "tables" / "compare.csv"
+        inputs["compare_spec"] = out / "figures" / "compare.vl.json"
+        write_comparison(baseline, tables["sweep"], inputs["compare"], inputs["compare_spec"])
+    # Every question decided once, as rule answers does, from the tables above.
+    inputs["answers"] = out / "tables" / "answers.csv"
+    write_answers(StudyTables.read(inputs), inputs["answers"])
+    html = out / "report" / "index.html"
+    render_report(
+        out_html=html,
+        template_dir=ROOT / "report" / "templates",
+        paths={name: path for name, path in inputs.items() if path is not None},
+        spec_paths=specs,
+        config_hash=f"example {example.name}",
+        figures=figures(backends),
+        hardware_from=hardware_from,
+    )
+    return html
 
 
 def main() -> int:
@@ -55,95 +246,22 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("example", type=Path, help="an examples/ folder")
-    parser.add_argument("--sweeps", default="sweeps/*.csv", help="pattern of its sweep files")
+    parser.add_argument("--sweeps", help=f"pattern of its sweep files (default {DEFAULT_SWEEPS}, "
+                        "where it matches any)")  # fmt: skip
     parser.add_argument("--out", type=Path, required=True, help="folder to write into")
     parser.add_argument("--baseline", help="a pattern (in the example) or path to compare with")
     parser.add_argument("--hardware", type=Path,
                         help="hardware.json to use (default: the example's own)")  # fmt: skip
+    parser.add_argument("--peaks", type=Path,
+                        help="peaks.json to use (default: the example's own)")  # fmt: skip
+    parser.add_argument("--png", action="store_true",
+                        help="also write each figure's PNG and HTML (slow)")  # fmt: skip
     args = parser.parse_args()
-
-    example, out = args.example, args.out
-    hardware = args.hardware or example / "hardware.json"
-    if not hardware.is_file():
-        # Without it every sentence would describe a machine without a GPU.
-        print(f"example_report: no hardware record {hardware}: pass --hardware with one of "
-              "the same machine (e.g. examples/h200-2026-12-01-kernels/hardware.json)",
-              file=sys.stderr)  # fmt: skip
+    try:
+        print(render(args))
+    except Refused as refused:
+        print(f"example_report: {refused}", file=sys.stderr)
         return 2
-    files = sorted(glob.glob(str(example / args.sweeps)))
-    if not files:
-        print(f"example_report: {example / args.sweeps} matches no file", file=sys.stderr)
-        return 2
-    for sub in ("sweeps", "tables", "figures", "report"):
-        (out / sub).mkdir(parents=True, exist_ok=True)
-    rows = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-    parts = []
-    for backend, frame in rows.groupby("backend"):
-        path = out / "sweeps" / f"{backend}.parquet"
-        frame.to_parquet(path, index=False)
-        parts.append(path)
-    peaks = example / "peaks.json"
-    tables = {name: out / "tables" / f"{name}.csv" for name in ("sweep", "support", "fastest")}
-    aggregate(parts, peaks, tables["sweep"], tables["support"], tables["fastest"])
-    inputs = {"hardware": hardware, "peaks": peaks, **tables}
-    windows = next((w for w in (example / "kernel_power" / "windows.csv",
-                                example / "tables" / "kernel_power.csv") if w.is_file()),
-                   None)  # fmt: skip
-    if windows is not None:
-        inputs["kernel_power"] = windows
-        # Classified as the aggregate rule does (one rule: window_classes).
-        inputs["kernel_power_classes"] = out / "tables" / "kernel_power_classes.csv"
-        write_frame(classify_windows(read_optional(windows)), inputs["kernel_power_classes"])
-    for name, file in (("decode", "decode.csv"), ("expert_m", "expert_m.csv"),
-                       ("step_model", "step_model.csv"), ("decode_recorder", "decode_recorder.csv"),
-                       ("decode_crosscheck", "decode_crosscheck.csv")):  # fmt: skip
-        if (example / "tables" / file).is_file():
-            inputs[name] = example / "tables" / file
-    if "decode" in inputs:
-        # The pairs as the aggregate rule derives them.
-        decode = read_optional(inputs["decode"])
-        for name, derive in (("decode_graphs_pairs", graphs_pairs), ("decode_tp_pairs", tp_pairs)):
-            inputs[name] = out / "tables" / f"{name}.csv"
-            write_frame(derive(decode), inputs[name])
-    # The workflow's files, where this example keeps them; examples keep no power timelines.
-    located = {
-        PEAKS: peaks, SWEEP_TABLE: tables["sweep"], SUPPORT_TABLE: tables["support"],
-        KERNEL_POWER_TABLE: inputs.get("kernel_power"), DECODE_TABLE: inputs.get("decode"),
-        EXPERT_M_TABLE: inputs.get("expert_m"), STEP_MODEL_TABLE: inputs.get("step_model"),
-        **{BACKEND_SWEEP.format(backend=p.stem): p for p in parts},
-    }  # fmt: skip
-    specs = []
-    # Every figure of the registry whose tables the example has, drawn as rule plot draws it.
-    for name, figure in study_figures(sorted(p.stem for p in parts)).items():
-        paths = {role: [located.get(p) for p in value] if isinstance(value, tuple)
-                 else located.get(value) for role, value in figure.inputs.items()}  # fmt: skip
-        if any(not p or (isinstance(p, list) and None in p) for p in paths.values()):
-            continue
-        files = {kind: out / path.removeprefix("results/")
-                 for kind, path in figure_files(name).items()}  # fmt: skip
-        draw_figure(figure.draw, paths, figure.args, files["html"], files["png"], files["spec"])
-        specs.append(files["spec"])
-    compare = {}
-    if args.baseline:
-        # A path as given, else relative to the example; load_sweep reads patterns too.
-        baseline = args.baseline if Path(args.baseline).exists() else example / args.baseline
-        compare = {"compare": out / "tables" / "compare.csv",
-                   "compare_spec": out / "figures" / "compare.vl.json"}  # fmt: skip
-        write_comparison(baseline, tables["sweep"], compare["compare"],
-                         compare["compare_spec"])  # fmt: skip
-    # Every question decided once, as rule answers does, from the tables above.
-    inputs["answers"] = out / "tables" / "answers.csv"
-    write_answers(StudyTables.read({**inputs, **compare}), inputs["answers"])
-    html = out / "report" / "index.html"
-    render_report(
-        out_html=html,
-        template_dir=ROOT / "report" / "templates",
-        paths={**inputs, **compare},
-        spec_paths=specs,
-        config_hash=f"example {example.name}",
-        figures=figures(sorted(p.stem for p in parts)),
-    )
-    print(html)
     return 0
 
 
