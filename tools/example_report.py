@@ -25,13 +25,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from studylib.core.io import write_frame  # noqa: E402
+from studylib.core.io import read_json, write_frame  # noqa: E402
 from studylib.core.table_registry import read_optional  # noqa: E402
 from studylib.figure_drawing import draw_figure  # noqa: E402
 from studylib.figure_list import (  # noqa: E402
     BACKEND_SWEEP,
     DECODE_TABLE,
     EXPERT_M_TABLE,
+    KERNEL_POWER_CLASSES_TABLE,
     KERNEL_POWER_TABLE,
     PEAKS,
     STEP_MODEL_TABLE,
@@ -93,7 +94,10 @@ def main() -> int:
         inputs["kernel_power"] = windows
         # Classified as the aggregate rule does (one rule: window_classes).
         inputs["kernel_power_classes"] = out / "tables" / "kernel_power_classes.csv"
-        write_frame(classify_windows(read_optional(windows)), inputs["kernel_power_classes"])
+        write_frame(
+            classify_windows(read_optional(windows), read_json(hardware)),
+            inputs["kernel_power_classes"],
+        )
     for name, file in (("decode", "decode.csv"), ("expert_m", "expert_m.csv"),
                        ("step_model", "step_model.csv"), ("decode_recorder", "decode_recorder.csv"),
                        ("decode_crosscheck", "decode_crosscheck.csv")):  # fmt: skip
@@ -109,6 +113,7 @@ def main() -> int:
     located = {
         PEAKS: peaks, SWEEP_TABLE: tables["sweep"], SUPPORT_TABLE: tables["support"],
         KERNEL_POWER_TABLE: inputs.get("kernel_power"), DECODE_TABLE: inputs.get("decode"),
+        KERNEL_POWER_CLASSES_TABLE: inputs.get("kernel_power_classes"),
         EXPERT_M_TABLE: inputs.get("expert_m"), STEP_MODEL_TABLE: inputs.get("step_model"),
         **{BACKEND_SWEEP.format(backend=p.stem): p for p in parts},
     }  # fmt: skip
