@@ -248,8 +248,8 @@ def _power_row(decode: pd.DataFrame | None, before: Sequence[Answer]) -> Answer:
                   basis="question 3", value=loops.value, evidence=_cite(loops),
                   points=loops.points, why=not_here + ": question 3's decode-sized loops stand in",
                   lead=True,
-                  sentence=f"Decode-sized GEMM loops draw {loops.value}: {verdict} (Q3), "
-                  f"against the seed's {seed} in decode.")  # fmt: skip
+                  sentence=f"Decode at C = {c} was not measured here; decode-sized GEMM loops "
+                  f"draw {loops.value}: {verdict} (Q3).")  # fmt: skip
 
 
 def _experts_row(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None,
