@@ -67,10 +67,10 @@ FP4_ARCHS = ("sm_100", "sm_103", "sm_110", "sm_120", "sm_121")
 
 Q = "seed"
 GPUS = "GPUs"
-FP4 = f"FP4 GEMMs at M ≤ {DECODE_MAX_M} (seed: 30–42 µs)"
-SGL_FP4 = "sgl_kernel FP4 GEMM (seed: fails below M = 256, slower than FlashInfer)"
-POWER = "decode power (seed: 235 W of 600 W)"
-EXPERTS = "tokens per expert (seed: 512·8/256 = 16)"
+FP4 = f"FP4 GEMMs, M ≤ {DECODE_MAX_M} (seed: 30–42 µs)"
+SGL_FP4 = "sgl_kernel FP4 GEMM (seed: fails at M < 256)"
+POWER = "decode power (seed: 235 of 600 W)"
+EXPERTS = "tokens per expert (seed: 16)"
 CITED = (ANSWERED, TIE, UNDECIDED)
 
 
