@@ -19,6 +19,8 @@ rule kernel_power:
 rule aggregate_kernel_power:
     input:
         windows=expand("results/kernel_power/{backend}.parquet", backend=POWER_BACKENDS),
+        # the GPUs' maximum SM clocks: a window's clock is held against its GPU's
+        hardware="results/hardware.json",
     output:
         table=report(
             "results/tables/kernel_power.csv",

@@ -48,6 +48,7 @@ from studylib.figure_list import (  # noqa: E402
     BACKEND_SWEEP,
     DECODE_TABLE,
     EXPERT_M_TABLE,
+    KERNEL_POWER_CLASSES_TABLE,
     KERNEL_POWER_TABLE,
     PEAKS,
     STEP_MODEL_TABLE,
@@ -122,15 +123,17 @@ def sweep_tables(parts: list[Path], peaks: Path, out: Path) -> dict[str, Path]:
     return tables
 
 
-def kernel_power_tables(example: Path, out: Path) -> dict[str, Path]:
-    """The kernel-power windows and their classes (one rule: window_classes)."""
+def kernel_power_tables(example: Path, hardware: Path, out: Path) -> dict[str, Path]:
+    """The kernel-power windows and their classes (one rule: window_classes, which reads the
+    GPUs' maximum clocks from the hardware record)."""
     windows = next((w for w in (example / "kernel_power" / "windows.csv",
                                 example / "tables" / "kernel_power.csv") if w.is_file()),
                    None)  # fmt: skip
     if windows is None:
         return {}
     classes = out / "tables" / "kernel_power_classes.csv"
-    write_frame(classify_windows(read_table("kernel_power_table", windows)), classes)
+    write_frame(classify_windows(read_table("kernel_power_table", windows),
+                                 json.loads(hardware.read_text())), classes)  # fmt: skip
     return {"kernel_power": windows, "kernel_power_classes": classes}
 
 
@@ -206,7 +209,7 @@ def render(args: argparse.Namespace) -> Path:
     parts = split_by_backend(files, out) if files else []
     tables = sweep_tables(parts, peaks, out) if parts else {}
     inputs = {"hardware": hardware, "peaks": peaks, **tables}
-    inputs.update(kernel_power_tables(example, out))
+    inputs.update(kernel_power_tables(example, hardware, out))
     inputs.update(decode_tables(example, peaks, out))
     if (example / "tables" / "step_model.csv").is_file():
         inputs["step_model"] = example / "tables" / "step_model.csv"
@@ -214,6 +217,7 @@ def render(args: argparse.Namespace) -> Path:
     located = {
         PEAKS: peaks, SWEEP_TABLE: tables.get("sweep"), SUPPORT_TABLE: tables.get("support"),
         KERNEL_POWER_TABLE: inputs.get("kernel_power"), DECODE_TABLE: inputs.get("decode"),
+        KERNEL_POWER_CLASSES_TABLE: inputs.get("kernel_power_classes"),
         EXPERT_M_TABLE: inputs.get("expert_m"), STEP_MODEL_TABLE: inputs.get("step_model"),
         **{BACKEND_SWEEP.format(backend=p.stem): p for p in parts},
     }  # fmt: skip

@@ -24,6 +24,7 @@ LATENCY = "latency"
 SWEEP_TABLE = "results/tables/sweep.csv"
 SUPPORT_TABLE = "results/tables/support.csv"
 KERNEL_POWER_TABLE = "results/tables/kernel_power.csv"
+KERNEL_POWER_CLASSES_TABLE = "results/tables/kernel_power_classes.csv"
 DECODE_TABLE = "results/tables/decode.csv"
 EXPERT_M_TABLE = "results/tables/expert_m.csv"
 STEP_MODEL_TABLE = "results/tables/step_model.csv"
@@ -85,7 +86,8 @@ def _declared(backends, power_backends) -> tuple[Figure, ...]:
     """Every figure of a study with these backends (and these with kernel-power points), in
     the report's order; each backend's latency figure last."""
     timelines = tuple(BACKEND_TIMELINE.format(backend=b) for b in power_backends)
-    windows = {"windows": KERNEL_POWER_TABLE}
+    # The windows with their group, limit and class (the aggregate rule classifies them once).
+    windows = {"windows": KERNEL_POWER_CLASSES_TABLE}
     decode = {"decode": DECODE_TABLE}
     return (
         Figure("support", "support", {"support": SUPPORT_TABLE},
@@ -97,13 +99,16 @@ def _declared(backends, power_backends) -> tuple[Figure, ...]:
         Figure("launch_overhead", "other", {"sweep": SWEEP_TABLE},
                f"{SWEEP_TABLE_FIGURES}:launch_overhead_chart", f"{CAPTIONS}/sweep_figure.rst",
                SWEEPS, "Across backends", "launch_overhead"),
+        Figure("power_verdicts", "power", windows,
+               f"{POWER_FIGURES}:power_verdicts_chart", f"{CAPTIONS}/power_figure.rst",
+               POWER, label="power per group of loops", first_screen=3),
         Figure("power_timeline", "power", {**windows, "timeline": timelines},
                f"{POWER_FIGURES}:power_timeline_chart", f"{CAPTIONS}/power_figure.rst",
                POWER, label="power timeline"),
         # Not drawn from the timelines, but redrawn with them (as it always was).
         Figure("power_vs_util", "power", windows,
                f"{POWER_FIGURES}:power_vs_util_chart", f"{CAPTIONS}/power_figure.rst",
-               POWER, label="power vs_util", after=timelines, first_screen=3),
+               POWER, label="power vs_util", after=timelines),
         Figure("decode", "decode", decode,
                f"{DECODE_FIGURES}:decode_chart", f"{CAPTIONS}/decode.rst",
                DECODE, label="decode power vs concurrency", first_screen=5),

@@ -1,40 +1,34 @@
-"""The seed write-up's figures set beside this machine's."""
+"""The seed write-up's figures set beside this machine's: one answer row per claim of the
+seed, each taking its numbers from the answers of the questions before it (or the same
+tables they read), so that the seed section never contradicts them."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Sequence
 
 import pandas as pd
 
+from .core.answer_records import ANSWERED, NOT_MEASURED, TIE, UNDECIDED, Answer, Question
 from .core.finding_records import (
-    FP4_DTYPES,
-    Findings,
-    Question,
-    _dtype_name,
     _gpu,
     _has,
-    _impl_label,
     _is_cpu,
     _m_list,
-    _message,
     _numeric,
-    _ok,
     _plain,
     _sm_arch,
     _span,
     describe_machine,
     fmt_m,
-    fmt_pct,
     fmt_ratio,
-    fmt_us,
-    fmt_w,
     num_of,
     text_of,
 )
-from .stages.decode.decode_judgements import DUMMY_ENGINES, prep_decode
-from .stages.kernel_power.kernel_power_answers import _prep_power, _watts_span, split_expert_loops
-from .stages.sweep.sweep_answers import _best, _decode_m, _expert_rows, _mode
-from .stages.sweep.sweep_ranking import _prep_sweep
+from .core.verdicts import Contender, rank, spread
+from .stages.decode.decode_judgements import dummy_weights_note, prep_decode
+from .stages.kernel_power.kernel_power_answers import ALL_MODES
+from .stages.kernel_power.window_classes import DECODE_GROUP
 from .stages.sweep.sweep_thresholds import DECODE_MAX_M
 from .study_tables import StudyTables
 
@@ -53,7 +47,10 @@ SEED = {
     "fp4_small_quote": (
         "At those sizes, the FP4 GEMM takes ~30-42 microseconds regardless of problem size"
     ),
-    "tokens_per_expert": 16,
+    # 512 tokens in flight × top-8 routing over 256 experts, perfectly balanced.
+    "decode_concurrency": 512,
+    "top_k": 8,
+    "experts": 256,
     "tokens_per_expert_quote": "512 * 8 / 256 = 16",
     "decode_w": 235.0,
     "decode_w_quote": "GPUs draw only ~235W out of 600W TDP during inference",
@@ -63,251 +60,242 @@ SEED = {
         "slower than flashinfer CUTLASS at larger sizes"
     ),
 }
+SEED["tokens_per_expert"] = SEED["decode_concurrency"] * SEED["top_k"] / SEED["experts"]
 SEED["decode_pct"] = 100.0 * SEED["decode_w"] / SEED["power_limit_w"]
+#: Architectures with FP4 tensor cores (Blackwell): FP4 GEMMs run nowhere else.
+FP4_ARCHS = ("sm_100", "sm_103", "sm_110", "sm_120", "sm_121")
+
+Q = "seed"
+GPUS = "GPUs"
+FP4 = f"FP4 GEMMs, M ≤ {DECODE_MAX_M} (seed: 30–42 µs)"
+SGL_FP4 = "sgl_kernel FP4 GEMM (seed: fails at M < 256)"
+POWER = "decode power (seed: 235 of 600 W)"
+EXPERTS = "tokens per expert (seed: 16)"
+CITED = (ANSWERED, TIE, UNDECIDED)
 
 
-# ---------------------------------------------------------------------------------------------
-# The seed's figures beside this machine's
-# ---------------------------------------------------------------------------------------------
+def seed_answers(tables: StudyTables, before: Sequence[Answer] = ()) -> list[Answer]:
+    """One row per seed claim; ``before``: the answers of the questions before this one
+    (compute_answers passes them), whose numbers the rows cite."""
+    hardware = tables.hardware
+    arch = _sm_arch(_gpu(hardware).get("compute_capability"))
+    gpu_less = _is_cpu(hardware, tables.peaks)
+    no_fp4 = ("this machine has no GPU" if gpu_less else
+              f"FP4 tensor-core GEMMs need sm_100 or sm_120; this GPU is {arch}"
+              if arch and arch not in FP4_ARCHS else "")  # fmt: skip
+    return [
+        _gpus_row(hardware, tables.peaks),
+        _fp4_row(no_fp4, before),
+        _sgl_row(no_fp4, tables.sweep),
+        _power_row(tables.decode, before),
+        _experts_row(tables.expert_m, tables.decode, before),
+    ]
 
 
-def seed_comparison(tables: StudyTables) -> Findings:
-    hardware, peaks, sweep = tables.hardware, tables.peaks, tables.sweep
-    kernel_power, decode, expert_m = tables.kernel_power, tables.decode, tables.expert_m
-    out = Findings()
-    q = "seed"
-    _seed_hardware(out, hardware, peaks)
-    rows = shape = None
-    df = None
-    if _has(sweep, "backend", "status", "M"):
-        df = _prep_sweep(sweep)
-        rows, shape = _expert_rows(df)
-    # 1. decode-sized FP4 GEMMs: 30–42 µs whatever their size.
-    lo, hi = SEED["fp4_small_us"]
-    seed_txt = (f"The seed measured decode-sized FP4 GEMMs at {lo:.0f}–{hi:.0f} µs whatever their "
-                f"size (“{SEED['fp4_small_quote']}”)")  # fmt: skip
-    if df is None:
-        out.miss(q, "no sweep table: the seed's FP4 GEMM timings have nothing to compare with")
-    else:
-        fp4 = df[df["dtype"].isin(FP4_DTYPES)]
-        fp4_ok = fp4[(fp4["status"] == "ok") & (fp4["M"] <= DECODE_MAX_M)]
-        numbers: dict[str, Any] = {"seed_us": [lo, hi], "fp4_points": len(fp4),
-                                   "fp4_decode_ok": len(fp4_ok)}  # fmt: skip
-        bits = []
-        if len(fp4_ok):
-            e = fp4_ok["eager_us"].dropna()
-            bits.append(f"here decode-sized FP4 GEMMs ran in {_span(e.min(), e.max(), fmt_us)} "
-                        "eager")  # fmt: skip
-            numbers.update(fp4_eager_min=float(e.min()), fp4_eager_max=float(e.max()))
-        elif len(fp4):
-            top = fp4["status"].value_counts().index[0]
-            msg = _message(fp4[fp4["status"] == top]["error"].iloc[0])
-            bits.append(f"here no FP4 GEMM ran ({len(fp4)} points, mostly {top}: “{msg}”)")
-        else:
-            bits.append("here the sweep has no FP4 point")
-        if rows is not None and not rows.empty:
-            m = _decode_m(rows)
-            at = rows[rows["M"] == m] if m is not None else rows.iloc[0:0]
-            for dtype in ("fp8_e4m3", "bf16"):
-                sub = at[at["dtype"] == dtype]
-                be, bg = _best(sub, "eager_us"), _best(sub, "graph_us")
-                if be is None:
-                    continue
-                bit = (f"the fastest {_dtype_name(dtype)} GEMM at M = {m:.0f} takes "
-                       f"{fmt_us(be['eager_us'])} eager ({_impl_label(be)})")  # fmt: skip
-                numbers[f"{dtype}_eager_us"] = float(be["eager_us"])
-                if bg is not None:
-                    if _impl_label(bg) == _impl_label(be):  # one name for both times
-                        bit = bit[: -len(f" ({_impl_label(be)})")]
-                    bit += f" and {fmt_us(bg['graph_us'])} graph-replayed ({_impl_label(bg)})"
-                    numbers[f"{dtype}_graph_us"] = float(bg["graph_us"])
-                bits.append(bit)
-                dec = rows[(rows["dtype"] == dtype) & (rows["M"] <= DECODE_MAX_M)]
-                span = dec.groupby("M")["eager_us"].min()
-                if len(span) > 1:
-                    spread = _span(span.min(), span.max(), fmt_us)
-                    # One value when the range rounds to a point: "is", not "spanning".
-                    verb = "spanning" if "–" in spread else "is"
-                    bits[-1] += (f", the fastest eager time over M {span.index.min():.0f}–"
-                                 f"{span.index.max():.0f} {verb} {spread}")  # fmt: skip
-                    numbers[f"{dtype}_decode_eager_span"] = [float(span.min()), float(span.max())]
-        out.add(
-            q, f"{seed_txt}; on {shape or 'the expert shape'} " + "; ".join(bits) + ".", **numbers
-        )
-    # 2. sgl_kernel FP4.
-    _seed_sgl(out, df)
-    # 3. power during decode.
-    _seed_power(out, hardware, kernel_power, decode)
-    # 4. balanced experts.
-    if _has(expert_m, "m", "balanced_m"):
-        em = _numeric(expert_m, "m", "balanced_m", "concurrency")
-        m = em["m"].dropna()
-        text = (f"The seed assumed perfect balance ({SEED['tokens_per_expert_quote']} tokens "
-                f"per expert); the recorded per-expert M here ranges {fmt_m(m.min())}–"
-                f"{fmt_m(m.max())} (median {fmt_m(m.median())})")  # fmt: skip
-        numbers = {"seed_m": SEED["tokens_per_expert"], "m_min": float(m.min()),
-                   "m_max": float(m.max()), "m_median": float(m.median())}  # fmt: skip
-        if "concurrency" in em.columns and em["concurrency"].notna().any():
-            top = em[em["concurrency"] == em["concurrency"].max()]
-            bal = top["balanced_m"].dropna()
-            if len(bal) and bal.iloc[0] > 0 and top["m"].notna().any():
-                who = ", ".join(sorted({text_of(v) for v in top.get("variant", [])} - {""}))
-                ratio = float(top["m"].max() / bal.iloc[0])
-                text += (f"; at the largest concurrency, C = {top['concurrency'].iloc[0]:.0f}"
-                         + (f" ({who})" if who else "")
-                         + f", the balanced M is {fmt_m(bal.iloc[0])} and the busiest expert "
-                         f"gets {fmt_ratio(ratio)} it")  # fmt: skip
-                numbers.update(
-                    top_c=float(top["concurrency"].iloc[0]),
-                    top_balanced_m=float(bal.iloc[0]),
-                    top_max_over_balanced=ratio,
-                )
-        if _has(decode, "engine") and set(map(text_of, decode["engine"])) & set(DUMMY_ENGINES):
-            routing = set(map(text_of, decode.get("routing", pd.Series(dtype=object))))
-            text += (" (random weights routed uniformly by SGLang's switch: balance by "
-                     "construction, not a trained router's)" if routing == {"uniform"} else
-                     " (random weights: random routing, not a trained router's)")  # fmt: skip
-        out.add(q, text + ".", **numbers)
-    else:
-        out.miss(q, f"the seed's balanced-routing assumption ({SEED['tokens_per_expert_quote']}) "
-                    "is not checked: no expert-distribution record here")  # fmt: skip
-    return out
+def _missing(subject: str, why: str, evidence: str = "", lead: bool = False) -> Answer:
+    return Answer(Q, subject, NOT_MEASURED, why=why, evidence=evidence, lead=lead,
+                  sentence=f"Not measured here: {why}.")  # fmt: skip
 
 
-def _seed_hardware(out: Findings, hardware: dict | None, peaks: dict | None) -> None:
+def _cite(a: Answer) -> str:
+    return f"Q{a.question} {a.subject}: {a.value or a.verdict}"
+
+
+def _gpus_row(hardware: dict | None, peaks: dict | None) -> Answer:
     seed_hw = (f"{SEED['gpus']}× {SEED['gpu']} ({SEED['arch']}, "
-               f"{fmt_w(SEED['power_limit_w'])} each)")  # fmt: skip
+               f"{SEED['power_limit_w']:.0f} W each)")  # fmt: skip
     if hardware is None and peaks is None:
-        out.miss("seed", "no hardware.json: this machine's hardware cannot be set beside the "
-                         f"seed's {seed_hw}")  # fmt: skip
-        return
+        return _missing(GPUS, "no hardware record (hardware.json)", lead=True)
+    gpu, gpus = _gpu(hardware), (hardware or {}).get("gpus") or []
+    limit = num_of(gpu.get("power_limit_w"))
     here = describe_machine(hardware, peaks)
-    gpu = _gpu(hardware)
-    numbers: dict[str, Any] = {
-        "seed_gpu": SEED["gpu"],
-        "seed_arch": SEED["arch"],
-        "seed_power_limit_w": SEED["power_limit_w"],
-        "here": here,
-    }
-    text = f"The seed ran on {seed_hw}; this machine has {here}"
-    if gpu:
-        arch = _sm_arch(gpu.get("compute_capability"))
-        limit = num_of(gpu.get("power_limit_w"))
-        numbers.update(arch=arch, power_limit_w=limit if _ok(limit) else None,
-                       gpu=text_of(gpu.get("name")))  # fmt: skip
-        if arch and arch not in ("sm_100", "sm_103", "sm_110", "sm_120", "sm_121"):
-            text += (
-                f". FP4 tensor-core GEMMs need sm_100 or sm_120, which {arch} is not: "
-                "FP8 and BF16 carry the comparison here"
-            )
-        if _ok(limit):
-            text += (
-                f". This GPU's power limit is {fmt_w(limit)} against the seed's "
-                f"{fmt_w(SEED['power_limit_w'])} ({fmt_ratio(limit / SEED['power_limit_w'])})"
-            )
-    else:
-        text += ": no GPU timings or watts can be compared, only the pipeline's shape"
-    out.add("seed", text + ".", **numbers)
+    if gpus:  # as the seed's GPUs are named: count, name, architecture, power limit
+        bits = [b for b in (_sm_arch(gpu.get("compute_capability")),
+                            f"{limit:.0f} W each" if limit > 0 else "") if b]  # fmt: skip
+        here = f"{len(gpus)}× {text_of(gpu.get('name')) or 'GPU'}" + (
+            f" ({', '.join(bits)})" if bits else ""
+        )
+    value = f"{limit:.0f} W vs {SEED['power_limit_w']:.0f} W" if limit > 0 else ""
+    return Answer(Q, GPUS, ANSWERED, verdict=here, runner_up=seed_hw, value=value,
+                  basis="hardware.json", lead=True,
+                  sentence=f"The seed ran on {seed_hw}; this machine has {here}.")  # fmt: skip
 
 
-def _seed_sgl(out: Findings, df: pd.DataFrame | None) -> None:
-    seed_txt = f"The seed found “{SEED['sgl_fp4_quote']}”"
-    if df is None:
-        out.miss("seed", "no sweep table: sgl_kernel's FP4 GEMM not compared with the seed")
-        return
+_M_NUMBERS = re.compile(r"M\s*(?:=|≤|<=)?\s*(\d+)(?:\s*[–-]\s*(\d+))?")
+
+
+def decode_sized(subject: str) -> bool:
+    """Whether an answer's subject is about decode-sized M only ("M ≤ 64", "M 1–64",
+    "M = 16"): every M it names is at most :data:`DECODE_MAX_M`."""
+    sizes = [int(n) for m in _M_NUMBERS.finditer(subject) for n in m.groups() if n]
+    return bool(sizes) and max(sizes) <= DECODE_MAX_M
+
+
+def _fp4_row(no_fp4: str, before: Sequence[Answer]) -> Answer:
+    q1 = [a for a in before if a.question == 1]
+    decode = [a for a in q1 if decode_sized(a.subject) and a.status in CITED]
+    others = "; ".join(_cite(a) for a in decode if "FP4" not in a.subject.upper())
+    if no_fp4:
+        return _missing(FP4, no_fp4, evidence=others)
+    fp4 = [a for a in decode if "FP4" in a.subject.upper() and a.value]
+    if not fp4:
+        why = next((a.why for a in q1 if "FP4" in a.subject.upper() and a.why),
+                   "question 1 has no decode-sized FP4 answer")  # fmt: skip
+        return _missing(FP4, why, evidence=others)
+    values = "; ".join(a.value for a in fp4)
+    lo, hi = SEED["fp4_small_us"]
+    return Answer(Q, FP4, ANSWERED, verdict=values, runner_up=f"seed {lo:.0f}–{hi:.0f} µs",
+                  basis="question 1", value=values, evidence="; ".join(map(_cite, fp4)),
+                  points=len(fp4),
+                  sentence=f"Here decode-sized FP4 GEMMs take {values} (Q1), against the "
+                  f"seed's {lo:.0f}–{hi:.0f} µs.")  # fmt: skip
+
+
+def _time_column(rows: pd.DataFrame) -> str:
+    for column in ("cold_us", "graph_us", "eager_us"):
+        if column in rows.columns and pd.to_numeric(rows[column], errors="coerce").notna().any():
+            return column
+    return "eager_us"
+
+
+def _sgl_row(no_fp4: str, sweep: pd.DataFrame | None) -> Answer:
+    if no_fp4:
+        return _missing(SGL_FP4, no_fp4)
+    if not _has(sweep, "backend", "op", "status", "M"):
+        return _missing(SGL_FP4, "no sweep table")
+    df = _numeric(sweep, "M", "eager_us", "graph_us", "cold_us", "eager_iqr_us", "graph_iqr_us",
+                  "cold_iqr_us")  # fmt: skip
+    for c in ("backend", "impl", "op", "status"):
+        df[c] = df[c].map(text_of)
     sgl = df[(df["backend"] == "sgl_kernel") & (df["op"] == "cutlass_scaled_fp4_mm")]
     if sgl.empty:
-        out.miss("seed", "sgl_kernel cutlass_scaled_fp4_mm is not in this sweep's grid")
-        return
+        return _missing(SGL_FP4, "sgl_kernel's cutlass_scaled_fp4_mm is not in this sweep's grid")
     ok = sgl[sgl["status"] == "ok"]
-    numbers: dict[str, Any] = {
-        "points": len(sgl),
-        "ok": len(ok),
-        "seed_fails_below_m": SEED["sgl_fp4_fails_below_m"],
-    }
     if ok.empty:
         top = sgl["status"].value_counts().index[0]
-        msg = _message(sgl[sgl["status"] == top]["error"].iloc[0])
-        text = (f"{seed_txt}; here it ran at none of its {len(sgl)} points ({top}: “{msg}”), so "
-                "neither claim can be checked on this machine")  # fmt: skip
-        numbers["status"] = top
-    else:
-        bad = sgl[sgl["status"] != "ok"]
-        text = f"{seed_txt}; here it ran at {len(ok)} of {len(sgl)} points"
-        if len(bad):
-            text += f" and failed at {_m_list(bad['M'])} ({bad['status'].value_counts().index[0]})"
-            numbers["failed_max_m"] = float(bad["M"].max())
-        fi = df[(df["backend"] == "flashinfer") & (df["impl"] == "cutlass")
-                & (df["op"] == "mm_fp4") & (df["status"] == "ok")]  # fmt: skip
-        keys = ["shape", "M", "G"]
-        col = "graph_us" if ok["graph_us"].notna().all() and fi["graph_us"].notna().all() \
-            else "eager_us"  # fmt: skip
-        both = ok.merge(fi, on=[k for k in keys if k in ok.columns], suffixes=("", "_fi"))
-        both = both[both[col].notna() & both[f"{col}_fi"].notna()]
-        if len(both):
-            ratio = both[col] / both[f"{col}_fi"]
-            slower = int((ratio > 1).sum())
-            text += (f"; against FlashInfer's CUTLASS mm_fp4 it is slower at {slower} of "
-                     f"{len(both)} shared points (median {fmt_ratio(ratio.median())} its "
-                     f"{_mode(col)} time)")  # fmt: skip
-            numbers.update(shared=len(both), slower=slower, median_ratio=float(ratio.median()))
-    out.add("seed", text + ".", **numbers)
+        return _missing(SGL_FP4, f"sgl_kernel's FP4 GEMM ran at none of its {len(sgl)} points "
+                                 f"({top}; the support matrix says why)")  # fmt: skip
+    failed = sgl[sgl["status"] != "ok"]
+    grid = sgl["M"]
+    fails = (f"fails at {_m_list(failed['M'], grid)}, runs at {_m_list(ok['M'], grid)}"
+             if len(failed) else "runs at every M")  # fmt: skip
+    fi = df[(df["backend"] == "flashinfer") & (df["impl"] == "cutlass") & (df["op"] == "mm_fp4")
+            & (df["status"] == "ok")]  # fmt: skip
+    column = _time_column(ok)
+    iqr = column.replace("_us", "_iqr_us")
+    keys = [k for k in ("shape", "M", "G") if k in df.columns]
+    both = ok.merge(fi, on=keys, suffixes=("", "_fi"))
+    slower = faster = tied = 0
+    for rec in both.to_dict("records"):
+        ranking = rank([Contender("sgl", rec[column], spread(rec.get(iqr), rec[column])),
+                        Contender("fi", rec[f"{column}_fi"],
+                                  spread(rec.get(f"{iqr}_fi"), rec[f"{column}_fi"]))])  # fmt: skip
+        if ranking is None:
+            continue
+        if len(ranking.tied) > 1:
+            tied += 1
+        elif ranking.tied == ("fi",):
+            slower += 1
+        else:
+            faster += 1
+    shared = slower + faster + tied
+    mode = column.removesuffix("_us")
+    versus = (f"slower than FlashInfer's mm_fp4 at {slower}, faster at {faster}, tied at {tied} "
+              f"of {shared} shared sizes ({mode})" if shared else
+              "no size shared with FlashInfer's mm_fp4")  # fmt: skip
+    return Answer(Q, SGL_FP4, ANSWERED, verdict=f"{fails}; {versus}", basis=mode,
+                  value=f"slower at {slower} of {shared}" if shared else "",
+                  evidence=f"{len(sgl)} points, {len(ok)} ok", points=len(sgl),
+                  sentence=f"Here sgl_kernel's FP4 GEMM {fails}; {versus}.")  # fmt: skip
 
 
-def _seed_power(out: Findings, hardware: dict | None, kernel_power: pd.DataFrame | None,
-                decode: pd.DataFrame | None) -> None:  # fmt: skip
-    seed_txt = (f"The seed's GPUs drew about {fmt_w(SEED['decode_w'])} of "
-                f"{fmt_w(SEED['power_limit_w'])} ({fmt_pct(SEED['decode_pct'])}) per GPU during "
-                f"decode (“{SEED['decode_w_quote']}”)")  # fmt: skip
-    bits = []
-    numbers: dict[str, Any] = {"seed_w": SEED["decode_w"], "seed_pct": SEED["decode_pct"]}
+def _watts(rows: pd.DataFrame) -> str:
+    w, p = rows["avg_w_per_gpu"], rows["pct_limit"]
+    text = _span(w.min(), w.max(), _plain, " W")
+    return text + (f" ({_span(p.min(), p.max(), _plain, ' %')} of the limit)"
+                   if p.notna().any() else "")  # fmt: skip
+
+
+def _power_row(decode: pd.DataFrame | None, before: Sequence[Answer]) -> Answer:
+    c = SEED["decode_concurrency"]
+    seed = f"{SEED['decode_w']:.0f} W of {SEED['power_limit_w']:.0f} W"
+    measured_c = ""
     if _has(decode, "concurrency"):
         d = prep_decode(decode)
         d = d[d["valid"] & d["avg_w_per_gpu"].notna()]
-        if len(d):
-            w, p = d["avg_w_per_gpu"], d["pct_limit"]
-            bit = f"real decode here draws {_span(w.min(), w.max(), _plain, ' W')} per GPU"
-            if p.notna().any():
-                bit += f" ({_span(p.min(), p.max(), _plain, ' %')} of the limit)"
-                numbers.update(decode_pct_min=float(p.min()), decode_pct_max=float(p.max()))
-            bit += f" over {len(d)} valid runs"
-            lo, hi = d.loc[w.idxmin()], d.loc[w.idxmax()]
-            if d["variant"].nunique() > 1:
-                bit += (f" (lowest {lo['variant']} at C = {lo['concurrency']:.0f}, highest "
-                        f"{hi['variant']} at C = {hi['concurrency']:.0f})")  # fmt: skip
-            numbers.update(decode_w_min=float(w.min()), decode_w_max=float(w.max()))
-            by_regime = {}
-            if d["graphs"].notna().any():
-                for graphs, g in d[d["graphs"].notna()].groupby("graphs", sort=False):
-                    gw, gp = g["avg_w_per_gpu"], g["pct_limit"]
-                    name = ("with CUDA graphs off (as the seed ran)" if not graphs
-                            else "with CUDA graphs on (as production serves)")  # fmt: skip
-                    part = f"{_span(gw.min(), gw.max(), _plain, ' W')}"
-                    if gp.notna().any():
-                        part += f" ({_span(gp.min(), gp.max(), _plain, ' %')})"
-                    by_regime[bool(graphs)] = (name, part)
-                    numbers[f"decode_w_graphs_{'on' if graphs else 'off'}"] = [
-                        float(gw.min()), float(gw.max())]  # fmt: skip
-                bit += ": " + ", ".join(f"{n} {t}" for _, (n, t) in sorted(by_regime.items()))
-            bits.append(bit)
-    if _has(kernel_power, "mode"):
-        kp = _prep_power(kernel_power)
-        single, _ = split_expert_loops(kp)  # question 3's split: MoE layers are not GEMMs here
-        loops = single[(single["status"] == "ok") & single["avg_w"].notna()
-                       & (single["mode"] == "eager") & (single["M"] <= DECODE_MAX_M)
-                       & (single["power_source"] != "none")]  # fmt: skip
-        if len(loops):
-            text, nums = _watts_span(loops)
-            bits.append(f"decode-sized (M ≤ {DECODE_MAX_M}) eager GEMM loops draw {text}")
-            numbers.update({f"loop_{k}": v for k, v in nums.items()})
-    if bits and not numbers.get("decode_w_min"):
-        bits.append("no real decode power was measured here")
-    if not bits:
-        why = "no GPU" if _is_cpu(hardware) else "no decode or kernel-loop power measured"
-        out.miss(
-            "seed",
-            f"the seed's decode power ({fmt_w(SEED['decode_w'])} of "
-            f"{fmt_w(SEED['power_limit_w'])}) has no counterpart here ({why})",
-        )
-        return
-    out.add("seed", f"{seed_txt}; " + "; ".join(bits) + ".", **numbers)
+        at = d[d["concurrency"] == c]
+        measured_c = ", ".join(f"{x:.0f}" for x in sorted(set(d["concurrency"].dropna())))
+        if len(at):
+            off = at[at["graphs"] == False]  # noqa: E712 - the seed ran with graphs off
+            rows, how = (off, "with CUDA graphs off, as the seed ran") if len(off) else (at, "")
+            value = _watts(rows)
+            return Answer(Q, POWER, ANSWERED, verdict=value, runner_up=seed, basis="decode.csv",
+                          value=value, points=len(rows), lead=True,
+                          evidence=", ".join(sorted(set(rows["variant"].map(text_of)))),
+                          sentence=f"Here decode at C = {c} draws {value} per GPU"
+                          f"{' ' + how if how else ''}, against the seed's {seed}.")  # fmt: skip
+    loops = next((a for a in before if a.question == 3 and a.lead and a.status in CITED
+                  and (a.subject == ALL_MODES or a.subject.startswith(DECODE_GROUP))),
+                 None)  # fmt: skip
+    not_here = f"decode at the seed's C = {c} was not measured here" + (
+        f" (decode ran at C = {measured_c})" if measured_c else ""
+    )
+    if loops is None:
+        return _missing(POWER, not_here + ", nor decode-sized kernel loops", lead=True)
+    verdict = "no verdict" if loops.status == UNDECIDED else loops.verdict
+    return Answer(Q, POWER, loops.status, verdict=loops.verdict, runner_up=seed,
+                  margin=loops.margin, noise=loops.noise, noise_from=loops.noise_from,
+                  basis="question 3", value=loops.value, evidence=_cite(loops),
+                  points=loops.points, why=not_here + ": question 3's decode-sized loops stand in",
+                  lead=True,
+                  sentence=f"Decode at C = {c} was not measured here; decode-sized GEMM loops "
+                  f"draw {loops.value}: {verdict} (Q3).")  # fmt: skip
+
+
+def _experts_row(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None,
+                 before: Sequence[Answer]) -> Answer:  # fmt: skip
+    seed = f"{SEED['tokens_per_expert']:.0f} tokens per expert ({SEED['tokens_per_expert_quote']})"
+    caveat = _routing_caveat(decode)
+    q4 = [a for a in before if a.question == 4]
+    cited = next((a for a in q4 if a.lead and a.status in CITED and a.value), None)
+    if cited is not None:
+        return Answer(Q, EXPERTS, cited.status, verdict=cited.verdict, runner_up=seed,
+                      margin=cited.margin, noise=cited.noise, noise_from=cited.noise_from,
+                      basis="question 4", value=cited.value, evidence=_cite(cited),
+                      points=cited.points, why=caveat,
+                      sentence=f"The seed assumed {seed}; here per-expert M is {cited.value} "
+                      "(Q4).")  # fmt: skip
+    if _has(expert_m, "m", "concurrency"):
+        em = _numeric(expert_m, "m", "balanced_m", "concurrency")
+        em = em[em["m"].notna() & em["concurrency"].notna()]
+        if len(em):
+            # The largest concurrency measured: the nearest to the seed's 512 tokens in flight.
+            top = em[em["concurrency"] == em["concurrency"].max()]
+            c, m, bal = float(top["concurrency"].iloc[0]), top["m"], top["balanced_m"].dropna()
+            value = f"M {fmt_m(m.min())}–{fmt_m(m.max())} at C = {c:.0f}"
+            against = f" against a balanced {fmt_m(bal.iloc[0])}" if len(bal) else ""
+            evidence = (f"busiest expert {fmt_ratio(m.max() / bal.iloc[0])} the balanced M"
+                        if len(bal) and bal.iloc[0] > 0 else "")  # fmt: skip
+            here = f"{fmt_m(m.min())}–{fmt_m(m.max())} at C = {c:.0f}{against}"
+            return Answer(Q, EXPERTS, ANSWERED, verdict=value + against, runner_up=seed,
+                          basis="expert_m.csv", value=value, evidence=evidence, points=len(top),
+                          why=caveat,
+                          sentence=f"The seed assumed {SEED['tokens_per_expert']:.0f} tokens "
+                          f"per expert at C = {SEED['decode_concurrency']}; here per-expert M "
+                          f"is {here}.")  # fmt: skip
+    why = next((a.why for a in q4 if a.status == NOT_MEASURED and a.why),
+               "no expert-distribution record here")  # fmt: skip
+    return _missing(EXPERTS, why)
+
+
+def _routing_caveat(decode: pd.DataFrame | None) -> str:
+    """What routing the recorded experts saw, where the served weights were random."""
+    variants, _ = dummy_weights_note(decode)
+    if not variants:
+        return ""
+    routing = set(decode.get("routing", pd.Series(dtype=object)).map(text_of)) - {""}
+    return (
+        "random weights routed uniformly (SGLang's switch): balanced by construction"
+        if routing == {"uniform"}
+        else "random weights: not a trained router's routing"
+    )

@@ -13,8 +13,9 @@ energy go: the step model against the server) and ``seed`` (the seed write-up's 
 beside this machine's); ``common`` holds the records, shared thresholds and text helpers.
 
 Public API: :func:`compute_findings` (all questions, from one :class:`StudyTables`), one
-function per question (:func:`q1_backends`, :func:`q2_bounds`, :func:`q3_power`,
-:func:`q4_experts`, :func:`q5_decode`, :func:`seed_comparison`).
+function per question still answered through findings (:func:`q1_backends`, :func:`q2_bounds`,
+:func:`q4_experts`, :func:`q5_decode`); questions 3 and "seed" answer as data
+(:data:`STAGE_ANSWERS`, :data:`CITING_ANSWERS`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from .core.answer_records import ANSWERED, NOT_MEASURED, Answer, answers_frame
 from .core.finding_records import Finding, Findings, Missing, Question, describe_machine, fmt_us
 from .core.io import write_frame
-from .seed_comparison import SEED, SEED_QUESTIONS, SEED_SOURCE, seed_comparison
+from .seed_comparison import SEED, SEED_QUESTIONS, SEED_SOURCE, seed_answers
 from .stages.decode.decode_answers import DECODE_QUESTIONS, q5_decode
 from .stages.decode.decode_judgements import (
     dummy_weights_note,
@@ -32,7 +33,7 @@ from .stages.decode.decode_judgements import (
     weights_name,
 )
 from .stages.decode.expert_answers import EXPERT_QUESTIONS, q4_experts
-from .stages.kernel_power.kernel_power_answers import KERNEL_POWER_QUESTIONS, q3_power
+from .stages.kernel_power.kernel_power_answers import KERNEL_POWER_QUESTIONS, kernel_power_answers
 from .stages.step_model.step_model_answers import STEP_MODEL_QUESTIONS, q6_step
 from .stages.sweep.sweep_answers import SWEEP_QUESTIONS, pick_expert_shape, q1_backends, q2_bounds
 from .stages.sweep.sweep_thresholds import DECODE_M, DECODE_MAX_M, PREFILL_MIN_M
@@ -59,7 +60,12 @@ QUESTION_NAV: dict[Question, tuple[str, str, str]] = {
 #: Each stage's answers, by question: a function of the study's tables returning
 #: :class:`Answer` rows. A question not listed here is still answered from its findings
 #: (:func:`legacy_answers`) until its stage writes answers itself.
-STAGE_ANSWERS: dict[Question, object] = {}
+STAGE_ANSWERS: dict[Question, object] = {
+    3: lambda t: kernel_power_answers(t.kernel_power, t.hardware),
+}
+#: Questions whose answers cite the answers before them (the seed's rows take their numbers
+#: from questions 1–4): a function of the study's tables and the answers so far.
+CITING_ANSWERS: dict[Question, object] = {"seed": seed_answers}
 
 
 def legacy_answers(findings: Findings, question: Question) -> list[Answer]:
@@ -80,6 +86,9 @@ def compute_answers(tables: StudyTables | None = None) -> list[Answer]:
     findings = None
     out: list[Answer] = []
     for question in QUESTIONS:
+        if question in CITING_ANSWERS:
+            out.extend(CITING_ANSWERS[question](t, tuple(out)))
+            continue
         stage = STAGE_ANSWERS.get(question)
         if stage is not None:
             out.extend(stage(t))
@@ -108,21 +117,20 @@ def compute_findings(tables: StudyTables | None = None) -> Findings:
     for part in (
         q1_backends(t.sweep, t.peaks),
         q2_bounds(t.sweep, t.peaks),
-        q3_power(t.kernel_power, t.hardware),
         q4_experts(t.expert_m, t.decode),
         q5_decode(t.decode, t.hardware),
         q6_step(t.step_model),
-        seed_comparison(t),
     ):
         out.extend(part)
     return out
 
 
 __all__ = [
-    "QUESTION_NAV", "STAGE_ANSWERS", "compute_answers", "legacy_answers", "write_answers",
+    "CITING_ANSWERS", "QUESTION_NAV", "STAGE_ANSWERS", "compute_answers", "legacy_answers",
+    "write_answers",
     "DECODE_M", "DECODE_MAX_M", "PREFILL_MIN_M", "QUESTIONS", "SEED", "SEED_SOURCE", "Finding",
     "Findings", "Missing", "StudyTables", "compute_findings", "describe_machine",
     "dummy_weights_note", "fmt_us", "graphs_pairs", "pick_expert_shape", "q1_backends",
-    "q2_bounds", "q3_power", "q4_experts", "q5_decode", "q6_step", "regime", "seed_comparison",
+    "q2_bounds", "q4_experts", "q5_decode", "q6_step", "regime", "seed_answers",
     "tp_pairs", "weights_name",
 ]  # fmt: skip

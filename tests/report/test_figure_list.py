@@ -30,14 +30,15 @@ def test_the_report_places_the_figures_as_before():
     """The report rule's ``figures`` param: the same value as before the registry."""
     assert figures(["torch", "flashinfer"]) == {
         "support": ("support", None), "efficiency": ("other", None),
-        "launch_overhead": ("other", None), "power_timeline": ("power", None),
+        "launch_overhead": ("other", None), "power_verdicts": ("power", None),
+        "power_timeline": ("power", None),
         "power_vs_util": ("power", None), "decode": ("decode", None),
         "decode_latency": ("decode", None), "decode_frontier": ("decode", None),
         "step_model": ("decode", None), "experts": ("experts", None),
         "latency_torch": ("latency", "torch"), "latency_flashinfer": ("latency", "flashinfer"),
     }  # fmt: skip
     assert in_section("decode") == ("decode", "decode_latency", "decode_frontier", "step_model")
-    assert in_section("power") == ("power_timeline", "power_vs_util")
+    assert in_section("power") == ("power_verdicts", "power_timeline", "power_vs_util")
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))

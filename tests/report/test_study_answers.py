@@ -1,6 +1,6 @@
-"""The report's computed findings as a whole (study_answers): the seed comparison, missing
-inputs giving notes not exceptions, the study tables read, and a print-out on real H200 /
-CPU results when they are on this machine."""
+"""The report's computed answers and findings as a whole (study_answers): the seed rows and
+the answers they cite, missing inputs giving notes not exceptions, the study tables read, and
+a print-out on real H200 / CPU results when they are on this machine."""
 
 from pathlib import Path
 
@@ -15,14 +15,22 @@ from findings_frames import (
     synthetic_decode,
     synthetic_power,
     synthetic_sweep,
-    window,
 )
 from helpers import ROOT
+from studylib.core.answer_records import ANSWERED, NOT_MEASURED, TIE, UNDECIDED, Answer
 from studylib.core.finding_records import Findings
-from studylib.seed_comparison import SEED, seed_comparison
+from studylib.seed_comparison import (
+    EXPERTS,
+    FP4,
+    POWER,
+    SEED,
+    SGL_FP4,
+    decode_sized,
+    seed_answers,
+)
 from studylib.stages.decode.expert_answers import q4_experts
-from studylib.stages.kernel_power.kernel_power_answers import q3_power
-from studylib.study_answers import compute_findings
+from studylib.stages.kernel_power.kernel_power_answers import ALL_MODES, kernel_power_answers
+from studylib.study_answers import compute_answers, compute_findings
 from studylib.study_tables import StudyTables
 
 H200 = ROOT / "examples" / "h200x2-2026-11-29"  # a real run
@@ -31,51 +39,126 @@ H200 = ROOT / "examples" / "h200x2-2026-11-29"  # a real run
 CPU = Path("/tmp/freshclone2/results")
 
 
-def test_seed_comparison_on_a_blackwell_like_sweep():
-    out = seed_comparison(
-        StudyTables(
-            HW_H200,
-            PEAKS,
-            synthetic_sweep(),
-            kernel_power=synthetic_power(),
-            decode=synthetic_decode(),
-        )
+HW_BLACKWELL = {
+    "device": "cuda",
+    "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell", "compute_capability": "12.0",
+              "power_limit_w": 600.0, "max_sm_clock_mhz": 2600}],
+}  # fmt: skip
+
+
+def seed_rows(answers) -> dict:
+    return {a.subject: a for a in answers if a.question == "seed"}
+
+
+def test_seed_rows_agree_with_the_q3_rows_they_cite():
+    tables = StudyTables(HW_H200, PEAKS, synthetic_sweep(), kernel_power=synthetic_power(),
+                         decode=synthetic_decode())  # fmt: skip
+    answers = compute_answers(tables)
+    seed = seed_rows(answers)
+    assert [a.question for a in answers][-len(seed) :] == ["seed"] * len(seed)
+    (q3,) = [a for a in answers if a.question == 3 and a.subject == ALL_MODES]
+    power = seed[POWER]
+    # decode ran at C = 16 and 64, not the seed's 512: question 3's decode-sized loops stand
+    # in, with the same number, verdict and status
+    assert (power.value, power.verdict, power.status) == (q3.value, q3.verdict, q3.status)
+    assert power.value == "150–350 W (21–50 % of 700 W)" and power.lead
+    assert power.sentence == (f"Decode at C = 512 was not measured here; decode-sized GEMM loops "
+                              f"draw {q3.value}: under-use (Q3).")  # fmt: skip
+    # (the C = 256 run is not valid: not counted)
+    assert "C = 512 was not measured here (decode ran at C = 16, 64)" in power.why
+    # an H200 has no FP4 tensor cores: both FP4 claims are not measured here, and say why
+    for subject in (FP4, SGL_FP4):
+        assert seed[subject].status == NOT_MEASURED
+        assert seed[subject].why == "FP4 tensor-core GEMMs need sm_100 or sm_120; this GPU is sm_90"
+    gpus = seed["GPUs"]
+    assert gpus.sentence == (
+        "The seed ran on 8× NVIDIA RTX PRO 6000 Blackwell (sm_120, 600 W each); this machine "
+        "has 1× NVIDIA H200 (sm_90, 700 W each)."
     )
-    hw = only(out, "seed", "The seed ran on")
-    assert hw.numbers["arch"] == "sm_90" and hw.numbers["power_limit_w"] == 700.0
-    assert "8× NVIDIA RTX PRO 6000 Blackwell (sm_120, 600 W each)" in hw.text
-    assert "1× NVIDIA H200 (sm_90" in hw.text and "700 W against the seed's 600 W" in hw.text
-    fp4 = only(out, "seed", "30–42 µs")
-    assert fp4.numbers["fp4_decode_ok"] == 2
-    assert (fp4.numbers["fp4_eager_min"], fp4.numbers["fp4_eager_max"]) == (35.0, 35.0)
-    assert fp4.numbers["fp8_e4m3_eager_us"] == 20.0 and fp4.numbers["fp8_e4m3_graph_us"] == 4.0
-    assert fp4.numbers["bf16_decode_eager_span"] == [30.0, 40.0]
-    assert "the fastest eager time over M 1–64 spanning 30.0–40.0 µs" in fp4.text
-    # The same fastest time at every decode size is one value, not a span.
-    flat = synthetic_sweep()
-    bf16 = (flat["dtype"] == "bf16") & (flat["M"] <= 64)
-    flat.loc[bf16, "eager_us"] = flat.loc[bf16, "eager_us"].clip(upper=30.0)
-    text = only(seed_comparison(StudyTables(HW_H200, PEAKS, flat)), "seed", "30–42 µs").text
-    assert "the fastest eager time over M 1–64 is 30.0 µs" in text
-    sgl = only(out, "seed", "cutlass_scaled_fp4_mm")
-    n = sgl.numbers
-    assert (n["ok"], n["points"], n["failed_max_m"]) == (3, 5, 64)
-    # graph ratios sgl/flashinfer: 12/10, 90/100, 200/150 -> slower at 2 of 3, median 1.2.
-    assert (n["slower"], n["shared"]) == (2, 3)
-    assert n["median_ratio"] == pytest.approx(1.2)
-    power = only(out, "seed", "235 W of 600 W")
-    assert power.numbers["seed_pct"] == pytest.approx(235 / 6)
-    assert power.numbers["decode_w_min"] == 200.0 and power.numbers["decode_pct_max"] == 50.0
-    assert power.numbers["loop_w_max"] == 210.0
-    assert any("balanced-routing" in m.text for m in out.missing)
+    assert gpus.value == "700 W vs 600 W"
 
 
-def test_seed_comparison_on_cpu():
-    out = seed_comparison(StudyTables(HW_CPU, {"device": "cpu"}))
-    hw = only(out, "seed", "The seed ran on")
-    assert "no GPU (CPU: Xeon, 2 cores)" in hw.text
-    texts = " ".join(m.text for m in out.missing)
-    assert "no sweep table" in texts and "no counterpart here (no GPU)" in texts
+def test_seed_power_row_follows_an_undecided_q3_row():
+    q3 = Answer(3, ALL_MODES, UNDECIDED, verdict=UNDECIDED, value="619–696 W (88–99 % of 700 W)",
+                lead=True, why="the windows disagree")  # fmt: skip
+    power = seed_rows(seed_answers(StudyTables(HW_H200, PEAKS), [q3]))[POWER]
+    assert power.status == UNDECIDED and power.value == q3.value
+    assert "no verdict (Q3)" in power.sentence
+    # nothing to stand in: not measured here
+    power = seed_rows(seed_answers(StudyTables(HW_H200, PEAKS)))[POWER]
+    assert power.status == NOT_MEASURED and "nor decode-sized kernel loops" in power.why
+
+
+def test_seed_power_at_the_seeds_concurrency_reads_decode_graphs_off_first():
+    decode = sglang_decode()
+    decode.loc[decode["concurrency"] == 64, "concurrency"] = SEED["decode_concurrency"]
+    power = seed_rows(seed_answers(StudyTables(HW_H200, PEAKS, decode=decode)))[POWER]
+    # graphs off at C = 512: bf16 250 W, fp8 240 W (graphs on drew 280–300 W)
+    assert power.status == ANSWERED and power.value == "240–250 W (34–36 % of the limit)"
+    assert "decode at C = 512 draws 240–250 W" in power.sentence
+    assert "with CUDA graphs off, as the seed ran" in power.sentence
+    assert power.evidence == "sglang-bf16-eager, sglang-fp8-eager"
+
+
+def test_seed_fp4_rows_on_a_blackwell_gpu_cite_question_1_and_the_sweep():
+    before = [
+        Answer(1, "FP4 · down · M 1–64 · cold", ANSWERED, verdict="flashinfer·cutlass",
+               value="8.0–9.0 µs"),
+        Answer(1, "FP4 · down · M 4096–8192 · cold", ANSWERED, value="100–150 µs"),
+        Answer(1, "BF16 · down · M 1–64 · cold", TIE, value="6.0–9.0 µs"),
+    ]  # fmt: skip
+    rows = seed_rows(seed_answers(StudyTables(HW_BLACKWELL, PEAKS, synthetic_sweep()), before))
+    fp4 = rows[FP4]
+    # the decode-sized FP4 row's number, never the prefill one's
+    assert fp4.status == ANSWERED and fp4.value == "8.0–9.0 µs"
+    assert "take 8.0–9.0 µs (Q1), against the seed's 30–42 µs" in fp4.sentence
+    assert fp4.evidence == "Q1 FP4 · down · M 1–64 · cold: 8.0–9.0 µs"
+    sgl = rows[SGL_FP4]
+    # fails at M 16 and 64; graph times 12/10, 90/100, 200/150 against FlashInfer's: slower at
+    # two sizes, faster at one, each beyond the 3 % floor
+    assert sgl.status == ANSWERED
+    assert sgl.verdict == (
+        "fails at M 16–64, runs at M 256–8192; slower than FlashInfer's mm_fp4 at 2, faster "
+        "at 1, tied at 0 of 3 shared sizes (graph)"
+    )
+    # without a decode-sized FP4 answer in question 1: not measured, with question 1's why
+    why = Answer(1, "FP4", NOT_MEASURED, why="no FP4 point ran")
+    fp4 = seed_rows(seed_answers(StudyTables(HW_BLACKWELL, PEAKS), [why]))[FP4]
+    assert fp4.status == NOT_MEASURED and fp4.why == "no FP4 point ran"
+
+
+def test_decode_sized_subjects():
+    assert decode_sized("FP4 · down · M 1–64 · cold") and decode_sized("BF16 · M ≤ 64")
+    assert decode_sized("FP8 · M = 16 · eager")
+    assert not decode_sized("FP4 · down · M 1–4096") and not decode_sized("FP4 · prefill")
+
+
+def test_seed_experts_row_cites_question_4_or_reads_the_largest_concurrency():
+    q4 = Answer(4, "sglang-bf16-graphs · C = 256", ANSWERED, verdict="near balance",
+                value="M 7.7–8.2 against a balanced 8", lead=True)  # fmt: skip
+    row = seed_rows(seed_answers(StudyTables(HW_H200, PEAKS), [q4]))[EXPERTS]
+    assert (row.value, row.verdict, row.status) == (q4.value, q4.verdict, q4.status)
+    # no such row: the same table question 4 reads, at its largest concurrency
+    em = pd.DataFrame({"variant": "v", "concurrency": [8, 8, 64, 64], "m": [1.0, 3.0, 7.0, 9.0],
+                       "balanced_m": [2.0, 2.0, 8.0, 8.0]})  # fmt: skip
+    row = seed_rows(seed_answers(StudyTables(HW_H200, PEAKS, expert_m=em)))[EXPERTS]
+    assert row.value == "M 7–9 at C = 64"
+    assert row.sentence == ("The seed assumed 16 tokens per expert at C = 512; here per-expert "
+                            "M is 7–9 at C = 64 against a balanced 8.")  # fmt: skip
+    missing = seed_rows(seed_answers(StudyTables(HW_H200, PEAKS)))[EXPERTS]
+    assert missing.status == NOT_MEASURED
+    # random weights: the routing behind the numbers is said (uniform: balanced by design)
+    for routing, caveat in (("uniform", "balanced by construction"), ("", "not a trained")):
+        decode = sglang_decode().assign(routing=routing)
+        row = seed_rows(seed_answers(StudyTables(HW_H200, PEAKS, decode=decode, expert_m=em)))
+        assert caveat in row[EXPERTS].why
+
+
+def test_seed_on_cpu():
+    rows = seed_rows(seed_answers(StudyTables(HW_CPU, {"device": "cpu"})))
+    assert "no GPU (CPU: Xeon, 2 cores)" in rows["GPUs"].sentence
+    assert rows[FP4].why == "this machine has no GPU" == rows[SGL_FP4].why
+    assert {a.status for s, a in rows.items() if s != "GPUs"} == {NOT_MEASURED}
 
 
 def test_seed_constants_are_the_seed_texts():
@@ -92,7 +175,9 @@ def test_everything_missing_gives_notes_not_exceptions():
     out = compute_findings()
     assert out.findings == []
     questions = {m.question for m in out.missing}
-    assert questions == {1, 2, 3, 4, 5, 6, "seed"}
+    assert questions == {1, 2, 4, 5, 6}  # 3 and seed answer as data
+    answers = compute_answers()
+    assert {a.status for a in answers if a.question in (3, "seed")} == {NOT_MEASURED}
     for frame in (pd.DataFrame(), pd.DataFrame({"x": [1]})):
         out = compute_findings(
             StudyTables(sweep=frame, kernel_power=frame, decode=frame, expert_m=frame)
@@ -130,7 +215,7 @@ def test_study_tables_read_what_exists(tmp_path):
 
 def _print(title: str, out: Findings) -> None:
     print(f"\n### {title}")
-    for q in (1, 2, 3, 4, 5, "seed"):
+    for q in (1, 2, 4, 5):
         found, missing = out.for_question(q)
         for f in found:
             print(f"[{q}] {f.text}")
@@ -145,11 +230,14 @@ def test_h200_example_results():
     bf16 = only(out, 2, "BF16 call")
     assert bf16.numbers["M"] == 16 and bf16.numbers["launch_share"] > 0.5
     assert only(out, 1, "FP4:").numbers["fp4_ok"] == 0
-    assert only(out, "seed", "The seed ran on").numbers["arch"] == "sm_90"
-    capped = only(out, 3, "power-capped")
-    # 16: the two bmm_fp8 M = 4096 eager windows report sw_power_cap at 66-70 % of the limit.
-    assert capped.numbers["capped"] == 16 and capped.numbers["windows"] == 44
-    assert only(out, 3, "GPUs at once").numbers["gpus"] == 2
+    answers = {(a.question, a.subject): a for a in compute_answers(StudyTables.from_results(H200))}
+    assert "2× NVIDIA H200 (sm_90, 700 W each)" in answers[("seed", "GPUs")].sentence
+    prefill = answers[(3, "prefill-sized GEMMs · M ≥ 4096")]
+    # the two bmm_fp8 M = 4096 eager windows (one loop on two GPUs) report sw_power_cap at
+    # 66-70 % of the limit with the clock at its maximum: set aside, not called capped
+    assert prefill.verdict == "power-capped" and prefill.value == "688–693 W (98–99 % of 700 W)"
+    assert "1 undecided window set aside" in prefill.sentence
+    assert "2 GPUs at once" in answers[(3, "check · GPUs side by side")].sentence
     decode = only(out, 5, "transformers")
     assert sorted(decode.numbers["per_concurrency"]) == [1, 16, 64]
     assert not [m for m in out.missing if m.question == 5]
@@ -163,31 +251,10 @@ def test_cpu_example_results():
     assert only(out, 5, "transformers").numbers["per_concurrency"]
 
 
-def test_seed_power_per_graphs_regime():
-    out = seed_comparison(StudyTables(HW_H200, PEAKS, decode=sglang_decode()))
-    power = only(out, "seed", "235 W of 600 W")
-    assert power.numbers["decode_w_graphs_off"] == [240.0, 250.0]
-    assert power.numbers["decode_w_graphs_on"] == [280.0, 300.0]
-    assert "with CUDA graphs off (as the seed ran) 240–250 W" in power.text
-
-
-def test_seed_power_sentence_counts_single_gemm_loops_only():
-    # An eager loop of a whole MoE layer at 32 tokens is not a decode-sized GEMM loop (question
-    # 3 gives it the experts' range): the seed sentence leaves it out, as question 3 does.
-    fused = window("eager", 32, 698.0, 99.7, reasons="sw_power_cap")
-    fused.update(op="fused_moe", G=256)
-    kp = pd.DataFrame(synthetic_power().to_dict("records") + [fused])
-    power = only(seed_comparison(StudyTables(HW_H200, PEAKS, kernel_power=kp)), "seed",
-                 "235 W of 600 W")  # fmt: skip
-    assert "eager GEMM loops draw 150–210 W" in power.text
-    assert power.numbers["loop_w_max"] == 210.0
-
-
 def test_gaps_of_a_machine_without_a_gpu_are_expected_and_a_missed_recorder_is_not():
-
     no_power = synthetic_power().assign(power_source="none", avg_w=None)
-    (gap,) = q3_power(no_power, {"device": "cpu"}).missing
-    assert gap.expected
+    (gap,) = kernel_power_answers(no_power, {"device": "cpu"})
+    assert gap.status == NOT_MEASURED and "no GPU" in gap.why
     decode_cpu = pd.DataFrame([{"engine": "transformers", "concurrency": 1}])
     assert q4_experts(None, decode_cpu).missing[0].expected
     decode_gpu = pd.DataFrame([{"engine": "sglang", "concurrency": 1}])

@@ -12,9 +12,11 @@ from helpers import draw
 from studylib.core import charts
 from studylib.stages.kernel_power.kernel_power_figures import (
     power_timeline_chart,
+    power_verdicts_chart,
     power_vs_util_chart,
 )
 from studylib.stages.kernel_power.window_classes import (
+    CLASS_COLUMNS,
     CLASSES,
     CLASSIFICATION_RULE,
     classify_window,
@@ -61,6 +63,7 @@ def _window(backend: str, mode: str, m: float, t_start: float, seconds: float, *
         "power_limit_w": LIMIT,
         "pct_limit": 100 * avg_w / LIMIT,
         "sm_clock_mhz": 1980.0,
+        "max_sm_clock_mhz": 1980.0,
         "mem_clock_mhz": 3201.0,
         "temp_c_max": 55.0,
         "throttle_reasons": "",
@@ -93,9 +96,9 @@ def make_windows() -> pd.DataFrame:
                 dram_util=40.0, **gpm),
         # flashinfer: idle, power-capped, thermally throttled, GPM missing, an error
         _window("flashinfer", "idle", 0, 1, 5, avg_w=75.0),
-        _window("flashinfer", "graph", 8192, 7, 5, avg_w=679.0,
+        _window("flashinfer", "graph", 8192, 7, 5, avg_w=679.0, sm_clock_mhz=1500.0,
                 throttle_reasons="sw_power_cap", tensor_util=88.0, sm_util=99.0, dram_util=20.0),
-        _window("flashinfer", "graph", 4096, 13, 5, avg_w=400.0,
+        _window("flashinfer", "graph", 4096, 13, 5, avg_w=400.0, sm_clock_mhz=1400.0,
                 throttle_reasons="sw_thermal_slowdown,sw_power_cap", temp_c_max=91.0),
         _window("flashinfer", "eager", 16, 19, 5, avg_w=235.0),
         _window("flashinfer", "eager", 1, 25, 5, status="error", error=EVIL, avg_w=np.nan),
@@ -157,10 +160,12 @@ def test_classification_of_every_class():
     cls, why = got["torch/aten/matmul/bf16/expert_up/M=256/eager"]
     assert cls == "unclassified" and "tensor 30%" in why and "SM util 80%" in why
     cls, why = got["flashinfer/aten/matmul/bf16/expert_up/M=8192/graph"]
-    assert cls == "power-capped" and why == "sw_power_cap at 97% of the limit"
+    assert cls == "power-capped"
+    assert why == "sw_power_cap; SM 1500 of 1980 MHz: 24 % below; 97% of the power limit"
     cls, why = got["flashinfer/aten/matmul/bf16/expert_up/M=4096/graph"]
     assert cls == "thermally throttled"
-    assert why == "reasons: sw_thermal_slowdown, max 91 °C"
+    assert why == ("sw_thermal_slowdown, sw_power_cap; SM 1400 of 1980 MHz: 29 % below, "
+                   "max 91 °C; 57% of the power limit")  # fmt: skip
     cls, why = got["flashinfer/aten/matmul/bf16/expert_up/M=16/eager"]
     assert cls == "unclassified" and why.startswith("no GPM utilisation (nvml)")
     assert "235 W" in why and "34% of the limit" in why
@@ -185,8 +190,8 @@ def test_classification_without_nvml_and_edge_cases():
         "no data",
         "no NVML on this machine: no power was measured",
     )
-    # any power-cap reason is power-capped, however far below the limit the average sits
-    # (a cap that bites in bursts still holds the clock down)
+    # any power-cap reason with the clock held down is power-capped, however far below the
+    # limit the average sits (a cap that bites in bursts still holds the clock down)
     for reason in ("sw_power_cap", "hw_power_brake_slowdown"):
         cls, why = classify_window(
             {
@@ -195,17 +200,22 @@ def test_classification_without_nvml_and_edge_cases():
                 "power_source": "nvml",
                 "throttle_reasons": f"applications_clocks_setting,{reason}",
                 "pct_limit": 40.0,
+                "sm_clock_mhz": 1700.0,
+                "max_sm_clock_mhz": 1980.0,
                 "sm_util": 95.0,
                 "tensor_util": 70.0,
                 "dram_util": 10.0,
             }
         )
-        assert (cls, why) == ("power-capped", f"{reason} at 40% of the limit")
+        assert (cls, why) == (
+            "power-capped",
+            f"{reason}; SM 1700 of 1980 MHz: 14 % below; 40% of the power limit",
+        )
     # a pandas Series works as well as a dict
     row = pd.Series({"mode": "eager", "power_source": "nvml", "sm_util": 10.0})
     assert classify_window(row)[0] == "launch-bound"
     empty = classify_windows(pd.DataFrame())
-    assert list(empty.columns) == ["class", "why"] and empty.empty
+    assert tuple(empty.columns) == CLASS_COLUMNS and empty.empty
 
 
 def test_rule_is_ordered_plain_text():
@@ -245,7 +255,8 @@ def test_grouped_moe_windows_classify_like_any_other():
     assert got == {"eager": "launch-bound", "graph": "under-filled", "cold": "under-filled"}
     fused = {**base, "op": "fused_moe", "mode": "cold", "tensor_util": 65.0}
     assert classify_window(fused)[0] == "compute-bound"
-    capped = {**base, "op": "fused_moe", "mode": "cold", "throttle_reasons": "sw_power_cap"}
+    capped = {**base, "op": "fused_moe", "mode": "cold", "throttle_reasons": "sw_power_cap",
+              "sm_clock_mhz": 1600.0, "max_sm_clock_mhz": 1980.0}  # fmt: skip
     assert classify_window(capped)[0] == "power-capped"
 
 
@@ -357,6 +368,42 @@ def test_power_vs_util(tmp_path, tables):
     assert "3 windows without tensor-pipe utilisation not shown" in json.dumps(spec)
 
 
+def test_power_verdicts_draws_each_groups_answer_against_the_limit(tmp_path, tables):
+    draw("power_verdicts", {"windows": tables["csv"]}, tmp_path / "power_verdicts")
+    spec = check_outputs(tmp_path, "power_verdicts")
+    bars = [v for v in _values(spec) if "verdict" in v]
+    # one bar per group, in question 3's order, coloured by the group's verdict
+    assert [(b["group"], b["verdict"]) for b in bars] == [
+        ("idle", "idle"),
+        ("decode-sized GEMMs · M ≤ 64 · all modes", "under-use"),
+        ("decode-sized GEMMs · M ≤ 64 · eager", "under-use"),
+        ("decode-sized GEMMs · M ≤ 64 · graph", "undecided"),  # one window
+        ("mid-sized GEMMs · M 65–4095", "undecided"),
+        ("prefill-sized GEMMs · M ≥ 4096", "undecided"),  # full clock, capped and throttled
+    ]
+    assert {b["w_zero"] for b in bars} == {0.0}
+    eager = bars[2]
+    assert (eager["w_max"], eager["windows"]) == (235.0, 2)
+    # a mark per window of a group (the union's windows again), shaped by its limit
+    marks = [v for v in _values(spec) if "limit_why" in v]
+    assert len(marks) == 2 + 3 + 2 + 1 + 1 + 3
+    prefill = {m["window"]: m["limit"] for m in marks if m["group"].startswith("prefill")}
+    assert sorted(prefill.values()) == ["full clock", "power-capped", "thermally throttled"]
+    assert {m["limit"] for m in marks if m["group"] == "idle"} == {"idle"}
+    # the power limit as a dashed rule; y sorted as the answers are
+    assert {v["limit_w"] for v in _values(spec) if "limit_w" in v} == {LIMIT}
+    assert spec["layer"][0]["encoding"]["y"]["sort"] == [b["group"] for b in bars]
+    colors = spec["layer"][0]["encoding"]["color"]["scale"]
+    assert dict(zip(colors["domain"], colors["range"], strict=True))["under-use"] == "#4c78a8"
+
+
+def test_power_verdicts_without_power_says_so():
+    no_power = make_windows().assign(power_source="none", avg_w=np.nan)
+    spec = charts.chart_spec(power_verdicts_chart(no_power))
+    assert spec["usermeta"]["study"]["has_data"] is False
+    assert "no power was measured (power source: none)" in json.dumps(spec)
+
+
 def test_power_vs_util_falls_back_to_sm_clock_without_gpm():
     windows = make_windows().assign(tensor_util=np.nan, sm_util=np.nan, dram_util=np.nan)
     spec = charts.chart_spec(power_vs_util_chart(windows))
@@ -384,8 +431,8 @@ def report_tree(tmp_path, tables):
     tables["windows"].to_csv(csv, index=False)
     specs = []
     inputs = {"power_timeline": {"windows": csv, "timeline": tables["timelines"]},
-              "power_vs_util": {"windows": csv}}  # fmt: skip
-    for name in ("power_timeline", "power_vs_util"):
+              "power_vs_util": {"windows": csv}, "power_verdicts": {"windows": csv}}  # fmt: skip
+    for name in ("power_verdicts", "power_timeline", "power_vs_util"):
         draw(name, inputs[name], fig / name)
         specs.append(f"{fig / name}.vl.json")
     return {"root": root, "csv": csv, "specs": specs}
@@ -394,10 +441,13 @@ def report_tree(tmp_path, tables):
 def test_report_kernel_power_section(report_tree):
     html = _render(report_tree, kernel_power=report_tree["csv"])
     assert_offline(html)
-    section = _section(html, "kernel-power")
-    assert 'href="#kernel-power"' in html
-    # both figures sit in this section, not under "Other figures"
-    assert 'id="chart-power_timeline"' in section and 'id="chart-power_vs_util"' in section
+    section = _section(html, "q3")
+    assert 'href="#q3"' in html and 'id="kernel-power"' in section
+    # the figures sit in this section, not under "Other figures"; question 3's first, right
+    # after its answers and before the windows table
+    for name in ("power_verdicts", "power_timeline", "power_vs_util"):
+        assert f'id="chart-{name}"' in section
+    assert section.index('id="chart-power_verdicts"') < section.index('<tr class="kp-row')
     assert 'id="other"' not in html
     # the rule, verbatim (escaped), next to the table
     for line in CLASSIFICATION_RULE:
@@ -406,7 +456,7 @@ def test_report_kernel_power_section(report_tree):
     assert section.count('<tr class="kp-row') == len(make_windows())
     for cls in ("power-capped", "thermally throttled", "compute-bound", "memory-bound"):
         assert cls in section
-    assert "launch-bound" in section and "sw_power_cap at 97% of the limit" in section
+    assert "launch-bound" in section and "SM 1500 of 1980 MHz: 24 % below" in section
     assert "sw_thermal_slowdown" in section
     # hostile error text escaped, never markup
     assert "<script>alert" not in html
@@ -424,7 +474,7 @@ def test_report_kernel_power_without_nvml(report_tree, tmp_path):
     csv = tmp_path / "kernel_power_cpu.csv"
     windows.to_csv(csv, index=False)
     html = _render(dict(report_tree, specs=[]), kernel_power=csv)
-    section = _section(html, "kernel-power")
+    section = _section(html, "q3")
     assert "This machine has no NVML: no power was measured." in section
     assert "no data" in section
     assert "No kernel-power figures were produced" in section
@@ -436,7 +486,7 @@ def test_report_kernel_power_mixed_sources(report_tree, tmp_path):
     windows.loc[no_nvml, "power_source"] = "none"
     csv = tmp_path / "kernel_power_mixed.csv"
     windows.to_csv(csv, index=False)
-    section = _section(_render(report_tree, kernel_power=csv), "kernel-power")
+    section = _section(_render(report_tree, kernel_power=csv), "q3")
     assert "No power was measured for\n  flashinfer (no NVML in those jobs)" in section
     assert "has no NVML" not in section
 
@@ -445,7 +495,7 @@ def test_report_kernel_power_empty_table(report_tree, tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     html = _render(dict(report_tree, specs=[]), kernel_power=empty)
-    assert "The kernel-power table has no windows" in _section(html, "kernel-power")
+    assert "The kernel-power table has no windows" in _section(html, "q3")
 
 
 def test_report_without_kernel_power_is_unchanged(report_tree):

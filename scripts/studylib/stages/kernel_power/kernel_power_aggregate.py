@@ -12,12 +12,14 @@ from .window_classes import classify_windows
 WINDOW_COLUMNS = list(WINDOW_TABLE.columns)
 
 
-def aggregate_kernel_power(paths, out_csv, out_classes_csv=None) -> pd.DataFrame:
+def aggregate_kernel_power(paths, out_csv, out_classes_csv=None,
+                           hardware: dict | None = None) -> pd.DataFrame:  # fmt: skip
     """Every backend's windows in one table and (``out_classes_csv``) the same windows with
-    their class and why (window_classes: the one rule the report and question 3 read)."""
+    their group, limit, class and why (window_classes: the one rule the report and question 3
+    read; ``hardware``: the GPUs' maximum SM clocks the limit holds each clock against)."""
     frames = [read_table("kernel_power", p) for p in paths]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=WINDOW_COLUMNS)
     write_frame(table, out_csv)
     if out_classes_csv is not None:
-        write_frame(classify_windows(table), out_classes_csv)
+        write_frame(classify_windows(table, hardware), out_classes_csv)
     return table

@@ -24,13 +24,22 @@ from ...core.charts import (
 from ...core.charts import strict_frame as _strict
 from ...core.finding_records import text_of
 from ...core.formats import tooltips
+from .kernel_power_answers import IDLE, THROTTLED, UNDER_USE, power_groups, watts_text
 from .kernel_power_schema import KERNEL_POWER_SHOWN, TIMELINE_SHOWN
-from .window_classes import classify_windows
+from .window_classes import (
+    FULL_CLOCK,
+    POWER_CAPPED,
+    SLOWED,
+    THERMAL,
+    UNDECIDED,
+    classify_windows,
+)
 
 CLASS_COLORS: dict[str, str] = {
     "idle": "#bab0ac",
     "power-capped": "#e45756",
     "thermally throttled": "#d62728",
+    "hw slowdown": "#9d2b2b",
     "launch-bound": "#f58518",
     "under-filled": "#eeca3b",
     "memory-bound": "#4c78a8",
@@ -83,7 +92,8 @@ def _has_power(windows: pd.DataFrame) -> int:
 
 
 def _prepare_windows(windows: pd.DataFrame) -> pd.DataFrame:
-    df = classify_windows(windows)
+    # Classified by the aggregate rule (kernel_power_classes.csv); a bare table here.
+    df = windows.copy() if "class" in windows.columns else classify_windows(windows)
     for column in ("backend", "window", "mode", "label", "throttle_reasons", "power_source"):
         if column not in df.columns:
             df[column] = ""
@@ -98,6 +108,9 @@ def _prepare_windows(windows: pd.DataFrame) -> pd.DataFrame:
 WINDOW_TOOLTIP = tooltips(KERNEL_POWER_SHOWN, ("window", "mode", "seconds", "avg_w", "pct_limit",
                                               "sm_clock_mhz", "throttle_reasons", "tensor_util",
                                               "class"))  # fmt: skip
+VERDICT_TOOLTIP = tooltips(KERNEL_POWER_SHOWN, ("window", "avg_w", "pct_limit", "sm_clock_mhz",
+                                               "max_sm_clock_mhz", "throttle_reasons", "limit",
+                                               "limit_why"))  # fmt: skip
 SAMPLE_TOOLTIP = tooltips(
     TIMELINE_SHOWN, ("t_rel", "power_w", "sm_clock_mhz", "temp_c", "reasons_names")
 )
@@ -381,3 +394,86 @@ def power_vs_util_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
         height=320,
         title=alt.TitleParams(title, subtitle=subtitle, anchor="start"),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Each group's watts against the power limit, coloured by its verdict (question 3)
+# ---------------------------------------------------------------------------------------------
+
+VERDICT_COLORS: dict[str, str] = {
+    UNDER_USE: "#4c78a8", POWER_CAPPED: "#e45756", THERMAL: "#b22222", SLOWED: "#9d2b2b",
+    THROTTLED: "#c0392b", UNDECIDED: "#bab0ac", IDLE: "#8c8c8c",
+}  # fmt: skip
+LIMIT_SHAPES: dict[str, str] = {
+    FULL_CLOCK: "circle", POWER_CAPPED: "triangle-down", THERMAL: "triangle-down",
+    SLOWED: "triangle-down", UNDECIDED: "square", IDLE: "diamond",
+}  # fmt: skip
+#: Pixels per group row.
+ROW_HEIGHT = 24
+
+
+def power_verdicts_chart(windows: pd.DataFrame) -> alt.TopLevelMixin:
+    """Per group of loops (question 3's subjects, its order): the range of the windows' average
+    power as a bar coloured by the group's verdict, each window as a mark shaped by its limit,
+    and the power limit as a dashed rule. ``windows``: the classified windows
+    (kernel_power_classes.csv)."""
+    title = "Power per group of kernel loops against the limit"
+    df = windows if windows is not None else pd.DataFrame()
+    if df.empty or not has_data(df, "avg_w"):
+        return no_data_chart(title, f"no power was measured (power source: {_sources(df)})")
+    groups = power_groups(df)
+    if not groups:
+        return no_data_chart(title, "no window with power belongs to a group of loops")
+    bars, marks = [], []
+    for group in groups:
+        w = pd.to_numeric(group.rows["avg_w"], errors="coerce")
+        bars.append({"group": group.subject, "verdict": group.verdict, "w_zero": 0.0,
+                     "w_min": w.min(),
+                     "w_max": w.max(), "windows": group.windows,
+                     "value": watts_text(group.rows)})  # fmt: skip
+        for rec in group.rows.to_dict("records"):
+            limit = IDLE if group.verdict == IDLE else text_of(rec.get("limit")) or UNDECIDED
+            marks.append({**rec, "group": group.subject, "limit": limit})
+    order = [g.subject for g in groups]
+    bar_data = pd.DataFrame(bars)
+    mark_data = _strict(pd.DataFrame(marks), ["group", *(c for c, _, _ in VERDICT_TOOLTIP)])
+    limits = sorted({float(v) for v in pd.to_numeric(df.get("power_limit_w"),
+                                                     errors="coerce").dropna()})  # fmt: skip
+    top = max([*limits, float(pd.to_numeric(df["avg_w"], errors="coerce").max())]) * 1.05
+    x = alt.X("w_zero:Q", title="average power per window (W)", scale=alt.Scale(domain=[0, top]))
+    y = alt.Y("group:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    verdicts = [v for v in VERDICT_COLORS if v in set(bar_data["verdict"])]
+    shapes = [s for s in LIMIT_SHAPES if s in set(mark_data["limit"].fillna(""))]
+    layers = [
+        alt.Chart(bar_data).mark_bar(height=14, opacity=0.55).encode(
+            x=x, x2="w_max:Q", y=y,
+            color=alt.Color("verdict:N", title="group verdict",
+                            scale=alt.Scale(domain=verdicts,
+                                            range=[VERDICT_COLORS[v] for v in verdicts]),
+                            legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip("group:N"), alt.Tooltip("verdict:N"),
+                     alt.Tooltip("value:N", title="power (range)"),
+                     alt.Tooltip("windows:Q", title="windows")],
+        ),
+        alt.Chart(mark_data).mark_point(size=60, filled=True, color="#333", opacity=0.9).encode(
+            x="avg_w:Q", y=alt.Y("group:N", sort=order),
+            shape=alt.Shape("limit:N", title="window limit",
+                            scale=alt.Scale(domain=shapes, range=[LIMIT_SHAPES[s] for s in shapes]),
+                            legend=alt.Legend(orient="bottom")),
+            tooltip=_tooltip(VERDICT_TOOLTIP, mark_data),
+        ),
+    ]  # fmt: skip
+    subtitle = ("bar: up to the group's highest draw, coloured by its verdict (Q3); marks: each "
+                "window, shaped by its limit")  # fmt: skip
+    if limits:
+        subtitle += f"; dashed: power limit ({', '.join(f'{v:.0f} W' for v in limits)})"
+        layers.append(
+            alt.Chart(pd.DataFrame({"limit_w": limits}))
+            .mark_rule(color="#d62728", strokeDash=[6, 3], strokeWidth=1.4)
+            .encode(x="limit_w:Q",
+                    tooltip=[alt.Tooltip("limit_w:Q", title="power limit (W)", format=".0f")])
+        )  # fmt: skip
+    return alt.layer(*layers).properties(
+        width=560, height=ROW_HEIGHT * len(groups),
+        title=alt.TitleParams(title, subtitle=[subtitle], anchor="start"),
+    )  # fmt: skip

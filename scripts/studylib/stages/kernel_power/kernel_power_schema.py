@@ -44,26 +44,36 @@ TIMELINE_TABLE = Table(
     "results/kernel_power/{backend}_timeline.parquet",
     {"backend": "any"},
 )
-#: The kernel-power table with each window's class and why (window_classes.classify_windows).
+#: The kernel-power table with each window's GPU's maximum SM clock, its group (question 3),
+#: limit, class and why (window_classes.classify_windows).
 CLASSES_TABLE = Table(
     "kernel_power_classes",
     "the classified kernel-power windows",
     "results/tables/kernel_power_classes.csv",
-    {**WINDOWS, "class": "text", "why": "any"},
+    {
+        **WINDOWS,
+        "max_sm_clock_mhz": "num",
+        "group": "any",
+        "limit": "any",
+        "limit_why": "any",
+        "class": "text",
+        "why": "any",
+    },  # fmt: skip
     {"mode": MODES},
 )
 register_tables(WINDOW_TABLE, KERNEL_POWER_TABLE, TIMELINE_TABLE, CLASSES_TABLE)  # fmt: skip
 
 KERNEL_POWER_SHOWN = {
     **KEY_SHOWN, "M": Column("M", ".0f", tip_fmt="d"), "gpu": Column("GPU", ".0f", tip_fmt="d"),
-    # class early: visible without scrolling the wide table sideways
-    **shown_as_text("mode", "class"),
+    # group, limit and class early: visible without scrolling the wide table sideways
+    **shown_as_text("mode", "group", "limit", "class"),
     "seconds": Column("seconds", ".1f"),
     "avg_w": Column("avg W", ".1f"),
     "avg_w_samples": Column("avg W (samples)", ".1f"),
     "energy_gap_pct": ENERGY_GAP_SHOWN,
     "pct_limit": Column("% of limit", ".1f"),
-    **CLOCKS_SHOWN, **shown_as_text("why", "status", "error"),
+    **CLOCKS_SHOWN, "max_sm_clock_mhz": Column("max SM MHz", ".0f"),
+    "limit_why": Column("limit: why"), **shown_as_text("why", "status", "error"),
     "window": Column(None, tip="window"),
 }  # fmt: skip
 TIMELINE_SHOWN = {
