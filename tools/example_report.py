@@ -46,6 +46,7 @@ from studylib.stages.decode.decode_judgements import graphs_pairs, tp_pairs  # n
 from studylib.stages.kernel_power.window_classes import classify_windows  # noqa: E402
 from studylib.stages.sweep.sweep_aggregate import aggregate  # noqa: E402
 from studylib.stages.sweep.sweep_compare import write_comparison  # noqa: E402
+from studylib.stages.sweep.sweep_ranking import write_fastest  # noqa: E402
 from studylib.study_answers import write_answers  # noqa: E402
 from studylib.study_tables import StudyTables  # noqa: E402
 
@@ -83,8 +84,8 @@ def main() -> int:
         frame.to_parquet(path, index=False)
         parts.append(path)
     peaks = example / "peaks.json"
-    tables = {name: out / "tables" / f"{name}.csv" for name in ("sweep", "support", "fastest")}
-    aggregate(parts, peaks, tables["sweep"], tables["support"], tables["fastest"])
+    tables = {name: out / "tables" / f"{name}.csv" for name in ("sweep", "support")}
+    aggregate(parts, peaks, tables["sweep"], tables["support"])
     inputs = {"hardware": hardware, "peaks": peaks, **tables}
     windows = next((w for w in (example / "kernel_power" / "windows.csv",
                                 example / "tables" / "kernel_power.csv") if w.is_file()),
@@ -131,9 +132,12 @@ def main() -> int:
                    "compare_spec": out / "figures" / "compare.vl.json"}  # fmt: skip
         write_comparison(baseline, tables["sweep"], compare["compare"],
                          compare["compare_spec"])  # fmt: skip
-    # Every question decided once, as rule answers does, from the tables above.
+    # Every question decided once, and the rankings per size, as rule answers does.
     inputs["answers"] = out / "tables" / "answers.csv"
-    write_answers(StudyTables.read({**inputs, **compare}), inputs["answers"])
+    inputs["fastest"] = out / "tables" / "fastest.csv"
+    study = StudyTables.read({**inputs, **compare})
+    write_answers(study, inputs["answers"])
+    write_fastest(study.sweep, study.compare, inputs["fastest"])
     html = out / "report" / "index.html"
     render_report(
         out_html=html,
