@@ -386,8 +386,9 @@ def _flat_answer(dtype: str, shape: str, who: str, points: list[Point], grid) ->
             verdict = f"no break beyond noise to M = {last}"
             text = (f"{dtype_name(dtype)} {shape}, eager: {who} shows no break beyond noise "
                     f"from its M = {base.m} time ({fmt_us(base.times['eager'])}) up to "
-                    f"M = {last}, but {_m_list(unsure, grid)} sit near or above "
-                    f"{FLAT_FACTOR:g}× it within noise.")  # fmt: skip
+                    f"M = {last}, but {_m_list(unsure, grid)} "
+                    f"{'is' if len(unsure) == 1 else 'are'} near or above {FLAT_FACTOR:g}× "
+                    "it within noise.")  # fmt: skip
         else:
             status = ANSWERED
             text = f"{head} over the whole range, up to M = {last}."

@@ -18,7 +18,15 @@ import pandas as pd
 
 from ...core.finding_records import DTYPE_NAMES, _numeric, num_of, text_of
 from ...core.io import write_frame
-from ...core.verdicts import NOISE_FLOOR, Contender, Ranking, rank, run_to_run, spread
+from ...core.verdicts import (
+    NOISE_FLOOR,
+    Contender,
+    Ranking,
+    decision_noise,
+    rank,
+    run_to_run,
+    spread,
+)
 from .sweep_schema import FASTEST, POINT_KEYS
 from .sweep_thresholds import EXPERT_NK, EXPERT_SHAPE, EXPERT_SHAPE_BEFORE
 
@@ -277,7 +285,9 @@ def _noise_from(ranking: Ranking, mode: str) -> str:
     iqr = _largest(c.row.iqr.get(mode) for c in sides)
     r2r = _largest(c.row.r2r.get(mode) for c in sides)
     has_r2r = not math.isnan(r2r)
-    if ranking.noise <= NOISE_FLOOR:
+    # Without a runner-up the decision was the tie's: the noise of all tied.
+    noise = ranking.noise if ranking.runner_up is not None else decision_noise(iqr, r2r)
+    if noise <= NOISE_FLOOR:
         return f"{100 * NOISE_FLOOR:.0f} % floor" + (" (IQR, run-to-run below it)" if has_r2r
                                               else " (IQR below it)")  # fmt: skip
     if has_r2r and r2r >= (iqr if not math.isnan(iqr) else 0):
