@@ -204,7 +204,7 @@ def test_shapes_with_one_implementation_are_one_row_not_a_ranking():
     rows += [pt("a", "x", m, cold=5.0, shape=s) for m in (1, 16) for s in ("qkv", "router")]
     answers = q1_answers(frame(*rows))
     alone = one(answers, "one implementation")
-    assert alone.subject == "BF16 · qkv and router · one implementation"
+    assert alone.subject == "BF16 · qkv, router · one implementation"
     assert not rows_of(answers, "qkv · M")
 
 

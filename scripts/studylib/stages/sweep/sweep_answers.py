@@ -292,7 +292,7 @@ def _size_evidence(s: SizeRanking) -> str:
 def _alone_answer(dtype: str, family: str, who: str, shapes: list[str]) -> Answer:
     """Shapes where one implementation alone was timed: nothing to rank there."""
     what = "MoE layers" if family == MOE else "shapes"
-    subject = f"{dtype_name(dtype)} · {listed(sorted(shapes))} · one implementation"
+    subject = f"{dtype_name(dtype)} · {', '.join(sorted(shapes))} · one implementation"
     return Answer(1, subject, ANSWERED, verdict=f"{who} (alone)", basis="",
                   sentence=f"{dtype_name(dtype)} {listed(sorted(shapes))}: only {who} was "
                            f"timed on these {what}, so nothing is ranked there.",

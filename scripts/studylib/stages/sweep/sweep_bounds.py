@@ -376,14 +376,15 @@ def _flat_answer(dtype: str, shape: str, who: str, points: list[Point], grid) ->
                 "after." if flat_to != base.m else f"{head} at no larger size: "
                 f"{fmt_us(first.values[0])} at M = {first.m} and after.")  # fmt: skip
         status, margin, noise = ANSWERED, weakest.margin, weakest.noise
+        value = f"to M = {flat_to}"
     else:
         unsure = [j.m for j in judged if j.outcome != NO]
         last = points[-1].m
         verdict = f"flat to M = {last}"
-        margin, noise = float("nan"), float("nan")
+        margin, noise, value = float("nan"), float("nan"), f"to M = {last}"
         if unsure:
             status = UNDECIDED
-            verdict = f"no break beyond noise to M = {last}"
+            verdict, value = f"no break beyond noise to M = {last}", ""
             text = (f"{dtype_name(dtype)} {shape}, eager: {who} shows no break beyond noise "
                     f"from its M = {base.m} time ({fmt_us(base.times['eager'])}) up to "
                     f"M = {last}, but {_m_list(unsure, grid)} "
@@ -394,7 +395,7 @@ def _flat_answer(dtype: str, shape: str, who: str, points: list[Point], grid) ->
             text = f"{head} over the whole range, up to M = {last}."
     return Answer(2, subject, status, verdict=verdict, basis="eager", margin=margin, noise=noise,
                   noise_from=NOISE_FROM.format(mode="eager"),
-                  value=verdict, evidence=_evidence(judged, fmt_us, ""), points=len(points),
+                  value=value, evidence=_evidence(judged, fmt_us, ""), points=len(points),
                   sentence=text)  # fmt: skip
 
 
