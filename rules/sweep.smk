@@ -27,7 +27,6 @@ rule aggregate:
             labels={"table": "sweep"},
         ),
         support="results/tables/support.csv",
-        fastest="results/tables/fastest.csv",
     log:
         "results/logs/aggregate.log",
     conda:

@@ -1,5 +1,5 @@
 # ruff: noqa: F821 - Snakemake passes `snakemake` to the script
-"""Snakemake entry: every sweep -> results/tables/sweep.csv, support.csv and fastest.csv."""
+"""Snakemake entry: every sweep -> results/tables/sweep.csv and support.csv."""
 
 from studylib.snakemake_job import setup_logging
 from studylib.stages.sweep.sweep_aggregate import aggregate
@@ -10,6 +10,5 @@ sweep = aggregate(
     snakemake.input.peaks,  # noqa: F821
     snakemake.output.sweep,  # noqa: F821
     snakemake.output.support,  # noqa: F821
-    snakemake.output.fastest,  # noqa: F821
 )
 log.info("%d rows", len(sweep))

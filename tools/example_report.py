@@ -69,6 +69,7 @@ from studylib.stages.decode.expert_m import EXPERT_M_COLUMNS  # noqa: E402
 from studylib.stages.kernel_power.window_classes import classify_windows  # noqa: E402
 from studylib.stages.sweep.sweep_aggregate import aggregate  # noqa: E402
 from studylib.stages.sweep.sweep_compare import write_comparison  # noqa: E402
+from studylib.stages.sweep.sweep_ranking import write_fastest  # noqa: E402
 from studylib.study_answers import write_answers  # noqa: E402
 from studylib.study_tables import StudyTables  # noqa: E402
 
@@ -118,8 +119,8 @@ def split_by_backend(files: list[str], out: Path) -> list[Path]:
 
 def sweep_tables(parts: list[Path], peaks: Path, out: Path) -> dict[str, Path]:
     """The sweep table, support matrix and fastest table, as rule aggregate writes them."""
-    tables = {name: out / "tables" / f"{name}.csv" for name in ("sweep", "support", "fastest")}
-    aggregate(parts, peaks, tables["sweep"], tables["support"], tables["fastest"])
+    tables = {name: out / "tables" / f"{name}.csv" for name in ("sweep", "support")}
+    aggregate(parts, peaks, tables["sweep"], tables["support"])
     return tables
 
 
@@ -229,9 +230,13 @@ def render(args: argparse.Namespace) -> Path:
         inputs["compare"] = out / "tables" / "compare.csv"
         inputs["compare_spec"] = out / "figures" / "compare.vl.json"
         write_comparison(baseline, tables["sweep"], inputs["compare"], inputs["compare_spec"])
-    # Every question decided once, as rule answers does, from the tables above.
+    # Every question decided once, and the rankings per size, as rule answers does.
     inputs["answers"] = out / "tables" / "answers.csv"
-    write_answers(StudyTables.read(inputs), inputs["answers"])
+    study = StudyTables.read(inputs)
+    write_answers(study, inputs["answers"])
+    if study.sweep is not None:
+        inputs["fastest"] = out / "tables" / "fastest.csv"
+        write_fastest(study.sweep, study.compare, inputs["fastest"])
     html = out / "report" / "index.html"
     render_report(
         out_html=html,

@@ -76,6 +76,9 @@ class Figure:
 SWEEPS, POWER, DECODE = "Kernel sweeps", "Kernel power", "Decode power"
 SWEEP_FIGURES = "studylib.stages.sweep.sweep_figures"
 SWEEP_TABLE_FIGURES = "studylib.stages.sweep.sweep_table_figures"
+SWEEP_ANSWER_FIGURES = "studylib.stages.sweep.sweep_answer_figures"
+#: The report sections of questions 1 and 2's charts (sections/kernels.html.j2 shows them).
+FASTEST, BOUND = "fastest", "bound"
 POWER_FIGURES = "studylib.stages.kernel_power.kernel_power_figures"
 DECODE_FIGURES = "studylib.stages.decode.decode_figures"
 EXPERT_FIGURES = "studylib.stages.decode.expert_figures"
@@ -90,6 +93,12 @@ def _declared(backends, power_backends) -> tuple[Figure, ...]:
     windows = {"windows": KERNEL_POWER_CLASSES_TABLE}
     decode = {"decode": DECODE_TABLE}
     return (
+        Figure("backends", FASTEST, {"sweep": SWEEP_TABLE},
+               f"{SWEEP_ANSWER_FIGURES}:backends_chart", f"{CAPTIONS}/backends.rst",
+               SWEEPS, "Across backends", "backends", first_screen=1),
+        Figure("bound", BOUND, {"sweep": SWEEP_TABLE},
+               f"{SWEEP_ANSWER_FIGURES}:bound_chart", f"{CAPTIONS}/bound.rst",
+               SWEEPS, "Across backends", "time over floor", first_screen=2),
         Figure("support", "support", {"support": SUPPORT_TABLE},
                f"{SWEEP_TABLE_FIGURES}:support_chart", f"{CAPTIONS}/support.rst",
                SWEEPS, "Support matrix", "support matrix"),

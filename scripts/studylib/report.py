@@ -31,7 +31,6 @@ from .core.charts import (
     json_for_script,
     vega_bundle,
 )
-from .core.formats import fmt_us
 from .core.io import read_json, write_text
 from .core.report_cells import (
     DASH,
@@ -43,7 +42,6 @@ from .core.report_cells import (
     long_text,
     pack,
     payload_id,
-    read_or_derive,
 )
 from .core.table_registry import read_optional
 from .core.verdicts import NOISE_FLOOR
@@ -51,8 +49,13 @@ from .instruments.hardware import DISTRIBUTION_ALIASES
 from .instruments.serving.decode_load import STEADY_FRACTION
 from .stages.decode.decode_report import decode_section
 from .stages.kernel_power.kernel_power_report import kernel_power_section
-from .stages.sweep.sweep_ranking import RANK_RULE, fastest_frame
-from .stages.sweep.sweep_report import compare_section, fmt_cell, sweep_table
+from .stages.sweep.sweep_report import (
+    compare_section,
+    fastest_rankings,
+    fastest_table,
+    fmt_cell,
+    sweep_table,
+)
 from .study_answers import QUESTION_NAV, QUESTIONS
 
 TEMPLATE = "index.html.j2"
@@ -249,34 +252,6 @@ def support_rows(support: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def fastest_table(fastest: pd.DataFrame) -> dict[str, Any] | None:
-    """The fastest implementations per (dtype, shape, M) (tables/fastest.csv, the aggregate
-    rule's ranking), laid out as a pivot: the ranking time in each cell, eager and graph
-    beside it."""
-    if fastest is None or fastest.empty:
-        return None
-    fastest = clean_text_columns(fastest, ("dtype", "shape", "basis", "who", "backend", "op"))
-    ms = sorted(int(m) for m in pd.to_numeric(fastest["M"], errors="coerce").dropna().unique())
-    rows = []
-    for (dtype, shape), group in fastest.groupby(["dtype", "shape"], sort=True):
-        by_m = {int(r["M"]): r for r in group.to_dict("records")}
-        basis = str(group["basis"].iloc[0])
-        cells = []
-        for m in ms:
-            cell = by_m.get(m)
-            if cell is None:
-                cells.append(None)
-                continue
-            beside = [f"{mode} {fmt_us(cell[f'{mode}_us'], False)}" for mode in ("graph", "eager")
-                      if mode != basis and not is_missing(cell[f"{mode}_us"])]  # fmt: skip
-            cells.append({"who": cell["who"], "op": cell["op"],
-                          "us": fmt_us(cell["us"], False), "beside": ", ".join(beside),
-                          "color": backend_color(cell["backend"])})  # fmt: skip
-        rows.append({"dtype": dtype, "shape": shape, "basis": basis,
-                     "contenders": int(group["contenders"].iloc[0]), "cells": cells})  # fmt: skip
-    return {"ms": ms, "rows": rows, "rule": RANK_RULE}
-
-
 def packed_table(table: dict[str, Any], name: str) -> dict[str, Any]:
     """A table of thousands of rows (the sweep table's context) with its rows packed for the
     page's script to build (report.js, studyFillPacked): the page stays small, and the rows
@@ -456,8 +431,8 @@ def build_context(
     by_backend = {s["backend"]: s for s in summaries}
     sections = {name: build(paths, charts, out_html) for name, build in SECTIONS.items()}
     kernel_power, decode = sections["kernel_power"], sections["decode"]
-    # The fastest per size as the aggregate rule ranked it (an older folder: ranked here).
-    fastest = read_or_derive(paths["fastest"], lambda: fastest_frame(sweep))
+    # The rankings per size as rule answers wrote them (an older folder: ranked here).
+    fastest = fastest_rankings(paths["fastest"], sweep)
     # The kernel-power and decode tables are offered in their own sections.
     downloads = embedded_downloads([sweep_csv, support_csv, hardware_json], out_html)
     return {

@@ -35,7 +35,8 @@ from .stages.decode.decode_judgements import (
 from .stages.decode.expert_answers import EXPERT_QUESTIONS, q4_experts
 from .stages.kernel_power.kernel_power_answers import KERNEL_POWER_QUESTIONS, kernel_power_answers
 from .stages.step_model.step_model_answers import STEP_MODEL_QUESTIONS, q6_step
-from .stages.sweep.sweep_answers import SWEEP_QUESTIONS, pick_expert_shape, q1_backends, q2_bounds
+from .stages.sweep.sweep_answers import SWEEP_QUESTIONS, pick_expert_shape, q1_answers, q1_backends
+from .stages.sweep.sweep_bounds import q2_answers, q2_bounds
 from .stages.sweep.sweep_thresholds import DECODE_M, DECODE_MAX_M, PREFILL_MIN_M
 from .study_tables import StudyTables
 
@@ -61,6 +62,8 @@ QUESTION_NAV: dict[Question, tuple[str, str, str]] = {
 #: :class:`Answer` rows. A question not listed here is still answered from its findings
 #: (:func:`legacy_answers`) until its stage writes answers itself.
 STAGE_ANSWERS: dict[Question, object] = {
+    1: lambda t: q1_answers(t.sweep, t.compare),
+    2: lambda t: q2_answers(t.sweep, t.peaks, t.compare),
     3: lambda t: kernel_power_answers(t.kernel_power, t.hardware),
 }
 #: Questions whose answers cite the answers before them (the seed's rows take their numbers

@@ -29,6 +29,7 @@ REGISTRY = study_figures(BACKENDS, ("torch", "sgl_kernel"))
 def test_the_report_places_the_figures_as_before():
     """The report rule's ``figures`` param: the same value as before the registry."""
     assert figures(["torch", "flashinfer"]) == {
+        "backends": ("fastest", None), "bound": ("bound", None),
         "support": ("support", None), "efficiency": ("other", None),
         "launch_overhead": ("other", None), "power_verdicts": ("power", None),
         "power_timeline": ("power", None),

@@ -113,16 +113,18 @@ class Ranking:
 
 def rank(contenders: Iterable[Contender]) -> Ranking | None:
     """Rank ``contenders`` by value (lower first). Every contender whose gap over the fastest is
-    not beyond :func:`decision_noise` of the two is tied with it; the runner-up is the fastest
-    of the rest. None when no contender has a positive value."""
+    not beyond :func:`decision_noise` of the two is tied with it, and so is every contender
+    faster than a tied one (a noisy slow contender's tie must not leave a steadier, faster one
+    outside it as "runner-up"); the runner-up is the fastest of the rest. None when no
+    contender has a positive value."""
     order = sorted((c for c in contenders if _finite(c.value) > 0), key=lambda c: c.value)
     if not order:
         return None
     best = order[0]
-    tied, rest = [], []
-    for c in order:
-        noise = decision_noise(best.noise, c.noise)
-        (rest if beyond(gap(c.value, best.value), noise) else tied).append(c)
+    within = [not beyond(gap(c.value, best.value), decision_noise(best.noise, c.noise))
+              for c in order]  # fmt: skip
+    last = max(i for i, w in enumerate(within) if w)
+    tied, rest = order[: last + 1], order[last + 1 :]
     names = tuple(dict.fromkeys(c.who for c in tied))
     runner = next((c for c in rest if c.who not in names), None)
     if runner is None:

@@ -7,7 +7,6 @@ import pandas as pd
 from ...core.io import write_frame
 from ...core.table_registry import read_record, read_table
 from ...instruments.peaks import PEAK_FOR_DTYPE
-from .sweep_ranking import fastest_frame
 from .sweep_schema import STATUSES, SUPPORT_TABLE, SWEEPS
 
 COLUMNS = list(SWEEPS.columns)
@@ -77,12 +76,10 @@ def add_roofline(sweep: pd.DataFrame, peaks: dict) -> pd.DataFrame:
     return sweep
 
 
-def aggregate(sweep_paths, peaks_path, out_sweep_csv, out_support_csv,
-              out_fastest_csv=None) -> pd.DataFrame:  # fmt: skip
-    """The sweep table, the support matrix and (``out_fastest_csv``) the fastest per size."""
+def aggregate(sweep_paths, peaks_path, out_sweep_csv, out_support_csv) -> pd.DataFrame:
+    """The sweep table and the support matrix (the rankings per size, ``tables/fastest.csv``,
+    are rule answers': they need the comparison with a baseline, made after this)."""
     sweep = add_roofline(load_sweeps(sweep_paths), read_record("peaks", peaks_path))
     write_frame(sweep, out_sweep_csv)
     write_frame(support_matrix(sweep), out_support_csv)
-    if out_fastest_csv is not None:
-        write_frame(fastest_frame(sweep), out_fastest_csv)
     return sweep

@@ -3,8 +3,9 @@
 Points are matched on what they compute (backend, impl, op, dtype, N, K, G, M, and a fused
 layer's top_k and routing), not on the shape's name, so a run from before a shape was renamed
 still compares. Each point is compared in every timing mode both runs measured; a change
-within the tie rule of the rankings (the larger IQR of the two, or ``TIE_SHARE`` of the
-baseline) is ``same``.
+within the larger IQR of the two, or the study's noise floor (``verdicts.NOISE_FLOOR``) of the
+baseline, is ``same``. The rankings (sweep_ranking.py) read each point's change as part of its
+noise.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import pandas as pd
 
 from ...core.charts import M_LABEL_EXPR, backend_scale, no_data_chart, save_chart
 from ...core.io import write_frame
+from ...core.verdicts import NOISE_FLOOR
 from .sweep_plan import baseline_files
-from .sweep_ranking import TIE_SHARE
+from .sweep_schema import POINT_KEYS
 
-KEYS = ["backend", "impl", "op", "dtype", "N", "K", "G", "M", "top_k", "routing"]
+KEYS = list(POINT_KEYS)
 MODES = ("cold", "graph", "eager")
 COLUMNS = [*KEYS, "shape", "mode", "baseline_us", "current_us", "speedup", "change_pct",
            "noise_pct", "verdict", "baseline_device", "current_device"]  # fmt: skip
@@ -98,7 +100,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, min_m: int = 1) -> pd
             if not (pd.notna(a) and pd.notna(b) and a > 0 and b > 0):
                 continue
             iqrs = [rec.get(f"{mode}_iqr_us_{s}") for s in "ab"]
-            noise = max([TIE_SHARE * a, *(i for i in iqrs if pd.notna(i))])
+            noise = max([NOISE_FLOOR * a, *(i for i in iqrs if pd.notna(i))])
             verdict = "same" if abs(b - a) <= noise else ("faster" if b < a else "slower")
             rows.append({**{k: rec[k] for k in KEYS}, "shape": rec.get("shape_b"),
                          "mode": mode, "baseline_us": a, "current_us": b, "speedup": a / b,

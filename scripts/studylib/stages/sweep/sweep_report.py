@@ -1,5 +1,6 @@
-"""The sweep's report sections: the sweep table (cells, sort keys, filters, columns shown)
-and "Before and after", this run's sweep against a baseline (sweep_compare)."""
+"""The sweep's report sections: the sweep table (cells, sort keys, filters, columns shown),
+"Fastest per size" (tables/fastest.csv laid out: nothing is ranked here) and "Before and
+after", this run's sweep against a baseline (sweep_compare)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from ...core.formats import Column, labelled
+from ...core.answer_records import fmt_share
+from ...core.charts import backend_color
+from ...core.formats import Column, fmt_us, labelled
 from ...core.report_cells import (
     clean_text_columns,
     dash,
@@ -20,7 +23,17 @@ from ...core.report_cells import (
 )
 from ...core.table_registry import read_optional
 from .sweep_compare import MODES, summary
-from .sweep_schema import SWEEP_SHOWN
+from .sweep_ranking import (
+    GEMM,
+    MODE_MEANS,
+    RANK_RULE,
+    dtype_name,
+    dtype_rank,
+    fastest_frame,
+    rank_sweep,
+)
+from .sweep_schema import FASTEST, SWEEP_SHOWN
+from .sweep_thresholds import EXPERT_SHAPE, EXPERT_SHAPE_BEFORE
 
 #: Sweep-table columns shown with 3 significant figures (times: :func:`fmt_sig_us`).
 SIG3_COLUMNS = frozenset({"tflops", "gbps"})
@@ -150,3 +163,89 @@ def compare_section(paths: dict[str, Any], charts: list[dict[str, Any]],
 
 #: Rows of the "Before and after" table: the points whose time changed most.
 COMPARE_ROWS = 40
+
+
+# ---------------------------------------------------------------------------------------------
+# Fastest per size
+# ---------------------------------------------------------------------------------------------
+
+
+def fastest_rankings(path, sweep: pd.DataFrame) -> pd.DataFrame:
+    """tables/fastest.csv (rule answers); where a results folder has none, or one of the
+    columns before the rankings per mode, the same ranking run here on its sweep (without a
+    comparison: the IQR alone is the noise)."""
+    frame = read_optional(path) if path is not None else pd.DataFrame()
+    if frame.empty or not set(FASTEST) <= set(frame.columns):
+        frame = fastest_frame(rank_sweep(sweep))
+    return frame
+
+
+def short_names(names) -> dict[str, str]:
+    """name -> the name without its backend ("flashinfer·cublaslt" -> "cublaslt") where that
+    is unique among ``names``; else the name."""
+    names = sorted(set(names))
+    rest = {n: n.split("·", 1)[-1] for n in names}
+    counts = pd.Series(list(rest.values()), dtype=object).value_counts()
+    return {n: r if counts[r] == 1 else n for n, r in rest.items()}
+
+
+def _shape_order(family: str, shape: str) -> tuple:
+    return (family != GEMM, shape not in (EXPERT_SHAPE, EXPERT_SHAPE_BEFORE), shape)
+
+
+def fastest_table(fastest: pd.DataFrame) -> dict[str, Any] | None:
+    """The rankings per size laid out for reading: per timing mode and dtype a table of M
+    (rows) by shape (columns), each cell the tied fastest by short name (a legend beside) with
+    the fastest's time; the runner-up, margin and noise in its tooltip."""
+    if fastest is None or fastest.empty:
+        return None
+    df = clean_text_columns(fastest.copy(), ("family", "dtype", "shape", "mode", "tied",
+                                             "fastest", "backend", "runner_up", "noise_from",
+                                             "status"))  # fmt: skip
+    df["M"] = pd.to_numeric(df["M"], errors="coerce")
+    df = df[df["M"].notna()]
+    modes = []
+    for mode in [m for m in MODES if m in set(df["mode"])]:
+        tables = []
+        at_mode = df[df["mode"] == mode]
+        for dtype in sorted(set(at_mode["dtype"]), key=dtype_rank):
+            rows = at_mode[at_mode["dtype"] == dtype]
+            everyone = {n for tied in rows["tied"] for n in tied.split(" = ") if n}
+            short = short_names(everyone)
+            shapes = sorted({(f, s) for f, s in zip(rows["family"], rows["shape"], strict=True)},
+                            key=lambda fs: _shape_order(*fs))  # fmt: skip
+            cells = {(r["family"], r["shape"], int(r["M"])): r for r in rows.to_dict("records")}
+            body = []
+            for m in sorted({int(m) for m in rows["M"]}):
+                body.append({"M": m, "cells": [_fastest_cell(cells.get((f, s, m)), short)
+                                               for f, s in shapes]})  # fmt: skip
+            legend = [{"short": short[n], "name": n, "color": backend_color(n.split("·")[0])}
+                      for n in sorted(everyone, key=lambda n: short[n])]  # fmt: skip
+            tables.append({"dtype": dtype_name(dtype), "shapes": [s for _, s in shapes],
+                           "rows": body, "legend": legend})  # fmt: skip
+        modes.append({"mode": mode, "means": MODE_MEANS.get(mode, ""), "tables": tables})
+    return {"rule": RANK_RULE, "modes": modes}
+
+
+#: A tied cell's border: a tie names no backend.
+TIE_COLOR = "#b0b0b0"
+
+
+def _fastest_cell(rec: dict | None, short: dict[str, str]) -> dict[str, Any] | None:
+    if rec is None:
+        return None
+    tied = [n for n in rec["tied"].split(" = ") if n]
+    title = f"{' = '.join(tied)}: {fmt_us(float(rec['fastest_us']))}"
+    if rec.get("runner_up"):
+        title += (
+            f"; next {rec['runner_up']} {fmt_us(float(rec['runner_up_us']))}, "
+            f"{fmt_share(float(rec['margin']))} behind against "
+            f"{fmt_share(float(rec['noise']))} noise ({rec['noise_from']})"
+        )
+    return {
+        "names": sorted(short.get(n, n) for n in tied),
+        "tie": len(tied) > 1,
+        "us": fmt_us(float(rec["fastest_us"])),
+        "title": title,
+        "color": TIE_COLOR if len(tied) > 1 else backend_color(str(rec.get("backend") or "")),
+    }

@@ -42,11 +42,19 @@ SWEEP_TABLE = Table("sweep_table", "the sweep table", "results/tables/sweep.csv"
                     {**SWEEP, **ROOFLINE}, {**_STATUS, "device": DEVICES})  # fmt: skip
 SUPPORT_TABLE = Table("support", "the support matrix", "results/tables/support.csv",
                       SUPPORT, {"dtype": DTYPES})  # fmt: skip
-FASTEST = {"dtype": "text", "shape": "text", "M": "int", "basis": "text", "contenders": "int",
-           "who": "text", "backend": "text", "op": "any", "us": "num", "eager_us": "num",
-           "graph_us": "num", "cold_us": "num"}  # fmt: skip
-FASTEST_TABLE = Table("fastest", "the fastest implementations per size",
-                      "results/tables/fastest.csv", FASTEST, {"dtype": DTYPES})  # fmt: skip
+#: tables/fastest.csv: the per-size rankings the answers are stated from (sweep_ranking.py),
+#: one row per (dtype, shape, M, timing mode): the tied fastest (" = " between them), the
+#: fastest's time, the runner-up outside the tie, the margin to it and the noise it had to beat.
+FASTEST = {"family": "text", "dtype": "text", "shape": "text", "M": "int", "mode": "text",
+           "contenders": "int", "tied": "text", "fastest": "text", "backend": "text",
+           "fastest_us": "num", "runner_up": "any", "runner_up_us": "num", "margin": "num",
+           "noise": "num", "noise_from": "text", "status": "text"}  # fmt: skip
+FASTEST_TABLE = Table("fastest", "the rankings per size", "results/tables/fastest.csv", FASTEST,
+                      {"dtype": DTYPES, "mode": ("cold", "graph", "eager"),
+                       "status": ("answered", "tie")})  # fmt: skip
+#: What identifies a point across runs (compare.csv's keys; the rankings read its run-to-run
+#: change by them): what it computes, not the shape's name.
+POINT_KEYS = ("backend", "impl", "op", "dtype", "N", "K", "G", "M", "top_k", "routing")
 #: tables/compare.csv: this run's points against a baseline's (rule compare, sweep_compare.py);
 #: the answers read it for the run-to-run change of each point.
 COMPARE = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "N": "int",

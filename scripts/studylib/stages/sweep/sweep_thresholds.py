@@ -15,9 +15,23 @@ DECODE_M = 16
 EXPERT_SHAPE = "down"
 EXPERT_SHAPE_BEFORE = "expert_up"
 EXPERT_NK = (6144, 2048)
-#: Eager time is "flat" while it stays within this factor of its smallest-M value.
+#: Eager time is "flat" while it stays within this factor of its smallest-M value (a break
+#: needs two consecutive sizes beyond it by more than their noise).
 FLAT_FACTOR = 1.5
 #: Launch cost at least this fraction of eager time: launch-bound.
 LAUNCH_BOUND_SHARE = 0.5
-#: Graph time within this factor of the floor: bound by the floor's resource.
+#: Cold time within this factor of the roofline floor: bound by the floor's resource.
 NEAR_FLOOR = 2.0
+
+#: The size classes a ranking is answered per, in order (:func:`size_class`).
+SIZE_CLASSES = ("decode-sized", "middle", "prefill-sized")
+
+
+def size_class(m: float) -> str:
+    """``decode-sized`` (M ≤ :data:`DECODE_MAX_M`), ``prefill-sized`` (M ≥
+    :data:`PREFILL_MIN_M`) or ``middle``."""
+    if m <= DECODE_MAX_M:
+        return SIZE_CLASSES[0]
+    if m >= PREFILL_MIN_M:
+        return SIZE_CLASSES[2]
+    return SIZE_CLASSES[1]
