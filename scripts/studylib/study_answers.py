@@ -23,7 +23,8 @@ from .core.answer_records import ANSWERED, NOT_MEASURED, Answer, answers_frame
 from .core.finding_records import Finding, Findings, Missing, Question, describe_machine, fmt_us
 from .core.io import write_frame
 from .seed_comparison import SEED, SEED_QUESTIONS, SEED_SOURCE, seed_comparison
-from .stages.decode.decode_answers import DECODE_QUESTIONS, q5_decode
+from .stages.decode.decode_answers import DECODE_QUESTIONS, decode_answers
+from .stages.decode.decode_findings import q5_decode
 from .stages.decode.decode_judgements import (
     dummy_weights_note,
     graphs_pairs,
@@ -31,9 +32,11 @@ from .stages.decode.decode_judgements import (
     tp_pairs,
     weights_name,
 )
-from .stages.decode.expert_answers import EXPERT_QUESTIONS, q4_experts
+from .stages.decode.expert_answers import EXPERT_QUESTIONS, expert_answers
+from .stages.decode.expert_findings import q4_experts
 from .stages.kernel_power.kernel_power_answers import KERNEL_POWER_QUESTIONS, q3_power
-from .stages.step_model.step_model_answers import STEP_MODEL_QUESTIONS, q6_step
+from .stages.step_model.step_model_answers import STEP_MODEL_QUESTIONS, step_answers
+from .stages.step_model.step_model_findings import q6_step
 from .stages.sweep.sweep_answers import SWEEP_QUESTIONS, pick_expert_shape, q1_backends, q2_bounds
 from .stages.sweep.sweep_thresholds import DECODE_M, DECODE_MAX_M, PREFILL_MIN_M
 from .study_tables import StudyTables
@@ -54,7 +57,11 @@ QUESTION_NAV: dict[Question, tuple[str, str]] = {
 #: Each stage's answers, by question: a function of the study's tables returning
 #: :class:`Answer` rows. A question not listed here is still answered from its findings
 #: (:func:`legacy_answers`) until its stage writes answers itself.
-STAGE_ANSWERS: dict[Question, object] = {}
+STAGE_ANSWERS: dict[Question, object] = {
+    4: lambda t: expert_answers(t.expert_m, t.decode),
+    5: lambda t: decode_answers(t.decode, t.decode_crosscheck),
+    6: lambda t: step_answers(t.step_model, t.decode, t.decode_crosscheck),
+}
 
 
 def legacy_answers(findings: Findings, question: Question) -> list[Answer]:
