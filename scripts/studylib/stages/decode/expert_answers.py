@@ -44,6 +44,25 @@ def uniform_spread(tokens: float, counts: int, pick: float) -> float:
     return z * math.sqrt((1 - pick) / tokens)
 
 
+def uniform_noise(g: pd.DataFrame, c: float) -> tuple[float, str]:
+    """The noise of one variant's per-expert M at one C (its rows of the expert table): how
+    far the busiest of its layers × experts counts would sit above balance by chance under
+    uniform routing at the token count it recorded (its least-counted layer), never below
+    the floor; and where that came from."""
+    balanced = float(g["balanced_m"].dropna().iloc[0])
+    layers = g["layer"].nunique() if "layer" in g.columns else 1
+    experts = g["expert"].nunique() if "expert" in g.columns else int(g["m"].notna().sum())
+    if "tokens" not in g.columns or not g["tokens"].notna().any():
+        return NOISE_FLOOR, f"{100 * NOISE_FLOOR:.0f} % floor (no token counts)"
+    by_layer = g.groupby("layer") if "layer" in g.columns else g.groupby(lambda _: 0)
+    mean = float(by_layer["tokens"].sum().min()) / experts
+    spread = uniform_spread(mean, layers * experts, balanced / c)
+    if not spread > NOISE_FLOOR:
+        return NOISE_FLOOR, f"{100 * NOISE_FLOOR:.0f} % floor"
+    return decision_noise(spread), (f"uniform routing's busiest of {layers * experts} counts "
+                                    f"at {mean:,.0f} tokens each")  # fmt: skip
+
+
 def _routing(decode: pd.DataFrame | None) -> dict[str, str]:
     """variant -> how its tokens were routed, where its weights were random (else "")."""
     if not _has(decode, "variant"):
@@ -70,29 +89,20 @@ def _per_c(variant: str, c: float, g: pd.DataFrame, routing: str, lead: bool) ->
     layers = g["layer"].nunique() if "layer" in g.columns else 1
     experts = g["expert"].nunique() if "expert" in g.columns else len(m)
     margin = busiest - 1
-    if "tokens" in g.columns and g["tokens"].notna().any():
-        by_layer = g.groupby("layer") if "layer" in g.columns else g.groupby(lambda _: 0)
-        least = float(by_layer["tokens"].sum().min())
-        mean = least / experts
-        spread = uniform_spread(mean, layers * experts, balanced / c)
-        noise = decision_noise(spread)
-        source = (f"uniform routing's busiest of {layers * experts} counts at "
-                  f"{mean:,.0f} tokens each" if spread > NOISE_FLOOR
-                  else f"{100 * NOISE_FLOOR:.0f} % floor")  # fmt: skip
-    else:
-        noise, source = NOISE_FLOOR, f"{100 * NOISE_FLOOR:.0f} % floor (no token counts)"
+    noise, source = uniform_noise(g, c)
+    limit = "uniform routing's" if source.startswith("uniform") else "the noise floor's"
     seed = " (the seed's)" if c == SEED_C and abs(balanced - 16) < 1e-9 else ""
     span = f"{m.min():.3g}–{m.max():.3g}"
     if beyond(margin, noise):
         status, verdict = ANSWERED, "imbalanced"
         sentence = (f"At C = {c:.0f}, routing is imbalanced: the busiest expert gets "
-                    f"{busiest:.2f}× the balanced {balanced:.3g}{seed}, beyond uniform "
-                    f"routing's {1 + noise:.2f}×")  # fmt: skip
+                    f"{busiest:.2f}× the balanced {balanced:.3g}{seed}, beyond {limit} "
+                    f"{1 + noise:.2f}×")  # fmt: skip
     else:
         status, verdict = TIE, "balanced"
         sentence = (f"At C = {c:.0f}, per-expert M is balanced: {span} against the balanced "
-                    f"{balanced:.3g}{seed}; the busiest's {busiest:.2f}× is within uniform "
-                    f"routing's {1 + noise:.2f}×")  # fmt: skip
+                    f"{balanced:.3g}{seed}; the busiest's {busiest:.2f}× is within {limit} "
+                    f"{1 + noise:.2f}×")  # fmt: skip
     if lead and routing:
         sentence += f"; routing: {routing}"
     share_idle = float((m == 0).mean())
