@@ -20,7 +20,7 @@ from findings_frames import (
 from helpers import ROOT
 from studylib.core.finding_records import Findings
 from studylib.seed_comparison import SEED, seed_comparison
-from studylib.stages.decode.expert_answers import q4_experts
+from studylib.stages.decode.expert_findings import q4_experts
 from studylib.stages.kernel_power.kernel_power_answers import q3_power
 from studylib.study_answers import compute_findings
 from studylib.study_tables import StudyTables

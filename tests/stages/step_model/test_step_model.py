@@ -201,7 +201,7 @@ def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
 
 
 def test_finding_counts_components_and_energy_within_their_targets():
-    from studylib.stages.step_model.step_model_answers import q6_step
+    from studylib.stages.step_model.step_model_findings import q6_step
 
     # The profile at C = 16 (per rank averaged): MoE 6,005 µs against 6,416 predicted,
     # attention 50 against 40, dense 55 against 29, other 110 against none.
@@ -226,7 +226,7 @@ def test_finding_counts_components_and_energy_within_their_targets():
 
 
 def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
-    from studylib.stages.step_model.step_model_answers import q6_step
+    from studylib.stages.step_model.step_model_findings import q6_step
 
     # A profiled step of 5.17 ms (3 ms of it idle: the tracer's host cost) against a measured
     # TPOT of 2.6 ms: the kernels stand, other becomes TPOT less them (2,600 - 2,105 µs).
@@ -251,7 +251,7 @@ def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
 
 
 def test_finding_states_the_prediction_against_tpot_and_the_launch_gap():
-    from studylib.stages.step_model.step_model_answers import q6_step
+    from studylib.stages.step_model.step_model_findings import q6_step
 
     on = step_model(sweep(), decode(True), GEOMETRY)
     off = step_model(sweep(), decode(False), GEOMETRY)

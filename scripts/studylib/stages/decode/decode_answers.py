@@ -97,7 +97,8 @@ def _runs(steps: list[Change]) -> list[list[Change]]:
             runs[-1].append(s)
         else:
             runs.append([s])
-    return runs
+    # Up to three are clearer one by one ("87 % at C = 1 and 11 % at C = 16").
+    return [part for r in runs for part in ([r] if len(r) > 3 else [[s] for s in r])]
 
 
 def _run_by(run: list[Change]) -> str:
@@ -153,20 +154,22 @@ def _decided(steps: list[Change]) -> Change | None:
     return max(hit, key=lambda s: s.margin) if hit else None
 
 
-def _summary(question_subject: str, sentence: str, tpot: list[Change], energy: list[Change],
-             verdict: str, runner_up: str, lead: bool) -> Answer:  # fmt: skip
-    """A comparison over its shared C as one row: answered when some C differs beyond noise
-    (the widest such margin), else a tie (the widest margin against its noise)."""
-    best = _decided(tpot)
-    shown = best or max(tpot, key=lambda s: s.margin)
+def _summary(question_subject: str, sentence: str, steps: list[Change], energy: list[Change],
+             verdict: str, runner_up: str, lead: bool, basis: str = "TPOT") -> Answer:  # fmt: skip
+    """A comparison over its shared C as one row, by ``basis`` (``steps``): answered when
+    some C differs beyond noise (the widest such margin), else a tie (the widest margin
+    against its noise)."""
+    best = _decided(steps)
+    shown = best or max(steps, key=lambda s: s.margin)
+    unit, digits = ("ms", 2) if basis == "TPOT" else ("J", 3)
     return Answer(
         5, question_subject, ANSWERED if best else TIE,
         verdict=verdict if best else f"{verdict} = {runner_up}",
         runner_up=runner_up if best else "", margin=shown.margin, noise=shown.noise.share,
-        noise_from=shown.noise.source, basis="TPOT", value=f"TPOT {shown.ratio:.2f}× at "
-        f"C = {shown.c}", evidence="TPOT " + _evidence(tpot, "ms", 2)
+        noise_from=shown.noise.source, basis=basis, value=f"{basis} {shown.ratio:.2f}× at "
+        f"C = {shown.c}", evidence=f"{basis} " + _evidence(steps, unit, digits)
         + ("; J/token " + _evidence(energy, "J", 3) if energy else ""),
-        points=len(tpot), sentence=sentence, lead=lead,
+        points=len(steps), sentence=sentence, lead=lead,
     )  # fmt: skip
 
 
@@ -210,9 +213,14 @@ def _graphs_answers(decode: pd.DataFrame, noise: pd.DataFrame, engines: int) -> 
                 evidence=f"{on} / {off}: TPOT {_evidence([s], 'ms', 2)}"
                 + (f"; J/token {_evidence([j], 'J', 3)}" if j else ""),
             ))  # fmt: skip
-        sentence = with_energy(f"CUDA graphs ({where}) {per_c_text(tpot, 'TPOT')}", energy)
-        out.append(_summary(f"CUDA graphs · {where}", sentence, tpot, energy,
+        out.append(_summary(f"CUDA graphs · {where}",
+                            f"CUDA graphs ({where}) {per_c_text(tpot, 'TPOT')}.", tpot, energy,
                             "graphs on", "graphs off", lead=gpus == 1))  # fmt: skip
+        if energy:
+            out.append(_summary(f"CUDA graphs · {where} · J/token",
+                                f"CUDA graphs ({where}) {per_c_text(energy, 'J/token')}.",
+                                energy, [], "graphs on", "graphs off", lead=False,
+                                basis="J/token"))  # fmt: skip
     return out
 
 

@@ -356,4 +356,3 @@ def _q5_compare(out: Findings, df: pd.DataFrame) -> None:
             text += f" at {_span(min(j.values()), max(j.values()), fmt_ratio)} the J/token"
             numbers["j_ratio"] = j
         out.add(5, text + ".", **numbers)
-

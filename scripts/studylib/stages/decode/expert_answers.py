@@ -179,7 +179,8 @@ def expert_answers(expert_m: pd.DataFrame | None,
             out.append(_per_c(variant, c, rows, routing.get(variant, ""), lead=c == cs[-1]))
     if out and not (df["concurrency"] == SEED_C).any():
         top = int(df["concurrency"].max())
-        out.append(not_measured(4, f"C = {SEED_C} (the seed's 16 per expert)",
-                                f"the recorder ran up to C = {top}", lead=True))  # fmt: skip
+        out.append(not_measured(4, f"C = {SEED_C} (the seed's regime)",
+                                f"the seed's C = {SEED_C} (16 tokens per expert): the recorder "
+                                f"ran up to C = {top}", lead=True))  # fmt: skip
     out.sort(key=lambda a: not a.lead)
     return out + _rank_answers(df, decode)

@@ -160,4 +160,3 @@ def _q4_random_routing(out: Findings, variants: list[str], decode: pd.DataFrame 
         out.add(4, f"{', '.join(own)} served dummy (random) weights, router included: the "
                    "spread below is that of random routing at each concurrency, not of a "
                    "trained model's router.", variants=own, routing="random")  # fmt: skip
-
