@@ -243,8 +243,8 @@ def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
     text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
     assert "other is TPOT less the profiled kernels where the profiled step ran 1.99× TPOT " \
            "(C = 16)" in text  # fmt: skip
-    # Within the tolerance the profile stands whole.
-    table = step_model(sweep(), decode_at(5.165 / 1.2), GEOMETRY, breakdown=breakdown)
+    # Within the tolerance (the noise floor) the profile stands whole.
+    table = step_model(sweep(), decode_at(5.165 / 1.02), GEOMETRY, breakdown=breakdown)
     other = table[(table["concurrency"] == 16) & (table["component"] == "other")].iloc[0]
     assert other["measured_basis"] == "profile"
     assert other["measured_us"] == pytest.approx(35 + 25 + 3000)

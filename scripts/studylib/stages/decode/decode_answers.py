@@ -11,7 +11,7 @@ least energy per token.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -315,7 +315,7 @@ def _variant_answers(df: pd.DataFrame) -> list[Answer]:
             w = f"{top['avg_w_per_gpu']:.0f} W per GPU"
             bits.append(w + (f" ({top['pct_limit']:.0f} % of the limit)"
                              if _ok(top["pct_limit"]) else ""))  # fmt: skip
-        sentence = f"At C = {c} (its largest valid C): " + ", ".join(bits) + "."
+        sentence = f"{variant} at C = {c} (its largest valid C): " + ", ".join(bits) + "."
         if bad:
             sentence += f" {'; '.join(f'Invalid at C = {c}: {cause}' for c, cause in bad)}."
         out.append(Answer(5, variant, ANSWERED, basis="tok/s", value=bits[0], sentence=sentence,
@@ -382,6 +382,9 @@ def decode_answers(decode: pd.DataFrame | None,
     if powered:
         heads.append(_headline(df, noise, "j_per_token", "least energy per token", "J/token",
                                "least energy per token", invert=False))  # fmt: skip
+    variants = _variant_answers(df)
+    if len(variants) == 1:  # one variant: its own row leads, no contest to headline
+        variants, heads = [replace(variants[0], lead=True)], []
     out = [a for a in graphs if a.lead] + [h for h in heads if h is not None]
     if not powered:
         out.append(not_measured(5, "energy per token", "no power was measured here "
@@ -391,4 +394,4 @@ def decode_answers(decode: pd.DataFrame | None,
                                    "both on and off at a shared C", lead=True))  # fmt: skip
     out += [a for a in graphs if not a.lead]
     out += _weights_answers(df, noise, engines) + _tp_answers(decode, noise)
-    return out + _variant_answers(df)
+    return out + variants

@@ -16,18 +16,21 @@ import altair as alt
 
 #: Per weight type: (graphs on, graphs off) colour pairs; the first for the plain variant.
 HUES: dict[str, tuple[tuple[str, str], ...]] = {
-    "bf16": (("#1f5fa8", "#8fbbe6"), ("#3b3b98", "#a9a9de"), ("#0f7c8c", "#87cdd6")),
-    "fp8": (("#d45500", "#f7b27a"), ("#b2182b", "#f09aa5"), ("#8c510a", "#d8b77a")),
-    "fp4": (("#2a8a3e", "#9ad39a"), ("#4d7a00", "#b8d67a"), ("#00796b", "#80cbc4")),
+    "bf16": (("#1f5fa8", "#8fbbe6"), ("#3b3b98", "#a9a9de"), ("#0f7c8c", "#87cdd6"),
+             ("#4a6fa5", "#b3c6e0"), ("#2c4a6e", "#93a9c4")),
+    "fp8": (("#d45500", "#f7b27a"), ("#b2182b", "#f09aa5"), ("#8c510a", "#d8b77a"),
+            ("#b8860b", "#e6cf8a"), ("#c2185b", "#f3a6c4")),
+    "fp4": (("#2a8a3e", "#9ad39a"), ("#4d7a00", "#b8d67a"), ("#00796b", "#80cbc4"),
+            ("#33691e", "#a5c48f"), ("#1b5e20", "#8fbf92")),
     "": (("#6a51a3", "#bcb1dc"), ("#555555", "#b5b5b5"), ("#c51b7d", "#f1b6da"),
-         ("#7f6000", "#d9c27a")),
+         ("#7f6000", "#d9c27a"), ("#00695c", "#7fbfb5")),
 }  # fmt: skip
 #: Name parts -> the weight type whose hues they take.
 WEIGHT_TOKENS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4",
                  "mxfp4": "fp4"}  # fmt: skip
-#: Name parts that pick a hue within the family, in order (others: by a checksum).
+#: Name parts that pick a hue within the family, in order (others shift it by a checksum).
 PARALLEL_TOKENS = ("", "tp2", "ep2")
-GRAPHS_OFF_TOKENS = ("eager",)
+GRAPHS_OFF_TOKENS = ("eager", "nographs")
 #: Name parts that say nothing about the colour (the default engine, graphs on).
 NEUTRAL_TOKENS = ("sglang", "graphs")
 
@@ -40,10 +43,13 @@ def variant_color(variant: str) -> str:
     rest = "-".join(t for t in tokens if t not in WEIGHT_TOKENS and t not in NEUTRAL_TOKENS
                     and t not in GRAPHS_OFF_TOKENS)  # fmt: skip
     family = HUES[weights]
-    if rest in PARALLEL_TOKENS:
-        index = PARALLEL_TOKENS.index(rest) % len(family)
-    else:  # a stable pick for any other name (crc32: the same in every process)
-        index = zlib.crc32(rest.encode()) % len(family)
+    parallel = next((p for p in PARALLEL_TOKENS[1:] if p in rest.split("-")), "")
+    index = PARALLEL_TOKENS.index(parallel)
+    extra = "-".join(t for t in rest.split("-") if t and t != parallel)
+    if extra:  # any other name: a hue past the parallel ones, picked by a checksum (crc32:
+        # the same in every process), so it never takes a plain, TP2 or EP2 variant's
+        spare = len(family) - len(PARALLEL_TOKENS)
+        index = len(PARALLEL_TOKENS) + zlib.crc32(extra.encode()) % spare
     return family[index][1 if off else 0]
 
 

@@ -95,12 +95,13 @@ def _per_c(variant: str, c: float, g: pd.DataFrame, routing: str, lead: bool) ->
     span = f"{m.min():.3g}–{m.max():.3g}"
     if beyond(margin, noise):
         status, verdict = ANSWERED, "imbalanced"
-        sentence = (f"At C = {c:.0f}, routing is imbalanced: the busiest expert gets "
+        sentence = (f"{variant} at C = {c:.0f}: routing is imbalanced, the busiest expert gets "
                     f"{busiest:.2f}× the balanced {balanced:.3g}{seed}, beyond {limit} "
                     f"{1 + noise:.2f}×")  # fmt: skip
     else:
         status, verdict = TIE, "balanced"
-        sentence = (f"At C = {c:.0f}, per-expert M is balanced: {span} against the balanced "
+        sentence = (f"{variant} at C = {c:.0f}: per-expert M is balanced, {span} against the "
+                    "balanced "
                     f"{balanced:.3g}{seed}; the busiest's {busiest:.2f}× is within {limit} "
                     f"{1 + noise:.2f}×")  # fmt: skip
     if lead and routing:

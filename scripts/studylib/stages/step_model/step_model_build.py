@@ -29,11 +29,12 @@ steps (``measured_us``, from ``instruments.serving.profile_traces``) sits beside
 component: its ``other``
 is the unmodelled kernels, communication and the GPU's idle gaps together; without a
 profile it is TPOT less the predicted kernels (``basis`` says which). A profiled step (the
-sum of its parts) longer than TPOT did not run as the measured window did (the tracer's own
-host cost, or a load's start with its prefills, widens the GPU's idle gaps): its kernels
-stay, and its ``other`` becomes TPOT less the profiled kernels (``measured_basis`` says so,
-with the ratio), so that no measured part exceeds the step. A profiled step shorter than TPOT
-stands: tracing does not speed a step up, so there the window is the one to doubt.
+sum of its parts) longer than TPOT by more than the noise floor (PROFILE_STEP_TOLERANCE) did
+not run as the measured window did (the tracer's own host cost, or a load's start with its
+prefills, widens the GPU's idle gaps): its kernels stay, and its ``other`` becomes TPOT less
+the profiled kernels (``measured_basis`` says so, with the ratio), so that the measured step
+is the window's. A profiled step shorter than TPOT stands: tracing does not speed a step up,
+so there the window is the one to doubt.
 
 Energy: each component's time at the power of the matching kernel-power loop (nearest M,
 cold loops first), the ``other`` time at the GPU's measured idle power, over C tokens.
@@ -46,6 +47,7 @@ import math
 
 import pandas as pd
 
+from ...core.verdicts import NOISE_FLOOR
 from ...instruments.step_components import COMPONENTS
 from ..decode.decode_judgements import graphs_flag
 from .step_model_schema import COLUMNS
@@ -88,8 +90,9 @@ POWER_MODES = ("cold", "graph", "eager")
 #: measured window did: its idle gaps are not the window's (H200, 2026-12-01: 1.89× TPOT at
 #: C = 1 with CUDA graphs and 2.07× at C = 256 without, where its kernels alone took 0.86×
 #: and 0.97×; 1.15× at C = 1 without graphs, where the tracer's cost per launch widens the
-#: host-bound step). None: no part of a step may exceed the step it is a part of.
-PROFILE_STEP_TOLERANCE = 0.0
+#: host-bound step). Only the measurement's own noise: beyond it, the profile's idle would
+#: make its step longer than the window's.
+PROFILE_STEP_TOLERANCE = NOISE_FLOOR
 
 #: ``measured_basis`` of a step measured by the profiler; a profile whose idle was set aside
 #: (``representative``) says so after it.

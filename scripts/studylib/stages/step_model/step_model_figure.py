@@ -10,7 +10,7 @@ import pandas as pd
 
 from ...core.charts import no_data_chart, strict_frame
 from ..decode.decode_colors import variant_scale
-from .step_model_build import MODEL_COMPONENTS, measured_parts
+from .step_model_build import MODEL_COMPONENTS, PROFILE_STEP_TOLERANCE, measured_parts
 
 STEP_TITLE = "Decode: where a step's time goes, predicted from the kernel tables and measured"
 #: Bars per C, left to right.
@@ -124,8 +124,9 @@ def step_chart(step_model: pd.DataFrame | None) -> alt.TopLevelMixin:
         "kernels (their least eager times)",
         "measured: SGLang's profiler over steady steps at batch C (other: unmodelled kernels, "
         "communication, idle gaps;",
-        "where the profiled step ran longer than TPOT, TPOT less the profiled kernels), or TPOT "
-        "alone where no profile ran; black dashed: TPOT",
+        f"where the profiled step ran more than {100 * PROFILE_STEP_TOLERANCE:.0f} % longer than "
+        "TPOT, TPOT less the profiled kernels), or TPOT alone where no profile ran; black "
+        "dashed: TPOT",
     ]
     # Components and sources are different legends.
     return (
