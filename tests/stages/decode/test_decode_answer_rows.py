@@ -201,7 +201,7 @@ def test_the_step_model_examples_cuda_graphs_answers():
     leads = [a.subject for a in decode_answers(decode) if a.lead]
     assert leads == ["CUDA graphs · BF16", "CUDA graphs · FP8", "most throughput",
                      "least energy per token"]  # fmt: skip
-    (top, seed, *_) = expert_answers(expert_m, decode)
+    *_, top, seed = expert_answers(expert_m, decode)
     assert top.subject == "sglang-bf16-graphs · C = 256" and top.status == TIE
     assert seed.status == NOT_MEASURED
 

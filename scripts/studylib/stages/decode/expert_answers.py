@@ -157,9 +157,9 @@ def _rank_answers(expert_m: pd.DataFrame, decode: pd.DataFrame | None) -> list[A
 
 def expert_answers(expert_m: pd.DataFrame | None,
                    decode: pd.DataFrame | None = None) -> list[Answer]:  # fmt: skip
-    """Question 4's rows: per variant and C, per-expert M against the balanced M (the lead
-    rows: each variant's largest C), the seed's C = 512 where no variant ran it, then the
-    GPU ranks' loads."""
+    """Question 4's rows: per variant and C (in order of C), per-expert M against the balanced
+    M (the lead rows: each variant's largest C), the seed's C = 512 where no variant ran it,
+    then the GPU ranks' loads."""
     if not _has(expert_m, "m", "balanced_m", "concurrency"):
         engines = {text_of(e) for e in decode["engine"]} if _has(decode, "engine") else set()
         why = "no SGLang expert-distribution record"
@@ -183,5 +183,4 @@ def expert_answers(expert_m: pd.DataFrame | None,
         out.append(not_measured(4, f"C = {SEED_C} (the seed's regime)",
                                 f"the seed's C = {SEED_C} (16 tokens per expert): the recorder "
                                 f"ran up to C = {top}", lead=True))  # fmt: skip
-    out.sort(key=lambda a: not a.lead)
     return out + _rank_answers(df, decode)

@@ -217,13 +217,14 @@ def _gap_answers(points: pd.DataFrame, noise: pd.DataFrame) -> list[Answer]:
         if not rows:
             continue
         explained = sum(v == "explained" for *_, v in rows)
+        cs = ", ".join(str(c) for c, *_ in rows)
         sentence = (f"{weights_name(weights)} without CUDA graphs: "
-                    + ", ".join(f"{_ms_signed(gap)} ms per step at C = {c}"
-                                for c, gap, _, _ in rows)
-                    + "; the model predicts " + ", ".join(_ms_signed(p) for _, _, p, _ in rows)
+                    + ", ".join(_ms_signed(gap) for _, gap, _, _ in rows)
+                    + f" ms per step at C = {cs}; the model predicts "
+                    + ", ".join(_ms_signed(p) for _, _, p, _ in rows)
                     + f" ms ({explained} of {len(rows)} within {_pm(GAP_TOLERANCE)})")  # fmt: skip
         if ties:
-            sentence += f"; no gap beyond noise at C = {', '.join(map(str, ties))}"
+            sentence += f"; tie at C = {', '.join(map(str, ties))}"
         out.insert(0, Answer(
             6, f"host time · {weights_name(weights)}",
             UNDECIDED if any(v == "undecided" for *_, v in rows) else ANSWERED,
@@ -244,23 +245,22 @@ def _graphed_summary(answers: list[Answer], points: pd.DataFrame) -> Answer | No
     verdicts = [by_subject[f"{p['variant']} · C = {p['concurrency']}"].verdict
                 for _, p in graphed.iterrows()]  # fmt: skip
     explained = verdicts.count("explained")
-    sentence = (f"With CUDA graphs at C ≥ {STEP_MIN_C}, the model explains TPOT within "
+    sentence = (f"With CUDA graphs at C ≥ {STEP_MIN_C} the model explains TPOT within "
                 f"{_pm(TPOT_TOLERANCE)} at {explained} of {len(verdicts)} points")  # fmt: skip
-    missed = [
-        f"{p['variant']} C = {p['concurrency']} "
-        f"({_signed(p['predicted_us'] / p['tpot_us'] - 1)}: {v})"
-        for (_, p), v in zip(graphed.iterrows(), verdicts, strict=True)
-        if v != "explained"
-    ]
+    missed = [f"{p['variant']} C = {p['concurrency']}, "
+              f"{_signed(p['predicted_us'] / p['tpot_us'] - 1)}"
+              + ("" if v == "not explained" else f" ({v})")
+              for (_, p), v in zip(graphed.iterrows(), verdicts, strict=True)
+              if v != "explained"]  # fmt: skip
     if missed:
-        sentence += f"; not at {', '.join(missed)}"
+        sentence += f" (not: {'; '.join(missed)})"
     shares = [p["measured"].get("moe", 0.0) / p["measured_us"]
               for _, p in graphed.iterrows() if p["measured"] and p["measured_us"]]  # fmt: skip
     if shares:
         lo, hi = min(shares), max(shares)
         span = (f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi)
                 else f"{100 * lo:.0f}–{100 * hi:.0f} %")  # fmt: skip
-        sentence += f"; the fused MoE takes {span} of the measured step"
+        sentence += f"; the fused MoE is {span} of the measured step"
     return Answer(
         6, "step model · graphs on", UNDECIDED if "undecided" in verdicts else ANSWERED,
         verdict=f"explained at {explained} of {len(verdicts)}", basis="TPOT",
