@@ -209,7 +209,7 @@ def _graphs_answers(decode: pd.DataFrame, noise: pd.DataFrame, engines: int) -> 
                 verdict=winner, runner_up="" if s.verdict == TIE else
                 ("graphs off" if s.verdict == LOWER else "graphs on"),
                 margin=s.margin, noise=s.noise.share, noise_from=s.noise.source, basis="TPOT",
-                value=f"{s.new:.2f} / {s.old:.2f} ms", points=2, sentence=text + ".",
+                value=f"on {s.new:.2f}, off {s.old:.2f} ms", points=2, sentence=text + ".",
                 evidence=f"{on} / {off}: TPOT {_evidence([s], 'ms', 2)}"
                 + (f"; J/token {_evidence([j], 'J', 3)}" if j else ""),
             ))  # fmt: skip

@@ -114,7 +114,7 @@ def _tpot_answer(p: pd.Series, noise: Noise) -> Answer:
         6, f"{p['variant']} · C = {p['concurrency']}", UNDECIDED if judged == "undecided"
         else ANSWERED, verdict=verdict, margin=margin, noise=noise.share,
         noise_from=f"TPOT: {noise.source}", basis=f"TPOT ({graphs})",
-        value=f"{_ms(p['predicted_us'])} / {_ms(p['tpot_us'])} ms", evidence=evidence,
+        value=f"{_ms(p['predicted_us'])} vs {_ms(p['tpot_us'])} ms", evidence=evidence,
         points=1, sentence=sentence + ".",
     )  # fmt: skip
 
