@@ -115,7 +115,7 @@ def test_weights_and_tp_compared_per_c_beyond_noise():
 
 def test_no_table_no_power_and_no_pair_are_said():
     (row,) = decode_answers(None)
-    assert row.status == NOT_MEASURED and row.lead and "decode stage has not run" in row.why
+    assert row.status == NOT_MEASURED and row.lead and "no decode ran here" in row.why
     decode = pd.DataFrame([window("sg-bf16-graphs", 1, 2.0)]).assign(j_per_token=np.nan)
     subjects = by_subject(decode_answers(decode))
     assert subjects["energy per token"].status == NOT_MEASURED

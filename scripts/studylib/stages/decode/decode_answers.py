@@ -370,7 +370,7 @@ def decode_answers(decode: pd.DataFrame | None,
     the least J/token; then CUDA graphs per C, weights and TP against one GPU, each variant at
     its largest valid C."""
     if decode is None or decode.empty or "concurrency" not in decode.columns:
-        return [not_measured(5, "decode", "no decode table (the decode stage has not run)",
+        return [not_measured(5, "decode", "no decode ran here (no decode table)",
                              lead=True)]  # fmt: skip
     df = prep_decode(decode)
     noise = noise_table(df, crosscheck)

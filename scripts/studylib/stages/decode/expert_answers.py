@@ -163,7 +163,9 @@ def expert_answers(expert_m: pd.DataFrame | None,
     if not _has(expert_m, "m", "balanced_m", "concurrency"):
         engines = {text_of(e) for e in decode["engine"]} if _has(decode, "engine") else set()
         why = "no SGLang expert-distribution record"
-        if engines and "sglang" not in engines:
+        if decode is None or decode.empty:
+            why = "no decode ran here (no decode table)"
+        elif engines and "sglang" not in engines:
             why += f": decode ran through {', '.join(sorted(engines))}, which has no recorder"
         else:
             why += " (tables/expert_m.csv has no rows: recorder not run or failed)"

@@ -274,9 +274,11 @@ def step_answers(step_model: pd.DataFrame | None, decode: pd.DataFrame | None = 
     """Question 6's rows: lead rows (graphed steps explained, host time per weights), then per
     variant and C, per component and energy."""
     if step_model is None or step_model.empty or "predicted_step_us" not in step_model.columns:
-        return [not_measured(6, "step model", "no step model: it needs a one-GPU SGLang decode "
-                             "variant and the sweep's fused-MoE, attention and dense kernels",
-                             lead=True)]  # fmt: skip
+        why = ("no step model: it needs a one-GPU SGLang decode variant and the sweep's "
+               "fused-MoE, attention and dense kernels")  # fmt: skip
+        if decode is None or decode.empty:
+            why = "no decode ran here (no decode table)"
+        return [not_measured(6, "step model", why, lead=True)]
     points = step_points(step_model)
     if points.empty:
         missing = sorted({m for m in step_model.get("missing", pd.Series()).dropna() if m})
