@@ -144,7 +144,7 @@ def test_uniform_routing_is_balanced_and_a_hot_expert_is_not():
     assert row.subject == "sg-bf16-graphs · C = 512" and row.lead
     assert row.status == TIE and row.verdict == "balanced"
     assert "against the balanced 16 (the seed's)" in row.sentence
-    assert "routing: SGLang's uniform switch, random weights" in row.sentence
+    assert "(SGLang's uniform routing, random weights)" in row.sentence
     assert row.noise_from.startswith("uniform routing's busiest of 256 counts")
     assert row.margin < row.noise
     # one expert at twice its share: beyond what uniform routing gives

@@ -350,10 +350,9 @@ def _headline(df: pd.DataFrame, noise: pd.DataFrame, column: str, subject: str, 
     names = _cs(c.who for c in tied)
     sentence = (f"{better.capitalize()}: {names}{' tie' if len(tied) > 1 else ''} at {value} "
                 f"(C = {_cs(cs)})")  # fmt: skip
-    if ranking.runner_up is not None:
+    if ranking.runner_up is not None and len(tied) == 1:
         r = ranking.runner_up
-        sentence += (f"; next {r.who}, {fmt(r.row[0][column])} {unit} "
-                     f"at C = {r.row[0]['concurrency']:.0f}")  # fmt: skip
+        sentence += f"; next {r.who}, {fmt(r.row[0][column])}"
     noise_src = max((c.row[1] for c in tied), key=lambda n: n.share).source
     return Answer(5, subject, ranking.status, verdict=" = ".join(ranking.tied),
                   runner_up=ranking.runner_up.who if ranking.runner_up else "",

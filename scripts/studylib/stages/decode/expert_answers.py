@@ -74,7 +74,7 @@ def _routing(decode: pd.DataFrame | None) -> dict[str, str]:
         dummy = kind == "dummy" if kind else engine in DUMMY_ENGINES
         if not dummy:
             continue
-        out[variant] = ("SGLang's uniform switch, random weights"
+        out[variant] = ("SGLang's uniform routing, random weights"
                         if text_of(rec.get("routing")) == "uniform"
                         else "the random weights' own router")  # fmt: skip
     return out
@@ -105,7 +105,7 @@ def _per_c(variant: str, c: float, g: pd.DataFrame, routing: str, lead: bool) ->
                     f"{balanced:.3g}{seed}; the busiest's {busiest:.2f}× is within {limit} "
                     f"{1 + noise:.2f}×")  # fmt: skip
     if lead and routing:
-        sentence += f"; routing: {routing}"
+        sentence += f" ({routing})"
     share_idle = float((m == 0).mean())
     return Answer(
         4, f"{variant} · C = {c:.0f}", status, verdict=verdict,
