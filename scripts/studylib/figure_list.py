@@ -81,6 +81,7 @@ SWEEP_ANSWER_FIGURES = "studylib.stages.sweep.sweep_answer_figures"
 FASTEST, BOUND = "fastest", "bound"
 POWER_FIGURES = "studylib.stages.kernel_power.kernel_power_figures"
 DECODE_FIGURES = "studylib.stages.decode.decode_figures"
+DECODE_VIEW_FIGURES = "studylib.stages.decode.decode_view_figures"
 EXPERT_FIGURES = "studylib.stages.decode.expert_figures"
 STEP_MODEL_FIGURE = "studylib.stages.step_model.step_model_figure"
 
@@ -122,10 +123,10 @@ def _declared(backends, power_backends) -> tuple[Figure, ...]:
                f"{DECODE_FIGURES}:decode_chart", f"{CAPTIONS}/decode.rst",
                DECODE, label="decode power vs concurrency", first_screen=5),
         Figure("decode_latency", "decode", decode,
-               f"{DECODE_FIGURES}:decode_latency_chart", f"{CAPTIONS}/decode_views.rst",
+               f"{DECODE_VIEW_FIGURES}:decode_latency_chart", f"{CAPTIONS}/decode_views.rst",
                DECODE, label="decode latency"),
         Figure("decode_frontier", "decode", decode,
-               f"{DECODE_FIGURES}:decode_frontier_chart", f"{CAPTIONS}/decode_views.rst",
+               f"{DECODE_VIEW_FIGURES}:decode_frontier_chart", f"{CAPTIONS}/decode_views.rst",
                DECODE, label="decode frontier"),
         Figure("step_model", "decode", {"step_model": STEP_MODEL_TABLE},
                f"{STEP_MODEL_FIGURE}:step_chart", f"{CAPTIONS}/step_model.rst",

@@ -24,7 +24,8 @@ from .core.answer_records import ANSWERED, NOT_MEASURED, Answer, answers_frame
 from .core.finding_records import Finding, Findings, Missing, Question, describe_machine, fmt_us
 from .core.io import write_frame
 from .seed_comparison import SEED, SEED_QUESTIONS, SEED_SOURCE, seed_answers
-from .stages.decode.decode_answers import DECODE_QUESTIONS, q5_decode
+from .stages.decode.decode_answers import DECODE_QUESTIONS, decode_answers
+from .stages.decode.decode_findings import q5_decode
 from .stages.decode.decode_judgements import (
     dummy_weights_note,
     graphs_pairs,
@@ -32,9 +33,11 @@ from .stages.decode.decode_judgements import (
     tp_pairs,
     weights_name,
 )
-from .stages.decode.expert_answers import EXPERT_QUESTIONS, q4_experts
+from .stages.decode.expert_answers import EXPERT_QUESTIONS, expert_answers
+from .stages.decode.expert_findings import q4_experts
 from .stages.kernel_power.kernel_power_answers import KERNEL_POWER_QUESTIONS, kernel_power_answers
-from .stages.step_model.step_model_answers import STEP_MODEL_QUESTIONS, q6_step
+from .stages.step_model.step_model_answers import STEP_MODEL_QUESTIONS, step_answers
+from .stages.step_model.step_model_findings import q6_step
 from .stages.sweep.sweep_answers import SWEEP_QUESTIONS, pick_expert_shape, q1_answers, q1_backends
 from .stages.sweep.sweep_bounds import q2_answers, q2_bounds
 from .stages.sweep.sweep_thresholds import DECODE_M, DECODE_MAX_M, PREFILL_MIN_M
@@ -65,6 +68,9 @@ STAGE_ANSWERS: dict[Question, object] = {
     1: lambda t: q1_answers(t.sweep, t.compare),
     2: lambda t: q2_answers(t.sweep, t.peaks, t.compare),
     3: lambda t: kernel_power_answers(t.kernel_power, t.hardware),
+    4: lambda t: expert_answers(t.expert_m, t.decode),
+    5: lambda t: decode_answers(t.decode, t.decode_crosscheck),
+    6: lambda t: step_answers(t.step_model, t.decode, t.decode_crosscheck),
 }
 #: Questions whose answers cite the answers before them (the seed's rows take their numbers
 #: from questions 1–4): a function of the study's tables and the answers so far.

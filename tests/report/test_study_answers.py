@@ -28,7 +28,7 @@ from studylib.seed_comparison import (
     decode_sized,
     seed_answers,
 )
-from studylib.stages.decode.expert_answers import q4_experts
+from studylib.stages.decode.expert_findings import q4_experts
 from studylib.stages.kernel_power.kernel_power_answers import ALL_MODES, kernel_power_answers
 from studylib.study_answers import compute_answers, compute_findings
 from studylib.study_tables import StudyTables

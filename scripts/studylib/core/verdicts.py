@@ -187,3 +187,18 @@ def stretches(ranked: Iterable[tuple[Hashable, Ranking]],
         runs.append((key, ranking))
     close()
     return out
+
+
+def within_tolerance(error, tolerance, noise) -> tuple[str, float]:
+    """A prediction judged against its tolerance: ("within" | "outside" | "undecided",
+    margin). ``error`` (the prediction's relative error, any sign), ``tolerance`` and
+    ``noise`` are shares of the same measured value; the margin is how far ``|error|`` lies
+    from the tolerance. "undecided" when that margin is not beyond the noise: an error at the
+    edge of its tolerance decides nothing either way."""
+    error, tolerance = _finite(error), _finite(tolerance)
+    if math.isnan(error) or math.isnan(tolerance):
+        return "undecided", float("nan")
+    margin = abs(abs(error) - tolerance)
+    if not beyond(margin, noise):
+        return "undecided", margin
+    return ("within" if abs(error) < tolerance else "outside"), margin

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from findings_frames import HW_CPU, HW_H200, PEAKS, only, sglang_decode, synthetic_decode
 from studylib.seed_comparison import seed_comparison
-from studylib.stages.decode.decode_answers import q5_decode
-from studylib.stages.decode.expert_answers import q4_experts
+from studylib.stages.decode.decode_findings import q5_decode
+from studylib.stages.decode.expert_findings import q4_experts
 from studylib.study_tables import StudyTables
 
 

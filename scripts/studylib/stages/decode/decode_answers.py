@@ -1,365 +1,396 @@
-"""Question 5's answer from the decode table: how server settings (CUDA graphs on or off, weights,
-concurrency, tensor parallelism) change decode throughput and energy per token."""
+"""Question 5 as answers (:class:`~studylib.core.answer_records.Answer` rows): how CUDA graphs,
+weights, tensor parallelism and concurrency change decode TPOT and energy per token.
+
+Every comparison pairs two valid windows at one C (invalid windows never answer) and counts
+only beyond the noise of both (:mod:`.decode_noise`): "CUDA graphs cut TPOT by 28 % at
+C = 16" needs a 28 % gap above that noise, else the two tie there. Lead rows (the report's
+first screen): the CUDA-graphs answer per weights on one GPU, the most throughput and the
+least energy per token.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ...core.finding_records import (
-    Findings,
-    Question,
-    _has,
-    _is_cpu,
-    _message,
-    _ok,
-    _plain,
-    _rspan,
-    _span,
-    fmt_pct,
-    fmt_ratio,
-    fmt_w,
-    text_of,
-)
-from ...instruments.nvml import reason_names
+from ...core.answer_records import ANSWERED, NOT_MEASURED, TIE, Answer, not_measured
+from ...core.finding_records import Question, _ok, num_of
+from ...core.verdicts import Contender, beyond, gap, rank
 from .decode_judgements import (
-    BENIGN_REASONS,
-    GRAPH_ENGINES,
-    IN_FLIGHT_MIN,
-    LOAD_CPU_PCT,
-    UTIL_LABELS,
     by_concurrency,
-    dummy_weights_note,
     graphs_flag,
     graphs_pairs,
+    invalid_note,
     prep_decode,
-    ratio_of,
-    regime,
     tp_pairs,
     weights_name,
 )
-
-
-def _f1(x: float) -> str:
-    return f"{x:.1f}"
-
-
-def _c_list(cs: Iterable[float]) -> str:
-    return ", ".join(str(int(c)) for c in sorted(cs))
-
-
-def q5_decode(decode: pd.DataFrame | None, hardware: dict | None = None) -> Findings:
-    out = Findings()
-    if not _has(decode, "concurrency"):
-        out.miss(5, "no decode table (results/tables/decode.csv): the decode stage has not run")
-        return out
-    df = prep_decode(decode)
-    if not (df["power_source"].isin(["nvml", "rapl"]) & df["avg_w_per_gpu"].notna()).any():
-        why = "no GPU" if _is_cpu(hardware) else "no NVML or RAPL reading"
-        out.miss(5, f"no decode power ({why}: power_source none): J/token and watts not "
-                    "reported, throughput only",
-                 expected=True)  # fmt: skip
-    dummy, note = dummy_weights_note(df)
-    if dummy:
-        out.add(5, note, variants=dummy, weights="random")
-    for variant, g in df.groupby("variant", sort=True):
-        _q5_variant(out, variant, g.sort_values("concurrency"))
-    if _q5_structured(out, df) == 0:
-        _q5_compare(out, df)
-    _q5_tp(out, df)
-    return out
-
-
-def _head(variant: str, g: pd.DataFrame) -> str:
-    engine = text_of(g["engine"].iloc[0])
-    gpus = g["gpus"].dropna()
-    about = [engine] if engine and engine != variant else []
-    rg = regime(g["weights"].iloc[0], g["graphs"].iloc[0])
-    if rg:
-        about.append(rg)
-    if len(gpus):
-        about.append(f"{gpus.iloc[0]:.0f} GPU{'s' if gpus.iloc[0] != 1 else ''}")
-    return (variant or engine or "decode") + (f" ({', '.join(about)})" if about else "")
-
-
-def _q5_variant(out: Findings, variant: str, g: pd.DataFrame) -> None:
-    """Per concurrency: tok/s, TPOT, J/token (and net of idle), W per GPU and % of the limit."""
-    parts, per_c, invalid = [], {}, []
-    for _, r in g.iterrows():
-        c = int(r["concurrency"])
-        if not r["valid"]:
-            bits = []
-            if _ok(r["steady_s"]):
-                bits.append(f"steady {r['steady_s']:.1f} s")
-            for col in ("errors", "wrong_length"):
-                if _ok(r[col]) and r[col] > 0:
-                    bits.append(f"{r[col]:.0f} {col.replace('_', ' ')}")
-            if r["first_error"]:
-                bits.append(f"first error “{_message(r['first_error'])}”")
-            invalid.append(f"C = {c}" + (f" ({', '.join(bits)})" if bits else ""))
-            continue
-        bit = f"C = {c}: {r['output_tok_s']:.1f} tok/s"
-        rec = {"tok_s": float(r["output_tok_s"])}
-        if _ok(r["tpot_ms"]):
-            bit += f" at TPOT {r['tpot_ms']:.1f} ms"
-            rec["tpot_ms"] = float(r["tpot_ms"])
-        if _ok(r["j_per_token"]):
-            bit += f", {r['j_per_token']:.2f} J/token"
-            rec["j_per_token"] = float(r["j_per_token"])
-            if _ok(r["j_per_token_net"]):
-                bit += f" ({r['j_per_token_net']:.2f} net of idle)"
-                rec["j_per_token_net"] = float(r["j_per_token_net"])
-        if _ok(r["avg_w_per_gpu"]):
-            bit += f", {fmt_w(r['avg_w_per_gpu'])} per GPU"
-            rec["w_per_gpu"] = float(r["avg_w_per_gpu"])
-            if _ok(r["pct_limit"]):
-                bit += f" ({fmt_pct(r['pct_limit'])} of the limit)"
-                rec["pct_limit"] = float(r["pct_limit"])
-        parts.append(bit)
-        per_c[c] = rec
-    text = f"{_head(variant, g)}: " + ("; ".join(parts) if parts else "no valid concurrency level")
-    if invalid:
-        text += f". Invalid (not reported as results): {', '.join(invalid)}"
-    more, latency = _q5_latency(g)
-    if more:
-        text += f". {more}"
-    out.add(5, text + ".", variant=variant, engine=text_of(g["engine"].iloc[0]),
-            weights=text_of(g["weights"].iloc[0]), cuda_graphs=graphs_flag(g["graphs"].iloc[0]),
-            per_concurrency=per_c, invalid=len(invalid), latency=latency)  # fmt: skip
-
-
-def _q5_latency(g: pd.DataFrame) -> tuple[str, dict[str, Any]]:
-    """A variant's second sentence, over its valid concurrencies: TPOT against the step's HBM
-    floor, ITL p50 / p99, TTFT, SM clock, clocks-event reasons and utilisation, idle W, and how
-    well C was held; with its numbers."""
-    v = g[g["valid"]]
-    if v.empty:
-        return "", {}
-    cs = v["concurrency"]
-    bits: list[str] = []
-    numbers: dict[str, Any] = {}
-    over = v[v["tpot_over_floor"].notna() & v["hbm_floor_ms"].notna()]
-    if v["tpot_ms"].notna().any():
-        bit = f"TPOT {_rspan(v['tpot_ms'], _f1, ' ms')}"
-        if len(over):
-            best = over.loc[over["tpot_over_floor"].idxmin()]
-            bit += (f", {_rspan(over['tpot_over_floor'], fmt_ratio)} the step's HBM floor "
-                    f"({_rspan(over['hbm_floor_ms'], _f1, ' ms')}: the bytes a step reads over "
-                    f"the measured copy bandwidth), nearest at C = {best['concurrency']:.0f} "
-                    f"({fmt_ratio(best['tpot_over_floor'])})")  # fmt: skip
-            numbers["tpot_over_floor"] = {int(c): float(x) for c, x in
-                                          zip(over["concurrency"], over["tpot_over_floor"],
-                                              strict=True)}  # fmt: skip
-            numbers["hbm_floor_ms"] = {int(c): float(x) for c, x in
-                                       zip(over["concurrency"], over["hbm_floor_ms"],
-                                           strict=True)}  # fmt: skip
-        else:
-            bit += " (not set against an HBM floor: no step_gb or measured copy bandwidth in "
-            bit += "this table)"
-        bits.append(bit)
-    lat = []
-    for col, label in (("itl_p50_ms", "ITL p50"), ("itl_p99_ms", "ITL p99"),
-                       ("ttft_p50_ms", "TTFT p50")):  # fmt: skip
-        if v[col].notna().any():
-            lat.append(f"{label} {_rspan(v[col], _f1, ' ms')}")
-            numbers[col] = {int(c): float(x) for c, x in zip(cs, v[col], strict=True) if _ok(x)}
-    if lat:
-        bits.append(", ".join(lat).replace(", ITL p99", ", p99"))
-    if v["sm_clock_mhz"].notna().any():
-        bits.append(f"SM clock {_rspan(v['sm_clock_mhz'], _plain, ' MHz')}")
-        numbers.update(clock_min=float(v["sm_clock_mhz"].min()),
-                       clock_max=float(v["sm_clock_mhz"].max()))  # fmt: skip
-    if v["power_source"].isin(["nvml"]).any():
-        reasons: dict[str, list[int]] = {}
-        for c, cell in zip(cs, v["throttle_reasons"], strict=True):
-            for name in reason_names(cell):
-                if name not in BENIGN_REASONS:
-                    reasons.setdefault(name, []).append(int(c))
-        if reasons:
-            bits.append("clocks-event reasons " + ", ".join(
-                f"{n} (C = {_c_list(c)})" for n, c in sorted(reasons.items())))  # fmt: skip
-        else:
-            bits.append("no power, thermal or other clocks-event limit at any C")
-        numbers["reasons"] = {n: sorted(c) for n, c in reasons.items()}
-    utils = [(col, label) for col, label in UTIL_LABELS if v[col].notna().any()]
-    if utils:
-        bits.append("utilisation " + ", ".join(
-            f"{label} {_rspan(v[col], _plain, ' %')}" for col, label in utils))  # fmt: skip
-        numbers.update({f"{col}_max": float(v[col].max()) for col, _ in utils})
-    if v["idle_w_per_gpu"].notna().any():
-        bits.append(f"idle {_rspan(v['idle_w_per_gpu'], _plain, ' W')} per GPU before the "
-                    "server started")  # fmt: skip
-        numbers["idle_w_per_gpu"] = float(v["idle_w_per_gpu"].median())
-    share = v[v["decoding_share"].notna() & v["tok_s_over_c_tpot"].notna()]
-    if len(share):
-        decoding = _rspan(share["decoding_share"], fmt_ratio)
-        bits.append(f"tok/s {_rspan(share['tok_s_over_c_tpot'], fmt_ratio)} C / TPOT, the "
-                    f"streams past their first token for {decoding} of the window (the rest: "
-                    "replacement requests waiting for their prefill)")  # fmt: skip
-        numbers["tok_s_over_c_tpot"] = {int(c): float(x) for c, x in
-                                        zip(share["concurrency"], share["tok_s_over_c_tpot"],
-                                            strict=True)}  # fmt: skip
-        numbers["decoding_share"] = {int(c): float(x) for c, x in
-                                     zip(share["concurrency"], share["decoding_share"],
-                                         strict=True)}  # fmt: skip
-    held = v[v["tok_s_over_c_tpot"] < IN_FLIGHT_MIN]
-    busy = v[v["load_cpu_pct"] >= LOAD_CPU_PCT]
-    if len(held):
-        bits.append(f"at C = {_c_list(held['concurrency'])} tok/s is only "
-                    f"{_rspan(held['tok_s_over_c_tpot'], fmt_ratio)} C / TPOT (C not kept in "
-                    "flight)")  # fmt: skip
-    if len(busy):
-        bits.append(f"the load generator used {_rspan(busy['load_cpu_pct'], _plain, ' %')} of "
-                    f"a CPU core at C = {_c_list(busy['concurrency'])} (it may limit the "
-                    "load)")  # fmt: skip
-    if not bits:
-        return "", {}
-    where = f"C = {_c_list(cs)}"
-    return f"Over {where}: " + "; ".join(bits), numbers
-
-
-def _q5_tp(out: Findings, df: pd.DataFrame) -> None:
-    """One GPU against tensor parallelism, per engine, weights and graphs setting."""
-    pairs = tp_pairs(df)
-    keys = ["engine", "weights", "cuda_graphs", "variant_n"]
-    for (engine, weights, graphs, variant), g in pairs.groupby(keys, sort=True, dropna=False):
-        n, one = int(g["gpus_n"].iloc[0]), g["variant_1"].iloc[0]
-        bits, per_c = [], {}
-        for _, p in g.iterrows():
-            c = int(p["concurrency"])
-            rec = {k: float(p[k]) for k in ("tok_ratio", "tpot_ratio", "j_ratio", "w_1", "w_n",
-                                             "w_n_min", "w_n_max") if _ok(p[k])}  # fmt: skip
-            per_c[c] = rec
-            bit = [f"tok/s {fmt_ratio(rec['tok_ratio'])}"] if "tok_ratio" in rec else []
-            if "tpot_ratio" in rec:
-                bit.append(f"TPOT {fmt_ratio(rec['tpot_ratio'])}")
-            if "w_n" in rec and "w_1" in rec:
-                w = f"{fmt_w(rec['w_n'])} per GPU against {fmt_w(rec['w_1'])}"
-                if "w_n_min" in rec and "w_n_max" in rec:
-                    w += f" (GPUs {_span(rec['w_n_min'], rec['w_n_max'], _plain, ' W')})"
-                bit.append(w)
-            if "j_ratio" in rec:
-                bit.append(f"J/token {fmt_ratio(rec['j_ratio'])}")
-            if p["reasons_n"] or p["reasons_1"]:
-                bit.append(f"limits {p['reasons_n'] or 'none'} against {p['reasons_1'] or 'none'}")
-            bits.append(f"C = {c}: " + ", ".join(bit))
-        text = (f"{n} GPUs against one, {regime(weights, graphs_flag(graphs)) or engine} "
-                f"({variant} / {one}, {n} GPUs ÷ 1): " + "; ".join(bits))  # fmt: skip
-        out.add(5, text + ".", engine=engine, weights=weights, cuda_graphs=graphs_flag(graphs),
-                variant_1=one, variant_n=variant, gpus=n, per_concurrency=per_c)  # fmt: skip
-
-
-def _q5_structured(out: Findings, df: pd.DataFrame) -> int:
-    """CUDA graphs on against off per weights, and weights against weights per graphs
-    setting. Returns the number of comparisons made (0: fall back to variant against
-    variant)."""
-    graph_engines = sorted(set(df["engine"]) & set(GRAPH_ENGINES))
-    if not graph_engines:
-        return 0
-    if df["graphs"].isna().all() or not (df["weights"] != "").any():
-        return 0  # an older table without cuda_graphs and weights: variant against variant
-    made = 0
-    pairs = graphs_pairs(df.assign(cuda_graphs=df["graphs"]))
-    for (engine, weights, gpus), g in pairs.groupby(["engine", "weights", "gpus"], sort=True):
-        per_c: dict[int, dict[str, float]] = {}
-        bits = []
-        for _, p in g.iterrows():
-            c = int(p["concurrency"])
-            rec = {k: float(p[k]) for k in ("tpot_ratio", "w_ratio", "j_ratio", "j_net_ratio",
-                                             "tok_ratio") if _ok(p[k])}  # fmt: skip
-            per_c[c] = rec
-            bit = [f"TPOT {fmt_ratio(rec['tpot_ratio'])}"] if "tpot_ratio" in rec else []
-            if "w_ratio" in rec:
-                bit.append(f"W per GPU {fmt_ratio(rec['w_ratio'])}")
-            if "j_ratio" in rec:
-                j = f"J/token {fmt_ratio(rec['j_ratio'])}"
-                if "j_net_ratio" in rec:
-                    j += f" (net of idle {fmt_ratio(rec['j_net_ratio'])})"
-                bit.append(j)
-            bit.append(f"tok/s {fmt_ratio(rec['tok_ratio'])}" if "tok_ratio" in rec else "")
-            bits.append(f"C = {c}: " + ", ".join(b for b in bit if b))
-        on, off = g["variant_on"].iloc[0], g["variant_off"].iloc[0]
-        where = f" on {gpus} GPUs" if gpus > 1 else ""
-        text = (f"CUDA graphs on against off, {weights_name(weights)} weights{where} ({engine}: "
-                f"{on} / {off}, on ÷ off): " + "; ".join(bits))  # fmt: skip
-        tp = g["tpot_ratio"].dropna()
-        if len(tp):
-            best = g.loc[tp.idxmin()]
-            text += (f". Graphs cut TPOT most at C = {best['concurrency']:.0f} "
-                     f"({fmt_ratio(best['tpot_ratio'])})" if best["tpot_ratio"] < 1 else
-                     ". Graphs do not shorten TPOT at any shared C")  # fmt: skip
-        out.add(5, text + ".", engine=engine, weights=weights, gpus=int(gpus), variant_on=on,
-                variant_off=off, per_concurrency=per_c)  # fmt: skip
-        made += 1
-    if not made:
-        out.miss(5, "CUDA graphs on/off not compared: no weights ran with both a graphs-on and "
-                    "a graphs-off valid variant at a shared concurrency")  # fmt: skip
-    valid = df[df["valid"] & df["output_tok_s"].notna() & (df["weights"] != "")]
-    valid = valid.assign(gpus=valid["gpus"].fillna(1))
-    by = ["engine", "graphs", "gpus"]
-    for (engine, graphs, _gpus), g in valid.groupby(by, sort=True, dropna=False):
-        weights = sorted(set(g["weights"]))
-        if len(weights) < 2:
-            continue
-        base = "bf16" if "bf16" in weights else weights[0]
-        a_var = sorted(set(g.loc[g["weights"] == base, "variant"]))[0]
-        a = by_concurrency(g[g["variant"] == a_var])
-        for other in [w for w in weights if w != base]:
-            b_var = sorted(set(g.loc[g["weights"] == other, "variant"]))[0]
-            b = by_concurrency(g[g["variant"] == b_var])
-            shared = sorted(set(a.index) & set(b.index))
-            if not shared:
-                continue
-            tok = {int(c): ratio_of(b.loc[c, "output_tok_s"], a.loc[c, "output_tok_s"])
-                   for c in shared}  # fmt: skip
-            text = (f"{weights_name(other)} against {weights_name(base)} weights "
-                    f"({regime('', graphs_flag(graphs)) or engine}; {b_var} / {a_var}): "
-                    f"{_span(min(tok.values()), max(tok.values()), fmt_ratio)} the tok/s over "
-                    f"C = {_c_list(shared)}")  # fmt: skip
-            numbers: dict[str, Any] = {"base": a_var, "other": b_var, "tok_ratio": tok}
-            for col, label, key in (("tpot_ms", "the TPOT", "tpot_ratio"),
-                                    ("j_per_token", "the J/token", "j_ratio")):  # fmt: skip
-                r = {int(c): ratio_of(b.loc[c, col], a.loc[c, col]) for c in shared}
-                r = {c: x for c, x in r.items() if _ok(x)}
-                if r:
-                    text += f", {_span(min(r.values()), max(r.values()), fmt_ratio)} {label}"
-                    numbers[key] = r
-            out.add(5, text + ".", **numbers)
-            made += 1
-    return made
-
-
-def _q5_compare(out: Findings, df: pd.DataFrame) -> None:
-    """Variants side by side at each concurrency they share (valid rows only)."""
-    valid = df[df["valid"] & df["output_tok_s"].notna()]
-    variants = sorted(valid["variant"].unique())
-    if len(variants) < 2:
-        return
-    base = variants[0]
-    for other in variants[1:]:
-        a = valid[valid["variant"] == base].set_index("concurrency")
-        b = valid[valid["variant"] == other].set_index("concurrency")
-        shared = sorted(set(a.index) & set(b.index))
-        if not shared:
-            continue
-        tok = {int(c): float(b.loc[c, "output_tok_s"] / a.loc[c, "output_tok_s"])
-               for c in shared}  # fmt: skip
-        text = (
-            f"{other} vs {base}: {_span(min(tok.values()), max(tok.values()), fmt_ratio)} "
-            f"the throughput over C = {', '.join(str(int(c)) for c in shared)}"
-        )
-        numbers: dict[str, Any] = {"base": base, "other": other, "tok_ratio": tok}
-        both = [c for c in shared if _ok(a.loc[c, "j_per_token"]) and _ok(b.loc[c, "j_per_token"])]
-        if both:
-            j = {int(c): float(b.loc[c, "j_per_token"] / a.loc[c, "j_per_token"]) for c in both}
-            text += f" at {_span(min(j.values()), max(j.values()), fmt_ratio)} the J/token"
-            numbers["j_ratio"] = j
-        out.add(5, text + ".", **numbers)
-
+from .decode_noise import Noise, largest, noise_of, noise_table, pct
 
 #: The question this module answers, with its title.
 DECODE_QUESTIONS: dict[Question, str] = {
     5: "How do server settings and concurrency change decode throughput and energy per token?",
 }
+
+LOWER, HIGHER = "lower", "higher"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One measure of two windows at one C: ``new`` (graphs on, FP8, TP) over ``old``."""
+
+    c: int
+    new: float
+    old: float
+    noise: Noise
+
+    @property
+    def ratio(self) -> float:
+        return self.new / self.old if self.old > 0 else float("nan")
+
+    @property
+    def margin(self) -> float:
+        """How far apart, as a share of the smaller."""
+        return gap(max(self.new, self.old), min(self.new, self.old))
+
+    @property
+    def verdict(self) -> str:
+        if not beyond(self.margin, self.noise.share):
+            return TIE
+        return LOWER if self.new < self.old else HIGHER
+
+    @property
+    def by(self) -> str:
+        """ "87 %" (a cut) or "12 %" / "3.2×" (a rise)."""
+        if self.verdict == LOWER:
+            return f"{100 * (1 - self.ratio):.0f} %"
+        return f"{self.ratio:.1f}×" if self.ratio >= 2 else f"{100 * (self.ratio - 1):.0f} %"
+
+
+def changes(pairs: pd.DataFrame, new: str, old: str, noise: pd.DataFrame, new_variant: str,
+            old_variant: str, kind: str) -> list[Change]:  # fmt: skip
+    """Per C of ``pairs`` where both values are known: the change of ``new`` over ``old``."""
+    out = []
+    for _, p in pairs.sort_values("concurrency").iterrows():
+        a, b = num_of(p[new]), num_of(p[old])
+        if not (_ok(a) and _ok(b) and a > 0 and b > 0):
+            continue
+        c = int(p["concurrency"])
+        n = largest(noise_of(noise, p[new_variant], c, kind),
+                    noise_of(noise, p[old_variant], c, kind))  # fmt: skip
+        out.append(Change(c, a, b, n))
+    return out
+
+
+def _cs(cs: Iterable[int]) -> str:
+    cs = list(cs)
+    return ", ".join(map(str, cs[:-1])) + f" and {cs[-1]}" if len(cs) > 1 else str(cs[0])
+
+
+def _runs(steps: list[Change]) -> list[list[Change]]:
+    """Consecutive C (in the order measured) with the same verdict, as runs."""
+    runs: list[list[Change]] = []
+    for s in steps:
+        if runs and runs[-1][-1].verdict == s.verdict:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    # Up to three are clearer one by one ("87 % at C = 1 and 11 % at C = 16").
+    return [part for r in runs for part in ([r] if len(r) > 3 else [[s] for s in r])]
+
+
+def _run_by(run: list[Change]) -> str:
+    """How much a run of C changes the measure: "84 %", "27–84 %", "1.5–3.2×"."""
+    if len(run) == 1:
+        return run[0].by
+    ratios = [s.ratio for s in run]
+    if run[0].verdict == LOWER:
+        lo, hi = 100 * (1 - max(ratios)), 100 * (1 - min(ratios))
+    elif max(ratios) >= 2:
+        return f"{min(ratios):.1f}–{max(ratios):.1f}×"
+    else:
+        lo, hi = 100 * (min(ratios) - 1), 100 * (max(ratios) - 1)
+    return f"{lo:.0f} %" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f} %"
+
+
+def _run_cs(run: list[Change]) -> str:
+    return f"C = {run[0].c}" if len(run) == 1 else f"C = {run[0].c}–{run[-1].c}"
+
+
+def per_c_text(steps: list[Change], measure: str = "") -> str:
+    """ "cut TPOT by 11–87 % at C = 1–16; tie at C = 64–256" (consecutive C with the same
+    verdict merged; without ``measure``: "cut by ...", for a second measure after its name)."""
+    runs = _runs(steps)
+    parts = []
+    for verdict, verb in ((LOWER, "cut"), (HIGHER, "raise")):
+        hit = [f"{_run_by(r)} at {_run_cs(r)}" for r in runs if r[0].verdict == verdict]
+        if hit:
+            parts.append(f"{verb} {measure} by ".replace("  ", " ")
+                         + (", ".join(hit[:-1]) + " and " + hit[-1] if len(hit) > 1
+                            else hit[0]))  # fmt: skip
+    ties = [_run_cs(r).removeprefix("C = ") for r in runs if r[0].verdict == TIE]
+    if ties:
+        tie = "tie" if parts or not measure else f"tie on {measure}"
+        parts.append(f"{tie} at C = {', '.join(ties)}")
+    return "; ".join(parts)
+
+
+def with_energy(sentence: str, energy: list[Change]) -> str:
+    """A comparison's TPOT sentence with its J/token clause (where J/token was measured)."""
+    return sentence + (f". J/token: {per_c_text(energy)}" if energy else "") + "."
+
+
+def _evidence(steps: list[Change], unit: str, digits: int) -> str:
+    return "; ".join(f"C = {s.c}: {s.new:.{digits}f} against {s.old:.{digits}f} {unit} "
+                     f"({s.ratio:.2f}×, noise {pct(s.noise.share)}: {s.noise.source})"
+                     for s in steps)  # fmt: skip
+
+
+def _decided(steps: list[Change]) -> Change | None:
+    """The widest change beyond its noise (the margin a summary row reports), else None."""
+    hit = [s for s in steps if s.verdict != TIE]
+    return max(hit, key=lambda s: s.margin) if hit else None
+
+
+def _summary(question_subject: str, sentence: str, steps: list[Change], energy: list[Change],
+             verdict: str, runner_up: str, lead: bool, basis: str = "TPOT") -> Answer:  # fmt: skip
+    """A comparison over its shared C as one row, by ``basis`` (``steps``): answered when
+    some C differs beyond noise (the widest such margin), else a tie (the widest margin
+    against its noise)."""
+    best = _decided(steps)
+    shown = best or max(steps, key=lambda s: s.margin)
+    unit, digits = ("ms", 2) if basis == "TPOT" else ("J", 3)
+    return Answer(
+        5, question_subject, ANSWERED if best else TIE,
+        verdict=verdict if best else f"{verdict} = {runner_up}",
+        runner_up=runner_up if best else "", margin=shown.margin, noise=shown.noise.share,
+        noise_from=shown.noise.source, basis=basis, value=f"{basis} {shown.ratio:.2f}× at "
+        f"C = {shown.c}", evidence=f"{basis} " + _evidence(steps, unit, digits)
+        + ("; J/token " + _evidence(energy, "J", 3) if energy else ""),
+        points=len(steps), sentence=sentence, lead=lead,
+    )  # fmt: skip
+
+
+def _graphs_answers(decode: pd.DataFrame, noise: pd.DataFrame, engines: int) -> list[Answer]:
+    """CUDA graphs on against off, per engine, weights and GPU count: a row per C both ran
+    validly, and one summary row (a lead row for one GPU)."""
+    out: list[Answer] = []
+    pairs = graphs_pairs(decode)
+    for (engine, weights, gpus), g in pairs.groupby(["engine", "weights", "gpus"], sort=True):
+        on, off = g["variant_on"].iloc[0], g["variant_off"].iloc[0]
+        tpot = changes(g, "tpot_on_ms", "tpot_off_ms", noise, "variant_on", "variant_off", "tpot")
+        energy = changes(g, "j_on", "j_off", noise, "variant_on", "variant_off", "j")
+        if not tpot:
+            continue
+        where = f"{weights_name(weights)}" + (f" · {gpus} GPUs" if gpus > 1 else "")
+        if engines > 1:
+            where = f"{engine} · {where}"
+        j_by_c = {s.c: s for s in energy}
+        for s in tpot:
+            j = j_by_c.get(s.c)
+            if s.verdict == TIE:
+                text = (f"At C = {s.c}, graphs on and off tie on TPOT ({s.new:.2f} against "
+                        f"{s.old:.2f} ms)")  # fmt: skip
+            else:
+                verb = "cut" if s.verdict == LOWER else "raise"
+                text = (f"At C = {s.c}, CUDA graphs {verb} TPOT by {s.by} ({s.old:.2f} → "
+                        f"{s.new:.2f} ms)")  # fmt: skip
+            if j is not None:
+                text += (
+                    "; J/token ties"
+                    if j.verdict == TIE
+                    else f"; J/token {'falls' if j.verdict == LOWER else 'rises'} by {j.by}"
+                )
+            winner = {LOWER: "graphs on", HIGHER: "graphs off"}.get(s.verdict, "graphs on = off")
+            out.append(Answer(
+                5, f"CUDA graphs · {where} · C = {s.c}", ANSWERED if s.verdict != TIE else TIE,
+                verdict=winner, runner_up="" if s.verdict == TIE else
+                ("graphs off" if s.verdict == LOWER else "graphs on"),
+                margin=s.margin, noise=s.noise.share, noise_from=s.noise.source, basis="TPOT",
+                value=f"on {s.new:.2f}, off {s.old:.2f} ms", points=2, sentence=text + ".",
+                evidence=f"{on} / {off}: TPOT {_evidence([s], 'ms', 2)}"
+                + (f"; J/token {_evidence([j], 'J', 3)}" if j else ""),
+            ))  # fmt: skip
+        out.append(_summary(f"CUDA graphs · {where}",
+                            f"CUDA graphs ({where}) {per_c_text(tpot, 'TPOT')}.", tpot, energy,
+                            "graphs on", "graphs off", lead=gpus == 1))  # fmt: skip
+        if energy:
+            out.append(_summary(f"CUDA graphs · {where} · J/token",
+                                f"CUDA graphs ({where}) {per_c_text(energy, 'J/token')}.",
+                                energy, [], "graphs on", "graphs off", lead=False,
+                                basis="J/token"))  # fmt: skip
+    return out
+
+
+def _weights_answers(df: pd.DataFrame, noise: pd.DataFrame, engines: int) -> list[Answer]:
+    """Each weight type against BF16 (or the first), per engine, graphs setting and GPUs."""
+    out = []
+    valid = df[df["valid"] & df["output_tok_s"].notna() & (df["weights"] != "")]
+    valid = valid.assign(gpus=valid["gpus"].fillna(1))
+    for (engine, graphs, gpus), g in valid.groupby(["engine", "graphs", "gpus"], sort=True,
+                                                   dropna=False):  # fmt: skip
+        weights = sorted(set(g["weights"]))
+        if len(weights) < 2:
+            continue
+        base = "bf16" if "bf16" in weights else weights[0]
+        old_v = sorted(set(g.loc[g["weights"] == base, "variant"]))[0]
+        old = by_concurrency(g[g["variant"] == old_v])
+        for other in (w for w in weights if w != base):
+            new_v = sorted(set(g.loc[g["weights"] == other, "variant"]))[0]
+            new = by_concurrency(g[g["variant"] == new_v])
+            shared = sorted(set(old.index) & set(new.index))
+            pairs = pd.DataFrame({
+                "concurrency": shared, "new_v": new_v, "old_v": old_v,
+                "tpot_new": [new.loc[c, "tpot_ms"] for c in shared],
+                "tpot_old": [old.loc[c, "tpot_ms"] for c in shared],
+                "j_new": [new.loc[c, "j_per_token"] for c in shared],
+                "j_old": [old.loc[c, "j_per_token"] for c in shared]})  # fmt: skip
+            tpot = changes(pairs, "tpot_new", "tpot_old", noise, "new_v", "old_v", "tpot")
+            energy = changes(pairs, "j_new", "j_old", noise, "new_v", "old_v", "j")
+            if not tpot:
+                continue
+            flag = graphs_flag(graphs)
+            where = "" if flag is None else f", graphs {'on' if flag else 'off'}"
+            where += f", {gpus:.0f} GPUs" if gpus > 1 else ""
+            where = (f"{engine}" if engines > 1 else "") + where
+            name, base_name = weights_name(other), weights_name(base)
+            sentence = with_energy(f"{name} against {base_name} weights "
+                                   f"({where.lstrip(', ')}): {per_c_text(tpot, 'TPOT')}",
+                                   energy)  # fmt: skip
+            subject = f"{name} against {base_name} ·{where.lstrip(',')}".rstrip(" ·")
+            out.append(_summary(subject, sentence, tpot, energy, name, base_name,
+                                lead=False))  # fmt: skip
+    return out
+
+
+def _tp_answers(decode: pd.DataFrame, noise: pd.DataFrame) -> list[Answer]:
+    """Tensor parallelism against one GPU, per engine, weights and graphs setting."""
+    out = []
+    pairs = tp_pairs(decode)
+    keys = ["engine", "weights", "cuda_graphs", "variant_n"]
+    for (_engine, weights, graphs, variant), g in pairs.groupby(keys, sort=True, dropna=False):
+        n = int(g["gpus_n"].iloc[0])
+        tpot = changes(g, "tpot_n_ms", "tpot_1_ms", noise, "variant_n", "variant_1", "tpot")
+        energy = changes(g, "j_n", "j_1", noise, "variant_n", "variant_1", "j")
+        if not tpot:
+            continue
+        flag = graphs_flag(graphs)
+        where = weights_name(weights) + ("" if flag is None else
+                                         f", graphs {'on' if flag else 'off'}")  # fmt: skip
+        sentence = with_energy(f"{n} GPUs (TP) against one ({where}): "
+                               f"{per_c_text(tpot, 'TPOT')}", energy)  # fmt: skip
+        out.append(_summary(f"TP{n} against 1 GPU · {variant}", sentence, tpot, energy,
+                            f"{n} GPUs", "1 GPU", lead=False))  # fmt: skip
+    return out
+
+
+def _largest_valid(g: pd.DataFrame) -> pd.Series | None:
+    valid = g[g["valid"] & g["output_tok_s"].notna()]
+    return None if valid.empty else valid.sort_values("concurrency").iloc[-1]
+
+
+def _variant_answers(df: pd.DataFrame) -> list[Answer]:
+    """Per variant: throughput, TPOT, J/token and watts at its largest valid C; its invalid
+    windows by C with their first cause (never a result)."""
+    out = []
+    for variant, g in df.groupby("variant", sort=True):
+        g = g.sort_values("concurrency")
+        bad = [(int(r["concurrency"]), invalid_note(r).removeprefix("invalid: ").split("; ")[0])
+               for _, r in g.iterrows() if not r["valid"]]  # fmt: skip
+        why = "; ".join(f"invalid at C = {c}: {cause}" for c, cause in bad)
+        top = _largest_valid(g)
+        if top is None:
+            out.append(Answer(5, variant, NOT_MEASURED, why=why or "no valid window",
+                              sentence=f"No valid window: {why or 'none measured'}."))  # fmt: skip
+            continue
+        c = int(top["concurrency"])
+        bits = [f"{top['output_tok_s']:,.0f} tok/s"]
+        if _ok(top["tpot_ms"]):
+            bits.append(f"TPOT {top['tpot_ms']:.2f} ms")
+        if _ok(top["j_per_token"]):
+            bits.append(f"{top['j_per_token']:.3g} J/token")
+        if _ok(top["avg_w_per_gpu"]):
+            w = f"{top['avg_w_per_gpu']:.0f} W per GPU"
+            bits.append(w + (f" ({top['pct_limit']:.0f} % of the limit)"
+                             if _ok(top["pct_limit"]) else ""))  # fmt: skip
+        sentence = f"{variant} at C = {c} (its largest valid C): " + ", ".join(bits) + "."
+        if bad:
+            sentence += f" {'; '.join(f'Invalid at C = {c}: {cause}' for c, cause in bad)}."
+        out.append(Answer(5, variant, ANSWERED, basis="tok/s", value=bits[0], sentence=sentence,
+                          why=why, points=int(g["valid"].sum()),
+                          evidence="; ".join(f"C = {r['concurrency']:.0f}: "
+                                             f"{r['output_tok_s']:,.0f} tok/s"
+                                             for _, r in g[g["valid"]].iterrows())))  # fmt: skip
+    return out
+
+
+def _headline(df: pd.DataFrame, noise: pd.DataFrame, column: str, subject: str, unit: str,
+              better: str, invert: bool) -> Answer | None:  # fmt: skip
+    """The variant with the most throughput (``invert``: higher is better) or the least
+    J/token, each at its largest valid C, against the next beyond the noise."""
+    contenders = []
+    for variant, g in df.groupby("variant", sort=True):
+        top = _largest_valid(g)
+        if top is None or not _ok(top[column]) or top[column] <= 0:
+            continue
+        n = noise_of(noise, variant, top["concurrency"], "j" if column == "j_per_token" else "tpot")
+        value = 1 / top[column] if invert else top[column]
+        contenders.append(Contender(variant, value, n.share, (top, n)))
+    ranking = rank(contenders)
+    if ranking is None:
+        return None
+    tied = [c for c in ranking.order if c.who in ranking.tied]
+    fmt = (lambda x: f"{x:,.0f}") if invert else (lambda x: f"{x:.3g}")
+    values = [c.row[0][column] for c in tied]
+    lo, hi = min(values), max(values)
+    value = f"{fmt(lo)}–{fmt(hi)} {unit}" if fmt(lo) != fmt(hi) else f"{fmt(lo)} {unit}"
+    cs = sorted({int(c.row[0]["concurrency"]) for c in tied})
+    names = _cs(c.who for c in tied)
+    sentence = (f"{better.capitalize()}: {names}{' tie' if len(tied) > 1 else ''} at {value} "
+                f"(C = {_cs(cs)})")  # fmt: skip
+    if ranking.runner_up is not None and len(tied) == 1:
+        r = ranking.runner_up
+        sentence += f"; next {r.who}, {fmt(r.row[0][column])}"
+    noise_src = max((c.row[1] for c in tied), key=lambda n: n.share).source
+    return Answer(5, subject, ranking.status, verdict=" = ".join(ranking.tied),
+                  runner_up=ranking.runner_up.who if ranking.runner_up else "",
+                  margin=ranking.margin, noise=ranking.noise, noise_from=noise_src,
+                  basis=f"{unit} at each variant's largest valid C", value=value,
+                  evidence="; ".join(f"{c.who}: {fmt(c.row[0][column])} {unit} at C = "
+                                     f"{c.row[0]['concurrency']:.0f}" for c in ranking.order),
+                  points=len(ranking.order), sentence=sentence + ".", lead=True)  # fmt: skip
+
+
+def decode_answers(decode: pd.DataFrame | None,
+                   crosscheck: pd.DataFrame | None = None) -> list[Answer]:  # fmt: skip
+    """Question 5's rows, lead rows first: the CUDA-graphs summaries, the most throughput and
+    the least J/token; then CUDA graphs per C, weights and TP against one GPU, each variant at
+    its largest valid C."""
+    if decode is None or decode.empty or "concurrency" not in decode.columns:
+        return [not_measured(5, "decode", "no decode ran here (no decode table)",
+                             lead=True)]  # fmt: skip
+    df = prep_decode(decode)
+    noise = noise_table(df, crosscheck)
+    engines = df["engine"].nunique()
+    graphs = _graphs_answers(decode, noise, engines)
+    heads = [_headline(df, noise, "output_tok_s", "most throughput", "tok/s",
+                       "most throughput", invert=True)]  # fmt: skip
+    powered = df["j_per_token"].notna().any()
+    if powered:
+        heads.append(_headline(df, noise, "j_per_token", "least energy per token", "J/token",
+                               "least energy per token", invert=False))  # fmt: skip
+    variants = _variant_answers(df)
+    if len(variants) == 1:  # one variant: its own row leads, no contest to headline
+        variants, heads = [replace(variants[0], lead=True)], []
+    out = [a for a in graphs if a.lead] + [h for h in heads if h is not None]
+    if not powered:
+        out.append(not_measured(5, "energy per token", "no power was measured here "
+                                "(power_source none): J/token and watts not reported"))  # fmt: skip
+    if not graphs and df["graphs"].notna().any():
+        out.insert(0, not_measured(5, "CUDA graphs", "no weights ran validly with CUDA graphs "
+                                   "both on and off at a shared C", lead=True))  # fmt: skip
+    out += [a for a in graphs if not a.lead]
+    out += _weights_answers(df, noise, engines) + _tp_answers(decode, noise)
+    return out + variants

@@ -1,5 +1,6 @@
-"""The decode report section: the decode table, the CUDA-graphs and tensor-parallel pairs
-derived from it, the recorder table and the section's figures."""
+"""The decode report sections (questions 4, 5 and 6): the decode table, the CUDA-graphs and
+tensor-parallel pairs derived from it, the cross-check, the recorder table and the figures of
+each question. The answers themselves come from answers.csv (the report reads them)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ from .decode_tables import (
     TP_PAIRS_SHOWN,
 )
 
-#: Figures of the decode section, in order (figure_list.py); the expert figure (question 4,
-#: section "experts") sits in the decode section's own subsection.
+#: Figures of the decode section, in order (figure_list.py): question 5's, then the step
+#: model's (question 6, shown in its own part); the expert figure (question 4, section
+#: "experts") in question 4's.
 DECODE_FIGURES = in_section("decode")
+STEP_FIGURES = ("step_model",)
 
 
 #: Decode table columns shown only when the table has them (older tables lack them).
@@ -135,10 +138,12 @@ def decode_section(
         ),
         "recorder_given": recorder_csv is not None,
         "crosscheck": _table(check, CROSSCHECK_SHOWN) if len(check) else None,
+        # Question 5's figures, and question 6's (the step model) in its own section.
         "charts": sorted(
-            (c for c in charts if c["kind"] == "decode"),
+            (c for c in charts if c["kind"] == "decode" and c["name"] not in STEP_FIGURES),
             key=lambda c: DECODE_FIGURES.index(c["name"]),
         ),
+        "step_charts": [c for c in charts if c["kind"] == "decode" and c["name"] in STEP_FIGURES],
         "expert_charts": [c for c in charts if c["kind"] == "experts"],
         "downloads": downloads,
     }

@@ -1,168 +1,188 @@
-"""Question 4 from the per-expert M table: how decode spreads tokens over the experts."""
+"""Question 4 as answers: how decode spreads tokens over the experts, per variant and
+concurrency C, against the balanced M (C × top_k / experts; the seed's 16 at C = 512).
+
+SGLang's recorder counts the tokens each expert of each layer received over a window. Even
+perfectly uniform routing leaves the busiest of the layers × experts counts above the mean by
+chance, less the more tokens were counted: that chance is the noise a verdict of imbalance
+must beat (:func:`uniform_spread`). Within it, the routing is balanced (a tie with the
+balanced M); beyond it, the busiest expert's M over the balanced M says how far from it.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from statistics import NormalDist
 
 import pandas as pd
 
-from ...core.finding_records import (
-    Findings,
-    Question,
-    _has,
-    _numeric,
-    _ok,
-    _rspan,
-    _share,
-    fmt_m,
-    fmt_ratio,
-    num_of,
-    text_of,
-)
+from ...core.answer_records import ANSWERED, TIE, Answer, not_measured
+from ...core.finding_records import Question, _has, _numeric, text_of
+from ...core.verdicts import NOISE_FLOOR, beyond, decision_noise
 from .decode_judgements import DUMMY_ENGINES
 from .expert_m import rank_loads
 
-#: An expert with M above this multiple of the balanced M counts as hot.
-HOT_FACTOR = 2.0
+#: The question this module answers, with its title.
+EXPERT_QUESTIONS: dict[Question, str] = {
+    4: "How are tokens spread over experts during decode, against the balanced assumption?",
+}
+
+#: The seed's regime: 512 requests in flight, 512 × 8 / 256 = 16 tokens per expert.
+SEED_C = 512
+#: The busiest of n uniform counts stays below the uniform spread this often.
+UNIFORM_COVERAGE = 0.95
 
 
-# ---------------------------------------------------------------------------------------------
-# Question 4: per-expert M during decode
-# ---------------------------------------------------------------------------------------------
+def uniform_spread(tokens: float, counts: int, pick: float) -> float:
+    """How far above the mean the busiest of ``counts`` counts lands under uniform routing,
+    as a share of the mean, at most once in 20 (:data:`UNIFORM_COVERAGE`). ``tokens``: the
+    routed tokens one count's mean is made of (a layer's tokens over its experts); ``pick``:
+    the chance that a token goes to one given count (top_k / experts). Each count is then
+    binomial: relative spread sqrt((1 - pick) / mean)."""
+    if not (tokens > 0 and counts > 0 and 0 < pick < 1):
+        return float("nan")
+    z = NormalDist().inv_cdf(UNIFORM_COVERAGE ** (1 / counts))
+    return z * math.sqrt((1 - pick) / tokens)
 
 
-def q4_experts(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None) -> Findings:
-    out = Findings()
-    if not _has(expert_m, "m"):
-        why = "no SGLang expert-distribution record"
-        engines = set()
-        if _has(decode, "engine"):
-            engines = {text_of(e) for e in decode["engine"]}
-        if engines and "sglang" not in engines:
-            why += (f": decode ran through {', '.join(sorted(engines))}, which has no expert "
-                    "recorder (SGLang only)")  # fmt: skip
-        else:
-            why += ": no rows in tables/expert_m.csv (SGLang decode not run here, "
-            why += "or its recorder not enabled)"
-        # Expected where the engine that ran has no recorder; else the recorder was missed.
-        out.miss(4, why + "; per-expert M not compared with the balanced assumption",
-                 expected=bool(engines) and "sglang" not in engines)  # fmt: skip
-        return out
-    df = _numeric(expert_m, "m", "balanced_m", "concurrency", "tokens")
-    if "variant" not in df.columns:
-        df["variant"] = ""
-    df["variant"] = df["variant"].map(text_of)
-    if "concurrency" not in df.columns:
-        df["concurrency"] = float("nan")
-    if "balanced_m" not in df.columns:
-        df["balanced_m"] = float("nan")
-    _q4_random_routing(out, sorted(set(df["variant"]) - {""}), decode)
-    trend: dict[str, dict[int, float]] = {}
-    for (variant, c), g in df.groupby(["variant", "concurrency"], dropna=False):
-        m = g["m"].dropna()
-        if m.empty:
+def uniform_noise(g: pd.DataFrame, c: float) -> tuple[float, str]:
+    """The noise of one variant's per-expert M at one C (its rows of the expert table): how
+    far the busiest of its layers × experts counts would sit above balance by chance under
+    uniform routing at the token count it recorded (its least-counted layer), never below
+    the floor; and where that came from."""
+    balanced = float(g["balanced_m"].dropna().iloc[0])
+    layers = g["layer"].nunique() if "layer" in g.columns else 1
+    experts = g["expert"].nunique() if "expert" in g.columns else int(g["m"].notna().sum())
+    if "tokens" not in g.columns or not g["tokens"].notna().any():
+        return NOISE_FLOOR, f"{100 * NOISE_FLOOR:.0f} % floor (no token counts)"
+    by_layer = g.groupby("layer") if "layer" in g.columns else g.groupby(lambda _: 0)
+    mean = float(by_layer["tokens"].sum().min()) / experts
+    spread = uniform_spread(mean, layers * experts, balanced / c)
+    if not spread > NOISE_FLOOR:
+        return NOISE_FLOOR, f"{100 * NOISE_FLOOR:.0f} % floor"
+    return decision_noise(spread), (f"uniform routing's busiest of {layers * experts} counts "
+                                    f"at {mean:,.0f} tokens each")  # fmt: skip
+
+
+def _routing(decode: pd.DataFrame | None) -> dict[str, str]:
+    """variant -> how its tokens were routed, where its weights were random (else "")."""
+    if not _has(decode, "variant"):
+        return {}
+    out = {}
+    for rec in decode.to_dict("records"):
+        variant, engine = text_of(rec.get("variant")), text_of(rec.get("engine"))
+        kind = text_of(rec.get("model_kind"))
+        dummy = kind == "dummy" if kind else engine in DUMMY_ENGINES
+        if not dummy:
             continue
-        balanced = num_of(g["balanced_m"].dropna().iloc[0]) if g["balanced_m"].notna().any() \
-            else float("nan")  # fmt: skip
-        layers = g["layer"].nunique() if "layer" in g.columns else 1
-        experts = g["expert"].nunique() if "expert" in g.columns else len(m)
-        who = f"{variant} at C = {c:.0f}" if variant else f"C = {c:.0f}"
-        text = (f"{who}: per-expert M over {layers} layer{'s' if layers != 1 else ''} × "
-                f"{experts} experts ranges {fmt_m(m.min())}–{fmt_m(m.max())} "
-                f"(median {fmt_m(m.median())})")  # fmt: skip
-        numbers: dict[str, Any] = {"variant": variant, "concurrency": float(c), "m_min":
-                                   float(m.min()), "m_median": float(m.median()),
-                                   "m_max": float(m.max()), "layers": int(layers),
-                                   "experts": int(experts)}  # fmt: skip
-        if _ok(balanced) and balanced > 0:
-            hot = float((m > HOT_FACTOR * balanced).mean())
-            idle = float((m == 0).mean())
-            text += (f" against a balanced {fmt_m(balanced)}; {_share(hot)} of experts "
-                     f"get more than {HOT_FACTOR:g}× the balanced M, {_share(idle)} get "
-                     f"none, and the busiest sees {fmt_ratio(m.max() / balanced)} the balanced "
-                     "M")  # fmt: skip
-            numbers.update(balanced_m=balanced, hot_share=hot, idle_share=idle,
-                           max_over_balanced=float(m.max() / balanced))  # fmt: skip
-            if _ok(c):
-                trend.setdefault(variant, {})[int(c)] = float(m.max() / balanced)
-            if layers > 1 and "layer" in g.columns:
-                per_layer = g.groupby("layer")["m"].max() / balanced
-                text += (f" (per layer, the busiest expert gets "
-                         f"{_rspan(per_layer, fmt_ratio)} it)")  # fmt: skip
-                numbers["layer_max_over_balanced"] = {
-                    int(k) if _ok(k) else k: float(x) for k, x in per_layer.items()}  # fmt: skip
-        out.add(4, text + ".", **numbers)
-    for variant, by_c in trend.items():
-        if len(by_c) < 2:
-            continue
-        cs = sorted(by_c)
-        out.add(4, f"{variant or 'Decode'}: the busiest expert's M over the balanced M goes "
-                   + ", ".join(f"{fmt_ratio(by_c[c])} at C = {c}" for c in cs)
-                   + (": more tokens in flight even the load out" if by_c[cs[-1]] < by_c[cs[0]]
-                      else ": the imbalance does not shrink with C") + ".",
-                variant=variant, max_over_balanced=by_c)  # fmt: skip
-    _q4_ranks(out, df, decode)
+        out[variant] = ("SGLang's uniform routing, random weights"
+                        if text_of(rec.get("routing")) == "uniform"
+                        else "the random weights' own router")  # fmt: skip
     return out
 
 
-def _q4_ranks(out: Findings, expert_m: pd.DataFrame, decode: pd.DataFrame | None) -> None:
-    """Per GPU rank: with expert parallelism, the share of each layer's routed tokens the
-    busiest rank's experts receive against 1 / EP; under tensor parallelism alone, that every
-    rank carries every expert's slice (equal loads by construction)."""
+def _per_c(variant: str, c: float, g: pd.DataFrame, routing: str, lead: bool) -> Answer:
+    """One variant at one C: the busiest expert against the balanced M, beyond the spread
+    uniform routing leaves at this token count or within it."""
+    balanced = float(g["balanced_m"].dropna().iloc[0])
+    m = g["m"].dropna()
+    busiest = float(m.max()) / balanced
+    layers = g["layer"].nunique() if "layer" in g.columns else 1
+    experts = g["expert"].nunique() if "expert" in g.columns else len(m)
+    margin = busiest - 1
+    noise, source = uniform_noise(g, c)
+    limit = "uniform routing's" if source.startswith("uniform") else "the noise floor's"
+    seed = " (the seed's)" if c == SEED_C and abs(balanced - 16) < 1e-9 else ""
+    span = f"{m.min():.3g}–{m.max():.3g}"
+    if beyond(margin, noise):
+        status, verdict = ANSWERED, "imbalanced"
+        sentence = (f"{variant} at C = {c:.0f}: routing is imbalanced, the busiest expert gets "
+                    f"{busiest:.2f}× the balanced {balanced:.3g}{seed}, beyond {limit} "
+                    f"{1 + noise:.2f}×")  # fmt: skip
+    else:
+        status, verdict = TIE, "balanced"
+        sentence = (f"{variant} at C = {c:.0f}: per-expert M is balanced, {span} against the "
+                    "balanced "
+                    f"{balanced:.3g}{seed}; the busiest's {busiest:.2f}× is within {limit} "
+                    f"{1 + noise:.2f}×")  # fmt: skip
+    if lead and routing:
+        sentence += f" ({routing})"
+    share_idle = float((m == 0).mean())
+    return Answer(
+        4, f"{variant} · C = {c:.0f}", status, verdict=verdict,
+        runner_up="balanced" if status == ANSWERED else "", margin=margin, noise=noise,
+        noise_from=source, basis="busiest expert's M ÷ balanced M", value=f"{busiest:.2f}×",
+        evidence=(f"{layers} layers × {experts} experts; M {span}, median "
+                  f"{m.median():.3g}, balanced {balanced:.3g}; {100 * share_idle:.0f} % of "
+                  "experts got no token"),
+        points=len(m), sentence=sentence + ".", why=routing, lead=lead,
+    )  # fmt: skip
+
+
+def _rank_answers(expert_m: pd.DataFrame, decode: pd.DataFrame | None) -> list[Answer]:
+    """Per expert-parallel variant and C: the busiest GPU rank's share of a layer's routed
+    tokens against 1 / EP; tensor parallelism alone: equal loads by construction."""
     if not _has(decode, "variant", "gpus"):
-        return
+        return []
     d = _numeric(decode, "gpus", *(["ep"] if "ep" in decode.columns else []))
     d["variant"] = d["variant"].map(text_of)
     ep = d.groupby("variant")["ep"].max().fillna(1) if "ep" in d.columns else pd.Series(dtype=float)
     gpus = d.groupby("variant")["gpus"].max()
     recorded = sorted(set(expert_m["variant"]) - {""})
     loads = rank_loads(expert_m, {v: int(ep.get(v, 1)) for v in recorded})
-    for variant, g in loads.groupby("variant"):
+    out = []
+    for (variant, c), g in loads.groupby(["variant", "concurrency"], sort=True):
         n = int(g["rank"].max()) + 1
-        busiest = g.groupby("concurrency")["over_balanced"].max()
-        out.add(4, f"{variant} (expert parallel over {n} GPUs, each holding "
-                   f"{int(g['experts'].iloc[0])} experts): the busiest rank's experts receive "
-                   + ", ".join(f"{fmt_ratio(x)} the balanced 1/{n} of a layer's routed tokens "
-                               f"at C = {c:.0f}" for c, x in busiest.items())
-                   + " (per-rank loads from expert ownership: SGLang's recorder sums the "
-                   "ranks' counts).",
-                variant=variant, ep=n,
-                busiest_over_balanced={int(c): float(x) for c, x in busiest.items()})  # fmt: skip
+        layers = g["layer"].nunique()
+        busiest = float(g["over_balanced"].max())
+        least = float(g.groupby("layer")["tokens"].sum().min())
+        noise = decision_noise(uniform_spread(least / n, n * layers, 1 / n))
+        decided = beyond(busiest - 1, noise)
+        sentence = (f"At C = {c:.0f}, the busiest of {n} GPUs receives {busiest:.2f}× its "
+                    f"1/{n} of a layer's routed tokens"
+                    + (", beyond" if decided else ", within")
+                    + f" uniform routing's {1 + noise:.2f}×.")  # fmt: skip
+        out.append(Answer(4, f"{variant} · EP ranks · C = {c:.0f}", ANSWERED if decided else TIE,
+                          verdict="imbalanced" if decided else "balanced", margin=busiest - 1,
+                          noise=noise, noise_from="uniform routing at this token count",
+                          basis="busiest rank's share × EP", value=f"{busiest:.2f}×",
+                          points=len(g), sentence=sentence))  # fmt: skip
     tp_only = [v for v in recorded if gpus.get(v, 1) > 1 and ep.get(v, 1) <= 1]
     if tp_only:
-        out.add(4, f"{', '.join(tp_only)} split every expert over the GPUs (tensor parallel, "
-                   "no expert parallelism): each rank computes its slice of every routed "
-                   "expert, so the ranks' loads are equal and the histogram above is every "
-                   "rank's.", variants=tp_only)  # fmt: skip
+        out.append(Answer(4, "GPU ranks · tensor parallel", ANSWERED, verdict="equal",
+                          sentence=f"{', '.join(tp_only)} split every expert over their GPUs "
+                          "(TP, no EP): each rank carries every expert's slice, so equal "
+                          "loads."))  # fmt: skip
+    return out
 
 
-def _q4_random_routing(out: Findings, variants: list[str], decode: pd.DataFrame | None) -> None:
-    """Say which routing the recorded variants ran where they served dummy weights: SGLang's
-    uniform switch (a histogram near balance by construction) or the random router."""
-    if not variants or not _has(decode, "variant", "engine"):
-        return
-    engines = {text_of(v): text_of(e) for v, e in zip(decode["variant"], decode["engine"],
-                                                  strict=True)}  # fmt: skip
-    routing = {}
-    if "routing" in decode.columns:
-        routing = {text_of(v): text_of(r) for v, r in zip(decode["variant"], decode["routing"],
-                                                      strict=True)}  # fmt: skip
-    dummy = [v for v in variants if engines.get(v) in DUMMY_ENGINES]
-    uniform = [v for v in dummy if routing.get(v) == "uniform"]
-    own = [v for v in dummy if v not in uniform]
-    if uniform:
-        out.add(4, f"{', '.join(uniform)} served dummy weights with uniform routing (SGLang's "
-                   "SGLANG_SIMULATE_UNIFORM_EXPERTS): the spread below is that of uniform "
-                   "random choice at each concurrency, the balanced case a trained router "
-                   "departs from, not a trained model's routing.", variants=uniform,
-                routing="uniform")  # fmt: skip
-    if own:
-        out.add(4, f"{', '.join(own)} served dummy (random) weights, router included: the "
-                   "spread below is that of random routing at each concurrency, not of a "
-                   "trained model's router.", variants=own, routing="random")  # fmt: skip
-
-
-#: The question this module answers, with its title.
-EXPERT_QUESTIONS: dict[Question, str] = {
-    4: "How are tokens spread over experts during decode, against the balanced assumption?",
-}
+def expert_answers(expert_m: pd.DataFrame | None,
+                   decode: pd.DataFrame | None = None) -> list[Answer]:  # fmt: skip
+    """Question 4's rows: per variant and C (in order of C), per-expert M against the balanced
+    M (the lead rows: each variant's largest C), the seed's C = 512 where no variant ran it,
+    then the GPU ranks' loads."""
+    if not _has(expert_m, "m", "balanced_m", "concurrency"):
+        engines = {text_of(e) for e in decode["engine"]} if _has(decode, "engine") else set()
+        why = "no SGLang expert-distribution record"
+        if decode is None or decode.empty:
+            why = "no decode ran here (no decode table)"
+        elif engines and "sglang" not in engines:
+            why += f": decode ran through {', '.join(sorted(engines))}, which has no recorder"
+        else:
+            why += " (tables/expert_m.csv has no rows: recorder not run or failed)"
+        return [not_measured(4, "per-expert M", why, lead=True)]
+    df = _numeric(expert_m, "m", "balanced_m", "concurrency", "tokens", "layer", "expert")
+    df["variant"] = df["variant"].map(text_of) if "variant" in df.columns else ""
+    routing = _routing(decode)
+    out = []
+    for variant, g in df.groupby("variant", sort=True):
+        cs = sorted(c for c in g["concurrency"].dropna().unique()
+                    if g.loc[g["concurrency"] == c, "balanced_m"].gt(0).any())  # fmt: skip
+        for c in cs:
+            rows = g[g["concurrency"] == c]
+            out.append(_per_c(variant, c, rows, routing.get(variant, ""), lead=c == cs[-1]))
+    if out and not (df["concurrency"] == SEED_C).any():
+        top = int(df["concurrency"].max())
+        out.append(not_measured(4, f"C = {SEED_C} (the seed's regime)",
+                                f"the seed's C = {SEED_C} (16 tokens per expert): the recorder "
+                                f"ran up to C = {top}", lead=True))  # fmt: skip
+    return out + _rank_answers(df, decode)

@@ -1,6 +1,8 @@
 """The per-expert M figure (question 4, ``experts``): SGLang's expert recorder's per-expert
-M at each concurrency against balanced routing, and the busiest expert over the balanced M per
-layer. Input: the expert table (results/tables/expert_m.csv).
+M at each concurrency against balanced routing, and the busiest expert over the balanced M
+against what uniform routing gives by chance at the same token count (the noise question 4's
+answers use: :func:`.expert_answers.uniform_noise`). Input: the expert table
+(results/tables/expert_m.csv). Each variant in its colour of every decode chart.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import pandas as pd
 
 from ...core.charts import no_data_chart, strict_frame
 from ...core.finding_records import text_of
+from .decode_colors import variant_scale
+from .expert_answers import uniform_noise
 
 EXPERTS_TITLE = "Decode: per-expert M (tokens per expert per step) against balanced routing"
 HIST_BINS = 24
@@ -19,7 +23,8 @@ HIST_BINS = 24
 
 def expert_frames(em: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(histogram, ratio): per variant and C, the count of (layer, expert) pairs in each M
-    bin with the balanced M; per variant, C and layer, the busiest expert's M over it."""
+    bin with the balanced M; per variant and C, the busiest expert's M over it (each layer's
+    in ``per_layer``) and the most uniform routing gives by chance (``uniform_max``)."""
     df = em.copy()
     for c in ("concurrency", "layer", "m", "balanced_m"):
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else math.nan
@@ -42,12 +47,15 @@ def expert_frames(em: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             hist.append({"variant": variant, "concurrency": int(c), "panel": f"C = {int(c)}",
                          "bin_lo": lo, "bin_hi": hi, "experts": int(n),
                          "balanced_m": balanced})  # fmt: skip
-        for layer, lg in g.groupby("layer", dropna=False):
-            ratio.append({"variant": variant, "concurrency": int(c),
-                          "layer": f"layer {int(layer)}" if layer == layer else "all",
-                          "max_m": float(lg["m"].max()), "balanced_m": balanced,
-                          "max_over_balanced": float(lg["m"].max()) / balanced
-                          if balanced and balanced > 0 else math.nan})  # fmt: skip
+        if not balanced > 0:
+            continue
+        noise, source = uniform_noise(g, c)
+        per_layer = g.groupby("layer", dropna=False)["m"].max() / balanced
+        ratio.append({"variant": variant, "concurrency": int(c),
+                      "max_m": float(g["m"].max()), "balanced_m": balanced,
+                      "max_over_balanced": float(g["m"].max()) / balanced,
+                      "per_layer": ", ".join(f"{x:.2f}×" for x in per_layer),
+                      "uniform_max": 1 + noise, "noise_from": source})  # fmt: skip
     return pd.DataFrame(hist), pd.DataFrame(ratio)
 
 
@@ -66,12 +74,17 @@ def experts_chart(expert_m: pd.DataFrame | None) -> alt.TopLevelMixin:
     panels = [f"C = {c}" for c in cs]
     hist = strict_frame(hist, list(hist.columns))
     ratio = strict_frame(ratio, list(ratio.columns))
+    scale = variant_scale(variants)
+    color = alt.Color(
+        "variant:N", scale=scale, legend=alt.Legend(orient="bottom", title="server variant")
+    )
     base = alt.Chart(hist)
-    bars = base.mark_bar(color="#4c78a8", opacity=0.85).encode(
+    bars = base.mark_bar(opacity=0.85).encode(
         x=alt.X("bin_lo:Q", title="per-expert M (tokens per step)", bin="binned",
                 scale=alt.Scale(zero=False)),  # fmt: skip
         x2="bin_hi:Q",
         y=alt.Y("experts:Q", title="experts × layers"),
+        color=color,
         tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("concurrency:Q", format="d"),
                  alt.Tooltip("bin_lo:Q", title="M from", format=".3g"),
                  alt.Tooltip("bin_hi:Q", title="M to", format=".3g"),
@@ -90,30 +103,41 @@ def experts_chart(expert_m: pd.DataFrame | None) -> alt.TopLevelMixin:
         width = 260
     histograms = (
         alt.layer(bars, rule, data=hist)
-        .properties(width=width, height=140)
+        .properties(width=width, height=130)
         .facet(**facet)
         .resolve_scale(x="independent", y="independent")
     )
     x = alt.X("concurrency:Q", title="concurrency C",
               scale=alt.Scale(type="log", base=2, nice=False, padding=12),
               axis=alt.Axis(values=cs, format="d"))  # fmt: skip
-    enc = {"strokeDash": alt.StrokeDash("variant:N", title="variant")} if len(variants) > 1 else {}
+    tooltip = [alt.Tooltip("variant:N"), alt.Tooltip("concurrency:Q", format="d"),
+               alt.Tooltip("max_m:Q", title="busiest M", format=".3g"),
+               alt.Tooltip("balanced_m:Q", title="balanced M", format=".3g"),
+               alt.Tooltip("max_over_balanced:Q", title="busiest ÷ balanced", format=".2f"),
+               alt.Tooltip("per_layer:N", title="per layer"),
+               alt.Tooltip("uniform_max:Q", title="uniform routing gives up to", format=".2f"),
+               alt.Tooltip("noise_from:N", title="from")]  # fmt: skip
     lines = alt.Chart(ratio).encode(
         x=x,
         y=alt.Y("max_over_balanced:Q", title="busiest expert's M ÷ balanced M",
-                scale=alt.Scale(type="log", nice=False, padding=8)),
-        color=alt.Color("layer:N", title="layer", legend=alt.Legend(orient="right")),
-        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("concurrency:Q", format="d"),
-                 alt.Tooltip("layer:N"), alt.Tooltip("max_m:Q", title="busiest M", format=".3g"),
-                 alt.Tooltip("balanced_m:Q", title="balanced M", format=".3g"),
-                 alt.Tooltip("max_over_balanced:Q", title="ratio", format=".2f")],
+                scale=alt.Scale(type="log", nice=False, padding=8),
+                axis=alt.Axis(tickCount=6)),
+        color=color, tooltip=tooltip,
     )  # fmt: skip
+    uniform = (
+        alt.Chart(ratio)
+        .mark_line(color="#888", strokeDash=[4, 3], strokeWidth=1.4)
+        .encode(x=x, y="uniform_max:Q", detail="variant:N", tooltip=tooltip)
+    )
     one = alt.Chart(pd.DataFrame({"one": [1.0]})).mark_rule(color="#b22222", strokeDash=[5, 3])
     ratio_chart = alt.layer(
-        lines.mark_line(strokeWidth=1.6).encode(detail="variant:N", **enc),
-        lines.mark_point(filled=True, size=45),
+        uniform,
+        lines.mark_line(strokeWidth=1.8).encode(detail="variant:N"),
+        lines.mark_point(filled=True, size=50, opacity=1),
         one.encode(y="one:Q"),
-    ).properties(width=420, height=220, title="busiest expert over balanced, per layer and C")
+    ).properties(width=420, height=200,
+                 title="busiest expert over balanced (grey dashed: the most uniform routing "
+                       "gives by chance)")  # fmt: skip
     subtitle = [
         f"{len(variants)} variant{'s' if len(variants) != 1 else ''} "
         f"({', '.join(variants)}), C = {', '.join(map(str, cs))}; M = C × top_k × the "

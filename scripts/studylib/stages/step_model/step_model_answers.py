@@ -1,168 +1,295 @@
-"""Question 6: where a decode step's time and energy go, from the step model (kernel tables
-against the server, :mod:`.step_model_build`)."""
+"""Question 6 as answers: where a decode step's time goes, from the step model (the kernel
+tables' prediction against the server, :mod:`.step_model_build`).
+
+Per variant and C the model explains TPOT when its prediction lies within
+:data:`~.step_model_targets.TPOT_TOLERANCE` of it by more than TPOT's own noise (the decode
+answers' noise, :mod:`..decode.decode_noise`); outside by more than that noise it does not;
+in between it is undecided. Components are judged against the profiler's, the host time of
+a step without CUDA graphs against the graphs-off gap in TPOT. Every part of a step is stated
+against the step it is part of, and none exceeds it (:func:`.step_model_build.measured_parts`).
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ...core.finding_records import Findings, Question, _numeric
-from ..decode.decode_judgements import graphs_flag
-from .step_model_build import PROFILE_BASIS, from_profile
+from ...core.answer_records import ANSWERED, TIE, UNDECIDED, Answer, not_measured
+from ...core.finding_records import Question, _numeric
+from ...core.verdicts import NOISE_FLOOR, within_tolerance
+from ..decode.decode_answers import Change
+from ..decode.decode_judgements import graphs_flag, weights_name
+from ..decode.decode_noise import Noise, largest, noise_of, noise_table
+from .step_model_build import MODEL_COMPONENTS, measured_parts
+from .step_model_targets import (
+    COMPONENT_TOLERANCE,
+    ENERGY_TOLERANCE,
+    GAP_TOLERANCE,
+    STEP_MIN_C,
+    TPOT_TOLERANCE,
+)
 
 #: The question the step model answers (the report's numbering), with its title.
 STEP_MODEL_QUESTIONS: dict[Question, str] = {
     6: "Where do a decode step's time and energy go: kernels, launches or the host?",
 }
 
-#: The step model's targets (issue 16): predicted TPOT and J/token within these of measured
-#: at C ≥ STEP_MIN_C with CUDA graphs on; the predicted host time explaining the graphs-off
-#: gap within GAP_TOLERANCE. A gap under HIDDEN_GAP_SHARE of the graphs-on TPOT is "hidden"
-#: (the GPU's work covers the host's); a prediction under that share then explains it.
-STEP_MIN_C = 16
-TPOT_TOLERANCE = 0.20
-COMPONENT_TOLERANCE = 0.25
-ENERGY_TOLERANCE = 0.25
-GAP_TOLERANCE = 0.25
-HIDDEN_GAP_SHARE = 0.05
+COMPONENT_NAMES = {"moe": "the fused MoE", "attention": "attention", "dense": "the dense GEMMs",
+                   "other": "idle or unmodelled kernels"}  # fmt: skip
+VERDICTS = {"within": "explained", "outside": "not explained", "undecided": "undecided"}
 
 
-def q6_step(table: pd.DataFrame | None) -> Findings:
-    out = Findings()
-    if table is None or table.empty or "predicted_step_us" not in table.columns:
-        out.miss(6, "no step model (results/tables/step_model.csv): it needs a one-GPU SGLang "
-                    "decode variant and the sweep's fused-MoE, attention and dense kernels",
-                 expected=True)  # fmt: skip
-        return out
-    df = _numeric(table[table["routing"] == "balanced"], "predicted_us", "measured_us",
-                  "predicted_step_us", "tpot_us", "predicted_j_per_token", "j_per_token",
-                  "hbm_floor_us", "concurrency")  # fmt: skip
-    df["graphs"] = df["cuda_graphs"].map(lambda v: graphs_flag(v) is not False)
-    steps = df.drop_duplicates(["variant", "concurrency"]).dropna(subset=["predicted_step_us"])
-    if steps.empty:
-        missing = sorted({m for m in table["missing"].dropna() if m})
-        out.miss(6, "the sweep lacks kernels the step model needs: " + "; ".join(missing[:4]))
-        return out
-    for variant, g in steps.groupby("variant", sort=True):
-        g = g.sort_values("concurrency")
-        parts = df[df["variant"] == variant]
-        moe = parts[parts["component"] == "moe"].set_index("concurrency")["predicted_us"]
-        bits = []
-        for _, r in g.iterrows():
+def step_points(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per variant and C of the step-model table (balanced routing): TPOT, the
+    predicted step and parts, the measured parts (:func:`measured_parts`; empty without a
+    profile) and the measured step they sum to, all in µs."""
+    df = _numeric(table, "concurrency", "predicted_us", "measured_us", "predicted_step_us",
+                  "tpot_us", "predicted_j_per_token", "j_per_token")  # fmt: skip
+    df = df[df["routing"] == "balanced"]
+    rows = []
+    for (variant, c), g in df.groupby(["variant", "concurrency"], sort=True):
+        first = g.iloc[0]
+        if pd.isna(first["predicted_step_us"]) or not first["tpot_us"] > 0:
+            continue
+        measured = measured_parts(g)
+        rows.append({
+            "variant": variant, "concurrency": int(c), "weights": str(first["weights"]),
+            "graphs": graphs_flag(first["cuda_graphs"]) is not False,
+            "tpot_us": float(first["tpot_us"]), "predicted_us": float(first["predicted_step_us"]),
+            "predicted": g.set_index("component")["predicted_us"].to_dict(),
+            "measured": measured, "measured_us": sum(measured.values()) if measured else None,
+            "j_predicted": first["predicted_j_per_token"], "j_measured": first["j_per_token"],
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:.2f}"
+
+
+def _ms_signed(us: float) -> str:
+    return f"{us / 1e3:+.2f}".replace("-", "−")
+
+
+def _pm(share: float) -> str:
+    """A tolerance as "±20 %"."""
+    return f"±{100 * share:.0f} %"
+
+
+def _counts(judged: list[str], n: int) -> str:
+    """ "at 5 of 8 points, outside at 2, undecided at 1"."""
+    text = f"at {judged.count('within')} of {n} points"
+    for verdict in ("outside", "undecided"):
+        if judged.count(verdict):
+            text += f", {verdict} at {judged.count(verdict)}"
+    return text
+
+
+def _signed(share: float) -> str:
+    return f"{100 * share:+.0f} %".replace("-", "−")
+
+
+def _tpot_answer(p: pd.Series, noise: Noise) -> Answer:
+    """One variant at one C: the predicted step against TPOT."""
+    error = p["predicted_us"] / p["tpot_us"] - 1
+    judged, margin = within_tolerance(error, TPOT_TOLERANCE, noise.share)
+    verdict = VERDICTS[judged]
+    sentence = (f"Predicted {_ms(p['predicted_us'])} ms against TPOT {_ms(p['tpot_us'])} ms "
+                f"({_signed(error)}): {verdict}"
+                + (f" within {_pm(TPOT_TOLERANCE)}" if judged == "within" else
+                   f" beyond {_pm(TPOT_TOLERANCE)}" if judged == "outside" else
+                   f" at {_pm(TPOT_TOLERANCE)}"))  # fmt: skip
+    if p["measured"]:
+        moe = p["measured"].get("moe", 0.0)
+        sentence += (f". The fused MoE takes {_ms(moe)} ms of the {_ms(p['measured_us'])} ms "
+                     "measured step")  # fmt: skip
+    evidence = "; ".join(
+        f"{name}: predicted {_ms(p['predicted'].get(name, float('nan')))} ms"
+        + (f", measured {_ms(p['measured'][name])} ms" if p["measured"] else "")
+        for name in MODEL_COMPONENTS
+    )  # fmt: skip
+    if pd.notna(p["j_predicted"]) and pd.notna(p["j_measured"]):
+        evidence += f"; J/token predicted {p['j_predicted']:.3g}, measured {p['j_measured']:.3g}"
+    graphs = "graphs on" if p["graphs"] else "graphs off"
+    return Answer(
+        6, f"{p['variant']} · C = {p['concurrency']}", UNDECIDED if judged == "undecided"
+        else ANSWERED, verdict=verdict, margin=margin, noise=noise.share,
+        noise_from=f"TPOT: {noise.source}", basis=f"TPOT ({graphs})",
+        value=f"{_ms(p['predicted_us'])} vs {_ms(p['tpot_us'])} ms", evidence=evidence,
+        points=1, sentence=sentence + ".",
+    )  # fmt: skip
+
+
+def _component_answer(points: pd.DataFrame, name: str) -> Answer | None:
+    """One component over every profiled point: predicted against the profiler's."""
+    judged = []
+    for _, p in points.iterrows():
+        if not p["measured"] or not p["measured"].get(name, 0) > 0:
+            continue
+        predicted, measured = p["predicted"].get(name, float("nan")), p["measured"][name]
+        error = predicted / measured - 1
+        verdict, _ = within_tolerance(error, COMPONENT_TOLERANCE, NOISE_FLOOR)
+        judged.append((verdict, error, predicted, measured, p))
+    if not judged:
+        return None
+    within = [j for j in judged if j[0] == "within"]
+    outside = [j for j in judged if j[0] == "outside"]
+    label = COMPONENT_NAMES[name]
+    sentence = (f"{label[0].upper()}{label[1:]}: predicted within {_pm(COMPONENT_TOLERANCE)} of "
+                f"the profiler's {_counts([j[0] for j in judged], len(judged))}")  # fmt: skip
+    if outside:
+        verdict, error, predicted, measured, p = max(
+            outside, key=lambda j: (abs(j[1]), abs(j[3] - j[2]))
+        )
+        at = f"{p['variant']} C = {p['concurrency']}"
+        sentence += (f"; worst: none predicted against {_ms(measured)} ms at {at}"
+                     if predicted == 0 else f"; worst {_signed(error)} at {at}")  # fmt: skip
+    return Answer(
+        6, f"component · {name}", UNDECIDED if len(within) + len(outside) < len(judged)
+        else ANSWERED, verdict=f"within at {len(within)} of {len(judged)}",
+        noise=NOISE_FLOOR, noise_from=f"{100 * NOISE_FLOOR:.0f} % floor (the profiler's "
+        "components carry no spread)", basis="predicted ÷ profiled",
+        value=f"{len(within)} of {len(judged)}", points=len(judged), sentence=sentence + ".",
+        evidence="; ".join(f"{j[4]['variant']} C = {j[4]['concurrency']}: {_ms(j[2])} against "
+                           f"{_ms(j[3])} ms" for j in judged),
+    )  # fmt: skip
+
+
+def _energy_answer(points: pd.DataFrame, noise: pd.DataFrame) -> Answer | None:
+    both = points.dropna(subset=["j_predicted", "j_measured"])
+    both = both[both["j_measured"] > 0]
+    if both.empty:
+        return None
+    judged = [within_tolerance(p["j_predicted"] / p["j_measured"] - 1, ENERGY_TOLERANCE,
+                               noise_of(noise, p["variant"], p["concurrency"], "j").share)[0]
+              for _, p in both.iterrows()]  # fmt: skip
+    within = judged.count("within")
+    return Answer(
+        6, "energy per token", ANSWERED if "undecided" not in judged else UNDECIDED,
+        verdict=f"within at {within} of {len(judged)}", basis="J/token",
+        value=f"{within} of {len(judged)}", points=len(judged),
+        sentence=(f"Predicted J/token (kernel-loop watts, idle watts for the rest) is within "
+                  f"{_pm(ENERGY_TOLERANCE)} of measured {_counts(judged, len(judged))}."),
+        evidence="; ".join(f"{p['variant']} C = {p['concurrency']}: {p['j_predicted']:.3g} "
+                           f"against {p['j_measured']:.3g} J" for _, p in both.iterrows()),
+    )  # fmt: skip
+
+
+def _gap_answers(points: pd.DataFrame, noise: pd.DataFrame) -> list[Answer]:
+    """Per weights: the graphs-off step against the graphs-on one at each shared C where
+    the two differ beyond their noise, the model's predicted host time against that gap; and
+    one lead row per weights."""
+    out = []
+    for weights, g in points.groupby("weights", sort=True):
+        on, off = g[g["graphs"]], g[~g["graphs"]]
+        pairs = on.merge(off, on="concurrency", suffixes=("_on", "_off"))
+        rows, ties = [], []
+        for _, r in pairs.sort_values("concurrency").iterrows():
             c = int(r["concurrency"])
-            ratio = r["predicted_step_us"] / r["tpot_us"] if r["tpot_us"] else float("nan")
-            bit = (f"C = {c}: predicted {r['predicted_step_us'] / 1e3:.2f} ms against TPOT "
-                   f"{r['tpot_us'] / 1e3:.2f} ms ({ratio:.2f}×)")  # fmt: skip
-            if c in moe.index and r["predicted_step_us"]:
-                bit += f", MoE {100 * moe[c] / r['predicted_step_us']:.0f} % of it"
-            if pd.notna(r["hbm_floor_us"]) and r["hbm_floor_us"] > 0:
-                bit += f", TPOT {r['tpot_us'] / r['hbm_floor_us']:.2f}× the HBM floor"
-            if pd.notna(r["predicted_j_per_token"]) and pd.notna(r["j_per_token"]):
-                bit += (f"; J/token {r['predicted_j_per_token']:.3f} predicted against "
-                        f"{r['j_per_token']:.3f}")  # fmt: skip
-            bits.append(bit)
-        graphs = "CUDA graphs on" if g["graphs"].iloc[0] else "CUDA graphs off"
-        ok = g[(g["concurrency"] >= STEP_MIN_C) & g["graphs"]]
-        within = (ok["predicted_step_us"] / ok["tpot_us"] - 1).abs() <= TPOT_TOLERANCE
-        tail = ""
-        if len(ok):
-            tail = (f" Within ±{TPOT_TOLERANCE:.0%} of TPOT at {int(within.sum())} of "
-                    f"{len(ok)} concurrencies ≥ {STEP_MIN_C}.")  # fmt: skip
-            tail += _energy_targets(ok) + _component_targets(parts, ok["concurrency"])
-        out.add(6, f"{variant} ({graphs}), the step from the HBM-cold kernel times with "
-                   f"balanced routing: " + "; ".join(bits) + "." + tail,
-                variant=variant, within=int(within.sum()), points=len(ok))  # fmt: skip
-    _launch_gap(out, df)
+            n = largest(noise_of(noise, r["variant_on"], c), noise_of(noise, r["variant_off"], c))
+            # The same decision as question 5's CUDA-graphs row at this C.
+            if Change(c, r["tpot_us_on"], r["tpot_us_off"], n).verdict == TIE:
+                ties.append(c)
+                continue
+            gap = r["tpot_us_off"] - r["tpot_us_on"]
+            predicted = r["predicted_us_off"] - r["predicted_us_on"]
+            # TPOT's noise (a share of the graphs-on step) as a share of the gap.
+            gap_noise = Noise(n.share * r["tpot_us_on"] / abs(gap), f"TPOT: {n.source}")
+            judged, margin = within_tolerance(predicted / gap - 1, GAP_TOLERANCE, gap_noise.share)
+            verdict = {"within": "explained", "outside": "missed"}.get(judged, "undecided")
+            sentence = (f"Without CUDA graphs a step takes {_ms(abs(gap))} ms "
+                        f"{'longer' if gap > 0 else 'less'} "
+                        f"({_ms(r['tpot_us_off'])} against {_ms(r['tpot_us_on'])} ms); the model "
+                        f"predicts {_ms(predicted)} ms more: {verdict}")  # fmt: skip
+            measured = r["measured_off"]
+            if measured:
+                sentence += (f". Idle or unmodelled: {_ms(measured['other'])} ms of the "
+                             f"{_ms(r['measured_us_off'])} ms measured step")  # fmt: skip
+            rows.append((c, gap, predicted, verdict))
+            out.append(Answer(
+                6, f"host time · {weights_name(weights)} · C = {c}",
+                UNDECIDED if judged == "undecided" else ANSWERED, verdict=verdict,
+                margin=margin, noise=gap_noise.share, noise_from=gap_noise.source,
+                basis="graphs-off TPOT − graphs-on TPOT", value=f"{_ms(gap)} ms",
+                evidence=f"{r['variant_off']} against {r['variant_on']}; predicted steps "
+                f"{_ms(r['predicted_us_off'])} and {_ms(r['predicted_us_on'])} ms",
+                points=2, sentence=sentence + ".",
+            ))  # fmt: skip
+        if not rows:
+            continue
+        explained = sum(v == "explained" for *_, v in rows)
+        cs = ", ".join(str(c) for c, *_ in rows)
+        sentence = (f"{weights_name(weights)} without CUDA graphs: "
+                    + ", ".join(_ms_signed(gap) for _, gap, _, _ in rows)
+                    + f" ms per step at C = {cs}; the model predicts "
+                    + ", ".join(_ms_signed(p) for _, _, p, _ in rows)
+                    + f" ms ({explained} of {len(rows)} within {_pm(GAP_TOLERANCE)})")  # fmt: skip
+        if ties:
+            sentence += f"; tie at C = {', '.join(map(str, ties))}"
+        out.insert(0, Answer(
+            6, f"host time · {weights_name(weights)}",
+            UNDECIDED if any(v == "undecided" for *_, v in rows) else ANSWERED,
+            verdict=f"explained at {explained} of {len(rows)}", basis="graphs-off gap",
+            value=f"{explained} of {len(rows)} explained", points=len(rows),
+            sentence=sentence + ".", lead=True,
+        ))  # fmt: skip
     return out
 
 
-def _energy_targets(steps: pd.DataFrame) -> str:
-    """How many of these steps' predicted J/token are within ENERGY_TOLERANCE of measured."""
-    both = steps.dropna(subset=["predicted_j_per_token", "j_per_token"])
-    if both.empty:
-        return ""
-    ratio = both["predicted_j_per_token"] / both["j_per_token"]
-    within = int(((ratio - 1).abs() <= ENERGY_TOLERANCE).sum())
-    return f" J/token within ±{ENERGY_TOLERANCE:.0%} at {within} of {len(both)}."
+def _graphed_summary(answers: list[Answer], points: pd.DataFrame) -> Answer | None:
+    """The lead row: with CUDA graphs at C ≥ STEP_MIN_C, how often the model explains TPOT
+    and how much of the measured step the fused MoE takes."""
+    graphed = points[points["graphs"] & (points["concurrency"] >= STEP_MIN_C)]
+    if graphed.empty:
+        return None
+    by_subject = {a.subject: a for a in answers}
+    verdicts = [by_subject[f"{p['variant']} · C = {p['concurrency']}"].verdict
+                for _, p in graphed.iterrows()]  # fmt: skip
+    explained = verdicts.count("explained")
+    sentence = (f"With CUDA graphs at C ≥ {STEP_MIN_C} the model explains TPOT within "
+                f"{_pm(TPOT_TOLERANCE)} at {explained} of {len(verdicts)} points")  # fmt: skip
+    missed = [f"{p['variant']} C = {p['concurrency']}, "
+              f"{_signed(p['predicted_us'] / p['tpot_us'] - 1)}"
+              + ("" if v == "not explained" else f" ({v})")
+              for (_, p), v in zip(graphed.iterrows(), verdicts, strict=True)
+              if v != "explained"]  # fmt: skip
+    if missed:
+        sentence += f" (not: {'; '.join(missed)})"
+    shares = [p["measured"].get("moe", 0.0) / p["measured_us"]
+              for _, p in graphed.iterrows() if p["measured"] and p["measured_us"]]  # fmt: skip
+    if shares:
+        lo, hi = min(shares), max(shares)
+        span = (f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi)
+                else f"{100 * lo:.0f}–{100 * hi:.0f} %")  # fmt: skip
+        sentence += f"; the fused MoE is {span} of the measured step"
+    return Answer(
+        6, "step model · graphs on", UNDECIDED if "undecided" in verdicts else ANSWERED,
+        verdict=f"explained at {explained} of {len(verdicts)}", basis="TPOT",
+        value=f"{explained} of {len(verdicts)}", points=len(verdicts),
+        sentence=sentence + ".", lead=True,
+    )  # fmt: skip
 
 
-def _component_targets(parts: pd.DataFrame, concurrencies: pd.Series) -> str:
-    """How many predicted components are within COMPONENT_TOLERANCE of the profiler's at
-    these concurrencies, and which are not (with their ratios)."""
-    rows = parts[parts["concurrency"].isin(concurrencies)
-                 & from_profile(parts["measured_basis"]) & (parts["measured_us"] > 0)]  # fmt: skip
-    rows = rows.dropna(subset=["predicted_us"])
-    if rows.empty:
-        return ""
-    ratio = rows["predicted_us"] / rows["measured_us"]
-    off = rows[(ratio - 1).abs() > COMPONENT_TOLERANCE].assign(ratio=ratio)
-    # Attention depends on the KV length the profiled steps ran at: say it, or that the
-    # profile (older than the column) did not record it.
-    context = pd.to_numeric(rows.get("profile_context"), errors="coerce").dropna()
-    at = (f"profiled at KV length {context.median():.0f}" if len(context)
-          else "KV length of the profile not recorded")  # fmt: skip
-    text = (f" Components within ±{COMPONENT_TOLERANCE:.0%} of the profiler's ({at}) at "
-            f"{len(rows) - len(off)} of {len(rows)}")  # fmt: skip
-    if len(off):
-        text += " (not: " + ", ".join(_off_by(r) for _, r in off.iterrows()) + ")"
-    # Profiles whose step ran far from TPOT: their other is TPOT less their kernels
-    # (step_model.representative); say where, with the profiled step against TPOT.
-    adjusted = rows[~from_profile(rows["measured_basis"], whole=True)]
-    adjusted = adjusted.drop_duplicates("concurrency")
-    if len(adjusted):
-        text += "; other is TPOT less the profiled kernels where the profiled step ran " + (
-            ", ".join(
-                f"{r['profile_step_us'] / r['tpot_us']:.2f}× TPOT (C = {int(r['concurrency'])})"
-                for _, r in adjusted.iterrows()
-            )  # fmt: skip
-        )
-    return text + "."
-
-
-def _off_by(row) -> str:
-    """One component outside its tolerance: the ratio, or both times where none is
-    predicted (a ratio of 0 says nothing)."""
-    where = f"{row['component']} at C = {int(row['concurrency'])}"
-    if row["predicted_us"] == 0:
-        return f"{where} none predicted against {row['measured_us'] / 1e3:.2f} ms"
-    return f"{where} {row['ratio']:.2f}×"
-
-
-def gap_explained(gap_us: float, predicted_us: float, tpot_on_us: float) -> bool:
-    """Whether the predicted graphs-off gap explains the measured one (module constants)."""
-    hidden = HIDDEN_GAP_SHARE * tpot_on_us
-    if gap_us < hidden:
-        return predicted_us < hidden
-    return abs(predicted_us / gap_us - 1) <= GAP_TOLERANCE
-
-
-def _launch_gap(out: Findings, df: pd.DataFrame) -> None:
-    """Graphs off against on (same weights, same C): the TPOT gap against the host time the
-    model predicts (the step model's graphs-off ``other``) and the profiler's."""
-    steps = df.drop_duplicates(["variant", "concurrency"])
-    other = df[df["component"] == "other"].set_index(["variant", "concurrency"])
-    for weights, g in steps.groupby("weights", sort=True):
-        on, off = g[g["graphs"]], g[~g["graphs"]]
-        pairs = on.merge(off, on="concurrency", suffixes=("_on", "_off"))
-        bits, explained = [], 0
-        for _, r in pairs.sort_values("concurrency").iterrows():
-            gap = r["tpot_us_off"] - r["tpot_us_on"]
-            c = int(r["concurrency"])
-            predicted = r["predicted_step_us_off"] - r["predicted_step_us_on"]
-            if pd.isna(gap) or pd.isna(predicted):
-                continue
-            ok = gap_explained(gap, predicted, r["tpot_us_on"])
-            explained += ok
-            bit = (f"C = {c}: {gap / 1e3:+.2f} ms ({gap / r['tpot_us_on']:+.0%} of TPOT), "
-                   f"predicted {predicted / 1e3:+.2f} ms")  # fmt: skip
-            measured = other["measured_us"].get((r["variant_off"], c), float("nan"))
-            if other["measured_basis"].get((r["variant_off"], c)) == PROFILE_BASIS:
-                bit += f", GPU idle or in unmodelled kernels {measured / 1e3:.2f} ms per step"
-            bits.append(bit + ("" if ok else " (missed)"))
-        if bits:
-            out.add(6, f"{weights} weights, CUDA graphs off against on (the host's time beyond "
-                       "the kernels, from the sweep's least eager time per call): "
-                    + "; ".join(bits) + f". Explained within ±{GAP_TOLERANCE:.0%} (or both "
-                    f"under {HIDDEN_GAP_SHARE:.0%} of TPOT) at {explained} of {len(bits)}; "
-                    "what the prediction misses is the server's own host work per step "
-                    "(Python around the kernels, scheduling, kernels the model leaves out).",
-                    weights=weights, explained=explained, points=len(bits))  # fmt: skip
+def step_answers(step_model: pd.DataFrame | None, decode: pd.DataFrame | None = None,
+                 crosscheck: pd.DataFrame | None = None) -> list[Answer]:  # fmt: skip
+    """Question 6's rows: lead rows (graphed steps explained, host time per weights), then per
+    variant and C, per component and energy."""
+    if step_model is None or step_model.empty or "predicted_step_us" not in step_model.columns:
+        why = ("no step model: it needs a one-GPU SGLang decode variant and the sweep's "
+               "fused-MoE, attention and dense kernels")  # fmt: skip
+        if decode is None or decode.empty:
+            why = "no decode ran here (no decode table)"
+        return [not_measured(6, "step model", why, lead=True)]
+    points = step_points(step_model)
+    if points.empty:
+        missing = sorted({m for m in step_model.get("missing", pd.Series()).dropna() if m})
+        return [not_measured(6, "step model", "the sweep lacks kernels the step model needs: "
+                             + "; ".join(missing[:4]), lead=True)]  # fmt: skip
+    noise = noise_table(decode, crosscheck)
+    per_point = [_tpot_answer(p, noise_of(noise, p["variant"], p["concurrency"]))
+                 for _, p in points.iterrows()]  # fmt: skip
+    lead = [a for a in (_graphed_summary(per_point, points),) if a is not None]
+    gaps = _gap_answers(points, noise)
+    components = [_component_answer(points, name) for name in MODEL_COMPONENTS]
+    return (lead + [a for a in gaps if a.lead] + per_point + [a for a in gaps if not a.lead]
+            + [a for a in components if a is not None]
+            + [a for a in (_energy_answer(points, noise),) if a is not None])  # fmt: skip

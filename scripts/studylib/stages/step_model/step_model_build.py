@@ -29,11 +29,12 @@ steps (``measured_us``, from ``instruments.serving.profile_traces``) sits beside
 component: its ``other``
 is the unmodelled kernels, communication and the GPU's idle gaps together; without a
 profile it is TPOT less the predicted kernels (``basis`` says which). A profiled step (the
-sum of its parts) longer than TPOT by more than PROFILE_STEP_TOLERANCE did not run as the
-measured window did (the tracer's own host cost, or a load's start with its prefills, widens
-the GPU's idle gaps): its kernels stay, and its ``other`` becomes TPOT less the profiled
-kernels (``measured_basis`` says so, with the ratio). A profiled step shorter than TPOT stands:
-tracing does not speed a step up, so there the window is the one to doubt.
+sum of its parts) longer than TPOT by more than the noise floor (PROFILE_STEP_TOLERANCE) did
+not run as the measured window did (the tracer's own host cost, or a load's start with its
+prefills, widens the GPU's idle gaps): its kernels stay, and its ``other`` becomes TPOT less
+the profiled kernels (``measured_basis`` says so, with the ratio), so that the measured step
+is the window's. A profiled step shorter than TPOT stands: tracing does not speed a step up,
+so there the window is the one to doubt.
 
 Energy: each component's time at the power of the matching kernel-power loop (nearest M,
 cold loops first), the ``other`` time at the GPU's measured idle power, over C tokens.
@@ -46,6 +47,7 @@ import math
 
 import pandas as pd
 
+from ...core.verdicts import NOISE_FLOOR
 from ...instruments.step_components import COMPONENTS
 from ..decode.decode_judgements import graphs_flag
 from .step_model_schema import COLUMNS
@@ -87,8 +89,10 @@ POWER_MODES = ("cold", "graph", "eager")
 #: A profiled step (its parts summed) longer than TPOT by more than this did not run as the
 #: measured window did: its idle gaps are not the window's (H200, 2026-12-01: 1.89× TPOT at
 #: C = 1 with CUDA graphs and 2.07× at C = 256 without, where its kernels alone took 0.86×
-#: and 0.97×).
-PROFILE_STEP_TOLERANCE = 0.25
+#: and 0.97×; 1.15× at C = 1 without graphs, where the tracer's cost per launch widens the
+#: host-bound step). Only the measurement's own noise: beyond it, the profile's idle would
+#: make its step longer than the window's.
+PROFILE_STEP_TOLERANCE = NOISE_FLOOR
 
 #: ``measured_basis`` of a step measured by the profiler; a profile whose idle was set aside
 #: (``representative``) says so after it.
@@ -293,7 +297,7 @@ def from_profile(basis: pd.Series, whole: bool = False) -> pd.Series:
 def representative(profiled: dict, tpot_us: float) -> tuple[dict, str, float]:
     """The profile's parts as the measured side, its basis, and the profiled step's length.
     A profiled step longer than TPOT by more than PROFILE_STEP_TOLERANCE keeps its kernels;
-    its ``other`` becomes what TPOT leaves beyond them."""
+    its ``other`` becomes what TPOT leaves beyond them (none where the kernels fill it)."""
     step = sum(profiled.values())
     if not (tpot_us > 0) or step / tpot_us - 1 <= PROFILE_STEP_TOLERANCE:
         return profiled, PROFILE_BASIS, step
@@ -301,6 +305,20 @@ def representative(profiled: dict, tpot_us: float) -> tuple[dict, str, float]:
     basis = (f"{PROFILE_BASIS}; other = TPOT - profiled kernels (profiled step "
              f"{step / 1e3:.2f} ms, {step / tpot_us:.2f}× TPOT)")  # fmt: skip
     return {**profiled, "other": max(tpot_us - kernels, 0.0)}, basis, step
+
+
+def measured_parts(rows: pd.DataFrame) -> dict[str, float]:
+    """The measured side of one variant, C and routing of the step-model table: µs per step
+    per component, under :func:`representative`'s rule (a table written under an earlier,
+    looser tolerance follows today's: no part exceeds the step). Empty where no profile
+    measured the step (its ``other`` is then TPOT less the predicted kernels, not a part)."""
+    if rows.empty or not from_profile(rows["measured_basis"]).any():
+        return {}
+    measured = pd.to_numeric(rows.set_index("component")["measured_us"], errors="coerce")
+    parts = {name: float(measured.get(name, 0.0)) for name in MODEL_COMPONENTS}
+    parts = {name: us if us == us else 0.0 for name, us in parts.items()}
+    tpot_us = float(pd.to_numeric(rows["tpot_us"], errors="coerce").iloc[0])
+    return representative(parts, tpot_us)[0]
 
 
 def step_model(sweep: pd.DataFrame, decode: pd.DataFrame, geometry: dict,
