@@ -148,7 +148,7 @@ def check_decode(config: dict) -> list[str]:
             geometry = (decode.get("model") or {}).get(device)
             served = served_positions(eng, args, kind, spec["model"] if kind == "path" else None,
                                       geometry)  # fmt: skip
-            if served and served[1].startswith("max_position_embeddings"):
+            if served and kind != "path" and served[1].startswith("max_position_embeddings"):
                 served = (served[0], f"decode.model.{device}.{served[1]}")
             lengths = [(decode.get(key) or {}).get(device) for key in ("input_len", "output_len")]
             if None not in lengths:
