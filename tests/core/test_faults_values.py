@@ -31,6 +31,7 @@ def default_config() -> dict:
     """The default config with the schema's defaults (read once; each test its own copy)."""
     return copy.deepcopy(_default())
 
+
 # --- --config values typed by the schema -----------------------------------------------------
 
 ENV = "decode.variants.transformers.env.STUDY_TAG"
@@ -173,6 +174,13 @@ GARBAGE = [
     ("recorded-window-0", _set("decode.expert_distribution_s.cuda", 0),
      "decode.expert_distribution_s.cuda: a 0 s recorded window records no expert (variant "
      "sglang-bf16-graphs records them); give it more than 0"),
+    ("qwen3-with-shared-experts", _set("decode.model.cpu.shared_experts", 1),
+     "decode.model.cpu.shared_experts (1): qwen3_moe has no shared experts; give 0 or "
+     "architecture glm4_moe"),
+    ("recorder-top-k-not-the-models", _set("decode.model.cuda.top_k", 4),
+     "decode.variants.sglang-bf16-graphs.top_k (8) is not the top_k of the model it serves on "
+     "cuda (decode.model.cuda.top_k: 4): its recorded tokens per expert would be off by their "
+     "ratio"),
     ("host-in-brackets", _set("decode.host", "[::1]"),
      "decode.host [::1]: write an IPv6 address without brackets (::1); the study brackets it "
      "where it builds a URL"),

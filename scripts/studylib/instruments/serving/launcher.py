@@ -78,9 +78,9 @@ def failed_with_log(headline: str, log_path: str | os.PathLike) -> ServerFailed:
     """ServerFailed: ``headline`` and the log's reason on one line, then the log's tail."""
     tail = log_tail(log_path)
     reason = log_reason(tail)
-    line = f"{headline}: {reason} (log: {log_path})" if reason else f"{headline} (log: {log_path})"
+    line = f"{headline}: {reason}" if reason else f"{headline} (its log is empty)"
     context = "\n".join(f"    {part}" for part in tail.splitlines())
-    return ServerFailed(f"{line}\n  the server log's last lines:\n{context}")
+    return ServerFailed(f"{line}\n  the last lines of its log, {log_path}:\n{context}")
 
 
 def http_status(url: str, timeout: float = 5.0) -> int | None:

@@ -126,6 +126,11 @@ def check_decode(config: dict) -> list[str]:
             problems.append(f"decode.output_len.{device}: {tokens} token has no time per "
                             "output token (TPOT is the time between a request's tokens): "
                             "give 2 or more")  # fmt: skip
+    for device, geometry in (decode.get("model") or {}).items():
+        if geometry.get("architecture") == "qwen3_moe" and geometry.get("shared_experts"):
+            problems.append(f"decode.model.{device}.shared_experts "
+                            f"({geometry['shared_experts']}): qwen3_moe has no shared experts; "
+                            "give 0 or architecture glm4_moe")  # fmt: skip
     variants = {name: spec for name, spec in (decode.get("variants") or {}).items()
                 if spec.get("enabled", True)}  # fmt: skip
     for device in DEVICES:
@@ -138,21 +143,32 @@ def check_decode(config: dict) -> list[str]:
                             f"window records no expert (variant {recording[0]} records "
                             "them); give it more than 0")  # fmt: skip
     for name, spec in variants.items():
-        eng = get_engine(spec["engine"])
-        kind = spec["model"] if spec["model"] in ("local", "dummy") else "path"
-        flags = study_flags(eng, kind, bool(spec.get("expert_distribution")))
         for device in spec.get("devices", DEVICES):
-            where = f"decode.variants.{name}"
-            args = ((spec.get("args") or {}).get(device)) or []
-            problems += [f"{where}.args.{device}: {p}" for p in arg_problems(args, flags)]
-            geometry = (decode.get("model") or {}).get(device)
-            served = served_positions(eng, args, kind, spec["model"] if kind == "path" else None,
-                                      geometry)  # fmt: skip
-            if served and kind != "path" and served[1].startswith("max_position_embeddings"):
-                served = (served[0], f"decode.model.{device}.{served[1]}")
-            lengths = [(decode.get(key) or {}).get(device) for key in ("input_len", "output_len")]
-            if None not in lengths:
-                problem = context_problem(*lengths, served, f"variant {name}'s model",
-                                          f"decode.{{}}.{device}")  # fmt: skip
-                problems += [problem] if problem else []
+            problems += _variant_problems(decode, name, spec, device)
+    return problems
+
+
+def _variant_problems(decode: dict, name: str, spec: dict, device: str) -> list[str]:
+    """A variant's server on ``device``: its args, the context it serves, its top_k."""
+    eng = get_engine(spec["engine"])
+    kind = spec["model"] if spec["model"] in ("local", "dummy") else "path"
+    where = f"decode.variants.{name}"
+    args = ((spec.get("args") or {}).get(device)) or []
+    flags = study_flags(eng, kind, bool(spec.get("expert_distribution")))
+    problems = [f"{where}.args.{device}: {p}" for p in arg_problems(args, flags)]
+    geometry = (decode.get("model") or {}).get(device) if kind != "path" else None
+    served = served_positions(eng, args, kind, spec["model"] if kind == "path" else None,
+                              geometry)  # fmt: skip
+    if served and geometry and served[1].startswith("max_position_embeddings"):
+        served = (served[0], f"decode.model.{device}.{served[1]}")
+    lengths = [(decode.get(key) or {}).get(device) for key in ("input_len", "output_len")]
+    if None not in lengths:
+        problem = context_problem(*lengths, served, f"variant {name}'s model",
+                                  f"decode.{{}}.{device}")  # fmt: skip
+        problems += [problem] if problem else []
+    top_k = (geometry or {}).get("top_k")
+    if spec.get("expert_distribution") and top_k and spec.get("top_k", 8) != top_k:
+        problems.append(f"{where}.top_k ({spec.get('top_k', 8)}) is not the top_k of the model "
+                        f"it serves on {device} (decode.model.{device}.top_k: {top_k}): its "
+                        "recorded tokens per expert would be off by their ratio")  # fmt: skip
     return problems
