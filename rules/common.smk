@@ -18,7 +18,11 @@ from studylib.figure_list import (  # noqa: E402
     write_caption_template,
 )
 from studylib.instruments.hardware import job_versions, nvml_driver  # noqa: E402
-from studylib.core.config_cli import CliValueError, apply_cli_values, cli_values  # noqa: E402
+from studylib.core.config_cli import (  # noqa: E402
+    CliValueError,
+    apply_cli_values,
+    cli_values,
+)
 from studylib.core.config import (  # noqa: E402
     ConfigFileError,
     config_keys,
