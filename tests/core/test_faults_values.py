@@ -90,6 +90,13 @@ def test_an_ipv6_any_address_is_warned_as_public_and_named_in_quotes():
     ]
 
 
+@pytest.mark.parametrize("host", ["127.0.0.2", "::1", "localhost"])
+def test_a_loopback_host_is_not_warned_about(host):
+    config = default_config()
+    config["decode"]["host"] = host
+    assert check_config(config) == [] and config_warnings(config) == []
+
+
 def test_the_server_gets_the_environment_as_written(tmp_path):
     from studylib.instruments.serving.engines import engine
     from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device

@@ -6,6 +6,7 @@ device the workflow plans for. Each stage's plan and checks live in its stage
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -170,11 +171,21 @@ def check_contradictions(config: dict) -> list[str]:
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
+def is_loopback(host) -> bool:
+    """A host only this machine reaches: localhost or a loopback address (127.0.0.0/8, ::1)."""
+    if str(host) in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(str(host)).is_loopback
+    except ValueError:
+        return False
+
+
 def config_warnings(config: dict) -> list[str]:
     """What is allowed but probably not meant: one line each."""
     warnings = []
     host = config.get("decode", {}).get("host", "127.0.0.1")
-    if host not in LOOPBACK_HOSTS:
+    if not is_loopback(host):
         shown = f'"{host}"' if ":" in str(host) else host  # an IPv6 address: ":: :" reads badly
         warnings.append(
             f"decode.host {shown}: the decode server listens beyond this "
