@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from helpers import ROOT
 from studylib.instruments.serving.engines import engine
-from studylib.instruments.serving.launcher import ServerFailed, url_host
+from studylib.instruments.serving.launcher import ServerFailed, log_reason, url_host
 from studylib.stages.decode.decode_run import run_decode
 from test_serving import STANDIN, free_port
 
@@ -126,6 +126,23 @@ def test_a_context_flag_in_args_is_the_served_context(tmp_path, monkeypatch):
     with pytest.raises(ServerFailed, match=r"beyond the 9 positions of the served model "
                        r"\(--context-length in its args\)"):  # fmt: skip
         run_decode(_plan(args=["--context-length", "9"]), tmp_path / "out")
+
+
+SGLANG_DEATH = """launcher: starting python -m sglang.launch_server --port 30000
+Traceback (most recent call last):
+  File "scheduler.py", line 1, in run_scheduler_process
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB
+[2026-12-01 10:00:00] Received sigquit from a child process. It usually means the child failed.
+"""
+
+
+@pytest.mark.parametrize("tail, reason", [
+    (SGLANG_DEATH, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+    ("launcher: starting x\nloading\nbye\n", "bye"),
+    ("launcher: starting x\n", ""),
+])  # fmt: skip
+def test_the_one_line_names_the_logs_error_not_its_last_words(tail, reason):
+    assert log_reason(tail) == reason
 
 
 # --- what the job's log shows (Snakemake prints it under "Logfile ...") ----------------------

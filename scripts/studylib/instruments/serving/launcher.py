@@ -61,16 +61,16 @@ def log_tail(path: str | os.PathLike, lines: int = 40) -> str:
 
 
 #: A log line that says what went wrong (an exception's last line, an error, a fatal signal).
-_ERROR_LINE = re.compile(r"(Error|Exception|error:|Errno|[Ff]atal|FAILED|Killed|Traceback)")
+_ERROR_LINE = re.compile(r"(Error|Exception|error:|Errno|[Ff]atal|FAILED|Killed)")
 
 
 def log_reason(tail: str) -> str:
     """The line of a server log's tail that says why it stopped: the last one that reads as an
-    error (a traceback's exception), else the last line; '' for an empty log."""
+    error (a traceback's exception, not the lines after it such as SGLang's "Received sigquit
+    from a child process"), else the last line; '' for an empty log."""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith("launcher: ")]
-    errors = [line for line in lines if _ERROR_LINE.search(line) and line != "Traceback (most "
-              "recent call last):"]  # fmt: skip
+    errors = [line for line in lines if _ERROR_LINE.search(line)]
     return (errors or lines or [""])[-1][:300]
 
 
