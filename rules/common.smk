@@ -18,9 +18,13 @@ from studylib.figure_list import (  # noqa: E402
     write_caption_template,
 )
 from studylib.instruments.hardware import job_versions, nvml_driver  # noqa: E402
+from studylib.core.config_cli import (  # noqa: E402
+    CliValueError,
+    apply_cli_values,
+    cli_values,
+)
 from studylib.core.config import (  # noqa: E402
     ConfigFileError,
-    apply_cli_values,
     config_keys,
     config_warnings,
     empty_overrides,
@@ -42,8 +46,12 @@ from studylib.study_config import check_config  # noqa: E402
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
 
-# --config values nested in a mapping arrive as strings: type them as a config file would.
-apply_cli_values(config, workflow.config_settings.config or {})
+# --config values typed once, by the schema, from the words given (Snakemake's own reading
+# drops quotes and leaves nested values strings): a quoted "0755" stays a string.
+try:
+    apply_cli_values(config, cli_values(workflow.config_settings.config_args, SCHEMA))
+except CliValueError as exc:
+    raise WorkflowError(f"invalid config: {exc}") from None
 # An override's `{}` removes nothing from the merged config: say so rather than ignore it.
 _CONFIG_KEYS = config_keys(SCHEMA)
 try:

@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -293,6 +294,8 @@ def main() -> int:
                     STATE["streams"].pop(key, None)
 
     ThreadingHTTPServer.request_queue_size = 1024  # hundreds of clients connect at once
+    if ":" in args.host:  # an IPv6 address (::1, ::)
+        ThreadingHTTPServer.address_family = socket.AF_INET6
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print("standin: serving", flush=True)

@@ -16,12 +16,12 @@ import pytest
 from helpers import ROOT, default_config
 from studylib.core.config import (
     ConfigFileError,
-    apply_cli_values,
     config_warnings,
     empty_overrides,
     read_config_file,
     schema_problem,
 )
+from studylib.core.config_cli import apply_cli_values, cli_values
 from studylib.core.journal import journal_path, read_journal
 from studylib.core.table_registry import DamagedFile, check_inputs, columns, read_record, read_table
 from studylib.instruments.hardware import BACKEND_PACKAGES, job_versions
@@ -104,13 +104,13 @@ def test_an_empty_mapping_where_nothing_is_merged_is_fine():
 
 
 def snakemake_merged(config, override):
-    """What Snakemake 9 makes of --config: nested values as strings, merged into config."""
+    """What Snakemake 9 makes of --config (nested values as strings, merged into config), and
+    the study's typing of the words given (rules/common.smk)."""
     from snakemake.cli import parse_config
     from snakemake.utils import update_config
 
-    cli = parse_config([override])
-    update_config(config, cli)
-    return config, cli
+    update_config(config, parse_config([override]))
+    return config, cli_values([override])
 
 
 def test_nested_cli_override_works():

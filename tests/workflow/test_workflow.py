@@ -277,6 +277,20 @@ def test_nested_config_override_and_public_host_warning(study):
     assert "results/decode/transformers/summary.csv" in output  # the port is in its plan
 
 
+def test_config_strings_stay_strings_on_the_command_line(study):
+    """Values typed once, by the schema, from the words given: a quoted "::" was refused as a
+    mapping and a quoted "yes" as a boolean (faults.md, issue 33)."""
+    quoted = 'decode={host: "::", variants: {transformers: {env: {STUDY_TAG: "yes"}}}}'
+    proc = snakemake(study, "--dry-run", "--config", quoted)
+    output = proc.stdout + proc.stderr
+    assert 'config warning: decode.host "::": the decode server listens beyond' in output
+    assert "results/decode/transformers/summary.csv" in output
+    proc = snakemake(study, "--dry-run", "--config", "decode={host: ::1}", check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in output
+    assert "invalid config: --config decode={host: ::1}: not YAML at column 8" in output
+
+
 def test_a_damaged_table_stops_the_run_and_keeps_the_report(study, tmp_path):
     results = study / "results"
     hardware, report = results / "hardware.json", results / "report" / "index.html"
@@ -327,6 +341,12 @@ BAD_CONFIGS = [
         "backends.flashinfer.cases[0].op: 'mm_fp5' is not an op of flashinfer",
     ),
     (lambda c: c["decode"].update(variants={}), "decode.variants: {} removes nothing"),
+    (
+        lambda c: c["decode"]["variants"]["transformers"]["args"].update(
+            cpu=["--device", "cpu", "--port", "30001"]
+        ),
+        "decode.variants.transformers.args.cpu: --port is set by the study itself (decode.port)",
+    ),
 ]
 
 

@@ -6,6 +6,7 @@ device the workflow plans for. Each stage's plan and checks live in its stage
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -91,6 +92,10 @@ def enabled_backends(config: dict) -> list[str]:
     return [name for name, spec in config["backends"].items() if spec.get("enabled", True)]
 
 
+#: Samples a time's spread needs (its quartiles: timing.summarize).
+MIN_SPREAD_SAMPLES = 4
+
+
 def check_contradictions(config: dict) -> list[str]:
     """Settings the schema accepts one by one but that contradict each other (or cannot
     mean anything): one line each, naming the keys."""
@@ -107,11 +112,34 @@ def check_contradictions(config: dict) -> list[str]:
                 f"timing.min_time_s ({timing['min_time_s']}) exceeds "
                 f"timing.max_time_s.{device} ({most})"
             )
+    if timing.get("max_samples", MIN_SPREAD_SAMPLES) < MIN_SPREAD_SAMPLES:
+        problems.append(
+            f"timing.max_samples ({timing['max_samples']}): quartiles need "
+            f"{MIN_SPREAD_SAMPLES} samples; with fewer every time has a spread of 0 and "
+            "every difference would count as beyond the noise"
+        )
+    if timing.get("point_timeout_s", float("inf")) <= timing.get("min_time_s", 0):
+        problems.append(
+            f"timing.point_timeout_s ({timing['point_timeout_s']}) is not above "
+            f"timing.min_time_s ({timing['min_time_s']}): each mode of a point samples at "
+            "least min_time_s, so every point would be stopped as a hang"
+        )
     for dtype, value in config.get("check", {}).get("cos_sim_min", {}).items():
         if value > 1:
             problems.append(
                 f"check.cos_sim_min.{dtype}: {value} is above 1, the largest "
                 "cosine similarity: every point would be a mismatch"
+            )
+        elif value == 1:
+            problems.append(
+                f"check.cos_sim_min.{dtype}: 1 passes only an exact result: every point "
+                "whose result is rounded would be a mismatch"
+            )
+    for dtype, value in config.get("check", {}).get("rel_err_max", {}).items():
+        if value <= 0:
+            problems.append(
+                f"check.rel_err_max.{dtype}: {value} passes only an exact result: every "
+                "point whose result is rounded would be a mismatch"
             )
     for device, seconds in config.get("kernel_power", {}).get("seconds", {}).items():
         if seconds <= 0:
@@ -143,13 +171,24 @@ def check_contradictions(config: dict) -> list[str]:
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
+def is_loopback(host) -> bool:
+    """A host only this machine reaches: localhost or a loopback address (127.0.0.0/8, ::1)."""
+    if str(host) in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(str(host)).is_loopback
+    except ValueError:
+        return False
+
+
 def config_warnings(config: dict) -> list[str]:
     """What is allowed but probably not meant: one line each."""
     warnings = []
     host = config.get("decode", {}).get("host", "127.0.0.1")
-    if host not in LOOPBACK_HOSTS:
+    if not is_loopback(host):
+        shown = f'"{host}"' if ":" in str(host) else host  # an IPv6 address: ":: :" reads badly
         warnings.append(
-            f"decode.host {host}: the decode server listens beyond this "
+            f"decode.host {shown}: the decode server listens beyond this "
             "machine and has no authentication: anyone who reaches it can use it"
         )
     enabled = set(enabled_backends(config))
@@ -159,33 +198,6 @@ def config_warnings(config: dict) -> list[str]:
                 f"kernel_power.backends.{backend}: not run, backends.{backend} is disabled"
             )
     return warnings
-
-
-def typed_cli_values(value, nested: bool = False):
-    """``--config`` values with their nested scalars typed as YAML types them.
-
-    Snakemake reads ``--config 'decode={port: 30117}'`` with YAML's base loader, so every
-    value inside a mapping or list arrives as a string ('30117'); top-level values it types
-    itself."""
-    if isinstance(value, dict):
-        return {key: typed_cli_values(item, True) for key, item in value.items()}
-    if isinstance(value, list):
-        return [typed_cli_values(item, True) for item in value]
-    if nested and isinstance(value, str):
-        try:
-            return yaml.safe_load(value)
-        except yaml.YAMLError:
-            return value
-    return value
-
-
-def apply_cli_values(config: dict, overrides: dict) -> None:
-    """Put the typed ``--config`` values into ``config`` (where Snakemake merged them)."""
-    for key, value in typed_cli_values(overrides).items():
-        if isinstance(value, dict) and isinstance(config.get(key), dict):
-            apply_cli_values(config[key], value)
-        else:
-            config[key] = value
 
 
 def empty_overrides(override: dict, config: dict, where: str = "") -> list[str]:

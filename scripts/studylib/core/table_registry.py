@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,15 +71,18 @@ def registered_tables() -> tuple[Table, ...]:
     return tuple(_TABLES.values())
 
 
-#: JSON records: what each is, its required keys and optional ones, with their kinds (num
-#: and text may be null).
+#: JSON records: what each is, its required keys and optional ones, with their kinds (num,
+#: rate and text may be null; a rate is a measured peak: above 0 and at most RATE_CEILING).
 RECORDS = {
-    "peaks": ("this machine's measured peaks", {"copy_gbps": "num"},
-              {"device": "text", "bf16_tflops": "num", "fp8_tflops": "num",
-               "fp32_tflops": "num", "fp4_tflops": "num"}),
+    "peaks": ("this machine's measured peaks", {"copy_gbps": "rate"},
+              {"device": "text", "bf16_tflops": "rate", "fp8_tflops": "rate",
+               "fp32_tflops": "rate", "fp4_tflops": "rate"}),
     "hardware": ("the hardware record", {"device": "text", "gpus": "list", "packages": "dict"},
                  {"host": "dict", "driver_version": "text", "cuda_version": "text"}),
 }  # fmt: skip
+#: No one device copies 100 TB/s or computes 100 PFLOP/s dense (an H200: 4.8 TB/s, 2 PFLOP/s
+#: in FP8): a peak beyond this is a damaged record, not a measurement.
+RATE_CEILING = 1e5
 
 
 def table(name: str) -> Table:
@@ -201,7 +205,7 @@ def check_frame(name: str, frame: pd.DataFrame, path) -> None:
 
 
 KIND_WORDS = {"int": "a whole number", "num": "a number", "flag": "true or false",
-              "text": "text", "any": "anything"}  # fmt: skip
+              "text": "text", "any": "anything", "rate": "a number"}  # fmt: skip
 
 
 def _bad_values(series: pd.Series, kind: str):
@@ -254,15 +258,21 @@ def read_record(name: str, path: str | os.PathLike) -> dict:
     missing = [key for key in required if key not in data]
     if missing:
         _fail(path, f"not {what}: no key {', '.join(missing)}")
-    kinds = {"text": str, "num": (int, float), "list": list, "dict": dict}
+    kinds = {"text": str, "num": (int, float), "rate": (int, float), "list": list, "dict": dict}
     for key, kind in {**required, **optional}.items():
         if key not in data:
             continue
         value = data[key]
-        nullable = kind in ("text", "num")
+        nullable = kind in ("text", "num", "rate")
         wrong = not isinstance(value, kinds[kind]) or isinstance(value, bool)
         if (value is not None or not nullable) and wrong:
             _fail(path, f"key {key}: {value!r} is not {KIND_WORDS.get(kind, 'a ' + kind)}")
+        if kind == "rate" and value is not None and not 0 < value <= RATE_CEILING:
+            why = ("NaN is no measurement" if math.isnan(value) else
+                   "no measured peak is 0 or below" if value <= 0 else
+                   f"no one device reaches it (at most {RATE_CEILING:g})")  # fmt: skip
+            _fail(path, f"key {key}: {value!r} is not a measured peak: {why}; a damaged or "
+                  "edited record")  # fmt: skip
     return data
 
 

@@ -189,7 +189,7 @@ async def _stream_completion(parts, model, prompt, spec, extras, record) -> None
         **extras,
     }).encode()  # fmt: skip
     head = (
-        f"POST /v1/completions HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
+        f"POST /v1/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         "Connection: close\r\n\r\n"
     ).encode()

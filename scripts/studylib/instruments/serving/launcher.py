@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import secrets
 import shlex
 import signal
@@ -29,13 +30,26 @@ from pathlib import Path
 from .guard import TOKEN_ENV, Guard, cmdline, group_alive, group_members, terminate, token_pids
 
 __all__ = ["ServerFailed", "ServerProcess", "check_port_free", "group_alive", "http_status",
-           "port_holder", "run_served_name"]  # fmt: skip
+           "port_holder", "run_served_name", "url_host"]  # fmt: skip
 
 log = logging.getLogger("study.serving")
 
 
 class ServerFailed(RuntimeError):
-    """The server died, never became ready, or could not be stopped cleanly."""
+    """The server died, never became ready, or could not be stopped cleanly. Its first line
+    says what happened (one line for the user); the lines after it, if any, are context (the
+    server log's tail)."""
+
+
+#: Where a server can be reached from this machine when it listens on every address.
+_UNSPECIFIED = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def url_host(host: str) -> str:
+    """``host`` as a client on this machine writes it in a URL: an IPv6 literal in brackets
+    (``[::1]``), an any-address (``0.0.0.0``, ``::``) as this machine's loopback."""
+    host = _UNSPECIFIED.get(str(host), str(host))
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def log_tail(path: str | os.PathLike, lines: int = 40) -> str:
@@ -44,6 +58,29 @@ def log_tail(path: str | os.PathLike, lines: int = 40) -> str:
     except OSError as exc:
         return f"(no log: {exc})"
     return "\n".join(text.splitlines()[-lines:])
+
+
+#: A log line that says what went wrong (an exception's last line, an error, a fatal signal).
+_ERROR_LINE = re.compile(r"(Error|Exception|error:|Errno|[Ff]atal|FAILED|Killed)")
+
+
+def log_reason(tail: str) -> str:
+    """The line of a server log's tail that says why it stopped: the last one that reads as an
+    error (a traceback's exception, not the lines after it such as SGLang's "Received sigquit
+    from a child process"), else the last line; '' for an empty log."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("launcher: ")]
+    errors = [line for line in lines if _ERROR_LINE.search(line)]
+    return (errors or lines or [""])[-1][:300]
+
+
+def failed_with_log(headline: str, log_path: str | os.PathLike) -> ServerFailed:
+    """ServerFailed: ``headline`` and the log's reason on one line, then the log's tail."""
+    tail = log_tail(log_path)
+    reason = log_reason(tail)
+    line = f"{headline}: {reason}" if reason else f"{headline} (its log is empty)"
+    context = "\n".join(f"    {part}" for part in tail.splitlines())
+    return ServerFailed(f"{line}\n  the last lines of its log, {log_path}:\n{context}")
 
 
 def http_status(url: str, timeout: float = 5.0) -> int | None:
@@ -216,18 +253,18 @@ class ServerProcess:
         while True:
             code = self.proc.poll()
             if code is not None:
-                raise ServerFailed(
-                    f"server exited with code {code} before it was ready; log tail:\n"
-                    + log_tail(self.log_path)
+                raise failed_with_log(
+                    f"the server exited with code {code} before it was ready", self.log_path
                 )
             if self.ready():
                 self.ready_after_s = time.monotonic() - started
                 log.info("ready after %.1f s", self.ready_after_s)
                 return self.ready_after_s
             if time.monotonic() >= deadline:
-                raise ServerFailed(
-                    f"server not ready after {self.ready_timeout_s:g} s; log tail:\n"
-                    + log_tail(self.log_path)
+                raise failed_with_log(
+                    f"the server was not ready after {self.ready_timeout_s:g} s "
+                    "(decode.ready_timeout_s); its log ends",
+                    self.log_path,
                 )
             time.sleep(self.poll_s)
 

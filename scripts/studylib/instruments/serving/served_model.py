@@ -13,6 +13,40 @@ import json
 from pathlib import Path
 
 SPECIAL = ["<unk>", "<pad>", "<eos>"]
+#: The positions of a model the study builds when its geometry names none.
+DEFAULT_POSITIONS = 4096
+#: Keys of a model's config.json that give the positions it has (architectures differ).
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                 "max_sequence_length")  # fmt: skip
+
+
+def geometry_positions(geometry: dict) -> tuple[int, str]:
+    """The positions of the model the study builds from ``geometry``, and where that comes
+    from (its ``max_position_embeddings``, or the default)."""
+    if geometry.get("max_position_embeddings"):
+        return int(geometry["max_position_embeddings"]), "max_position_embeddings"
+    return DEFAULT_POSITIONS, f"max_position_embeddings, default {DEFAULT_POSITIONS}"
+
+
+def model_positions(model_dir: str | Path) -> tuple[int, str] | None:
+    """The positions a model folder's config.json gives (its first of POSITION_KEYS, or its
+    text_config's), and which file and key say so; None where the folder or the key is not
+    there."""
+    path = Path(model_dir) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    # A multimodal model's language model keeps its own config (text_config).
+    text = config.get("text_config") if isinstance(config, dict) else None
+    for where, part in (("", config), ("text_config.", text)):
+        if not isinstance(part, dict):
+            continue
+        for key in POSITION_KEYS:
+            value = part.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, f"{where}{key} in {path}"
+    return None
 
 
 def build_tokenizer(vocab_size: int):
@@ -59,7 +93,7 @@ def build_moe_model(out_dir: str | Path, geometry: dict, seed: int = 0, dtype: s
         num_experts_per_tok=g["top_k"],
         decoder_sparse_step=1,
         mlp_only_layers=[],
-        max_position_embeddings=g.get("max_position_embeddings", 4096),
+        max_position_embeddings=g.get("max_position_embeddings", DEFAULT_POSITIONS),
         bos_token_id=None,
         eos_token_id=None,  # no EOS: generation never stops early
         pad_token_id=1,
@@ -114,7 +148,7 @@ def served_model_config(geometry: dict, weights: str) -> dict:
         "num_key_value_heads": g["kv_heads"],
         "head_dim": head_dim,
         "num_experts_per_tok": g["top_k"],
-        "max_position_embeddings": g.get("max_position_embeddings", 4096),
+        "max_position_embeddings": g.get("max_position_embeddings", DEFAULT_POSITIONS),
         "hidden_act": "silu",
         "rms_norm_eps": 1e-5,
         "rope_theta": 1000000.0,

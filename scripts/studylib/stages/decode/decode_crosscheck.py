@@ -19,6 +19,7 @@ from ...instruments.serving.bench_serving import (
 from ...instruments.serving.decode_load import (
     STEADY_FRACTION,
 )
+from ...instruments.serving.launcher import url_host
 from ...instruments.serving.server_log import server_window_of
 from .decode_server import ServerPass, drain_server
 
@@ -52,7 +53,7 @@ def crosscheck_pass(pas: ServerPass, main_rows: list[dict], out_dir: Path,
             continue
         drain_server(pas)
         result_file = folder / f"bench_c{c}.jsonl"
-        argv = bench_serving_argv(sys.executable, pas.host, pas.port, plan["model"], c,
+        argv = bench_serving_argv(sys.executable, url_host(pas.host), pas.port, plan["model"], c,
                                   plan["input_len"], plan["output_len"], prompts, c,
                                   result_file)  # fmt: skip
         # Its expected time at the study's TPOT, twice, and its start (imports, tokenizer).

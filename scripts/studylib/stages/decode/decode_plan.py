@@ -3,7 +3,20 @@ plan, the config-only models they serve, and a plan's per-device values picked."
 
 from __future__ import annotations
 
+import ipaddress
+import re
+
 from ...core.config import study_device
+from ...instruments.serving.engines import engine as get_engine
+from ...instruments.serving.engines.base import arg_problems, flag_name
+from ...instruments.serving.served_model import geometry_positions, model_positions
+
+DEVICES = ("cuda", "cpu")
+#: What the study adds to an SGLang server's arguments itself: a dummy model's load format,
+#: and on the recorder pass the expert-distribution recorder.
+DUMMY_ARGS = ["--load-format", "dummy"]
+RECORDER_ARGS = ["--expert-distribution-recorder-mode", "stat",
+                 "--expert-distribution-recorder-buffer-size", "-1"]  # fmt: skip
 
 
 def decode_variants(config: dict, device: str | None = None) -> list[str]:
@@ -42,3 +55,120 @@ def resolve_for_device(plan: dict, device: str) -> dict:
         return value
 
     return {key: pick(value) for key, value in plan.items()}
+
+
+def study_flags(eng, model_kind: str | None, recorder: bool) -> dict[str, str]:
+    """Flags the study sets on a variant's server itself, each with what sets it."""
+    flags = eng.study_flags()
+    if eng.name == "sglang" and model_kind == "dummy":
+        flags[DUMMY_ARGS[0]] = "model: dummy, served with random weights"
+    if eng.name == "sglang" and recorder:
+        for flag in RECORDER_ARGS[::2]:
+            flags[flag] = "expert_distribution: true, on its recorder pass"
+    return flags
+
+
+def served_positions(eng, args: list, model_kind: str | None, model_dir,
+                     geometry: dict | None) -> tuple[int, str] | None:  # fmt: skip
+    """The context a variant's server serves, and where that comes from: the engine's
+    context flag in its args, else the model's positions (the geometry of a model the study
+    builds, or the model folder's config.json); None where unknown."""
+    if eng.context_flag:
+        for i, arg in enumerate(args):
+            if flag_name(arg) == eng.context_flag:
+                value = str(arg).split("=", 1)[1] if "=" in str(arg) else (
+                    args[i + 1] if i + 1 < len(args) else None)  # fmt: skip
+                if value is not None and re.fullmatch(r"[0-9]+", str(value)):
+                    return int(value), f"{eng.context_flag} in its args"
+    if model_kind in ("local", "dummy") and geometry:
+        return geometry_positions(geometry)
+    return model_positions(model_dir) if model_dir else None
+
+
+def context_problem(input_len: int, output_len: int, served: tuple[int, str] | None,
+                    whose: str = "the served model", keys: str = "") -> str | None:  # fmt: skip
+    """A request's context (prompt and output) beyond the positions the server serves;
+    ``keys``: the config keys' prefix (``decode.``) and suffix (``.cpu``), as ``{}``."""
+    if served is None or input_len + output_len <= served[0]:
+        return None
+    name = (keys or "{}").format
+    return (f"{name('input_len')} ({input_len}) + {name('output_len')} ({output_len}) = "
+            f"{input_len + output_len} tokens per request, beyond the {served[0]} positions of "
+            f"{whose} ({served[1]}): the model cannot serve that context")  # fmt: skip
+
+
+def host_problem(host) -> str | None:
+    """A decode.host no server can listen on, or that no URL can name."""
+    host = str(host)
+    if not host.strip():
+        return "decode.host is empty: give the address the server listens on (127.0.0.1)"
+    if host.startswith("[") and host.endswith("]"):
+        return (f"decode.host {host}: write an IPv6 address without brackets "
+                f"({host[1:-1]}); the study brackets it where it builds a URL")  # fmt: skip
+    if "/" in host or any(c.isspace() for c in host):
+        return f"decode.host {host!r}: a host name or IP address, not a URL or a path"
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return (f"decode.host {host}: not a host name or IP address (the port goes in "
+                    "decode.port)")  # fmt: skip
+    return None
+
+
+def check_decode(config: dict) -> list[str]:
+    """Decode settings the schema accepts one by one that would measure nothing or garbage,
+    or that the server cannot serve: one line each, naming the key."""
+    decode = config.get("decode", {})
+    problems = [p for p in [host_problem(decode.get("host", "127.0.0.1"))] if p]
+    for device, tokens in (decode.get("output_len") or {}).items():
+        if tokens < 2:
+            problems.append(f"decode.output_len.{device}: {tokens} token has no time per "
+                            "output token (TPOT is the time between a request's tokens): "
+                            "give 2 or more")  # fmt: skip
+    for device, geometry in (decode.get("model") or {}).items():
+        if geometry.get("architecture") == "qwen3_moe" and geometry.get("shared_experts"):
+            problems.append(f"decode.model.{device}.shared_experts "
+                            f"({geometry['shared_experts']}): qwen3_moe has no shared experts; "
+                            "give 0 or architecture glm4_moe")  # fmt: skip
+    variants = {name: spec for name, spec in (decode.get("variants") or {}).items()
+                if spec.get("enabled", True)}  # fmt: skip
+    for device in DEVICES:
+        recording = [name for name, spec in variants.items()
+                     if spec.get("expert_distribution") and spec.get("engine") == "sglang"
+                     and device in spec.get("devices", DEVICES)]  # fmt: skip
+        seconds = (decode.get("expert_distribution_s") or {}).get(device, 1)
+        if recording and seconds <= 0:
+            problems.append(f"decode.expert_distribution_s.{device}: a {seconds} s recorded "
+                            f"window records no expert (variant {recording[0]} records "
+                            "them); give it more than 0")  # fmt: skip
+    for name, spec in variants.items():
+        for device in spec.get("devices", DEVICES):
+            problems += _variant_problems(decode, name, spec, device)
+    return problems
+
+
+def _variant_problems(decode: dict, name: str, spec: dict, device: str) -> list[str]:
+    """A variant's server on ``device``: its args, the context it serves, its top_k."""
+    eng = get_engine(spec["engine"])
+    kind = spec["model"] if spec["model"] in ("local", "dummy") else "path"
+    where = f"decode.variants.{name}"
+    args = ((spec.get("args") or {}).get(device)) or []
+    flags = study_flags(eng, kind, bool(spec.get("expert_distribution")))
+    problems = [f"{where}.args.{device}: {p}" for p in arg_problems(args, flags)]
+    geometry = (decode.get("model") or {}).get(device) if kind != "path" else None
+    served = served_positions(eng, args, kind, spec["model"] if kind == "path" else None,
+                              geometry)  # fmt: skip
+    if served and geometry and served[1].startswith("max_position_embeddings"):
+        served = (served[0], f"decode.model.{device}.{served[1]}")
+    lengths = [(decode.get(key) or {}).get(device) for key in ("input_len", "output_len")]
+    if None not in lengths:
+        problem = context_problem(*lengths, served, f"variant {name}'s model",
+                                  f"decode.{{}}.{device}")  # fmt: skip
+        problems += [problem] if problem else []
+    top_k = (geometry or {}).get("top_k")
+    if spec.get("expert_distribution") and top_k and spec.get("top_k", 8) != top_k:
+        problems.append(f"{where}.top_k ({spec.get('top_k', 8)}) is not the top_k of the model "
+                        f"it serves on {device} (decode.model.{device}.top_k: {top_k}): its "
+                        "recorded tokens per expert would be off by their ratio")  # fmt: skip
+    return problems

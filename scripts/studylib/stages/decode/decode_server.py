@@ -13,11 +13,12 @@ from ...instruments.serving.decode_load import (
     LoadSpec,
     run_load,
 )
-from ...instruments.serving.engines.base import run_served_name
+from ...instruments.serving.engines.base import arg_problems, run_served_name
 from ...instruments.serving.engines.sglang_engine import (
     requests_held,
 )
-from ...instruments.serving.launcher import ServerProcess
+from ...instruments.serving.launcher import ServerFailed, ServerProcess, check_port_free
+from .decode_plan import DUMMY_ARGS, RECORDER_ARGS, context_problem, served_positions, study_flags
 from .expert_m import RECORDER_DIR_ENV
 
 log = logging.getLogger("study.decode")
@@ -36,8 +37,9 @@ class ServerPass:
         self.base_url = eng.base_url(self.host, self.port)
         self.served_name = run_served_name(plan["variant"])
         args = [str(a) for a in plan.get("args") or []]
+        self.check(args, recorder)
         if plan.get("model_kind") == "dummy" and plan["engine"] == "sglang":
-            args += ["--load-format", "dummy"]  # random weights: nothing to load or carry
+            args += DUMMY_ARGS  # random weights: nothing to load or carry
         self.env = {**eng.env, **{k: str(v) for k, v in (plan.get("env") or {}).items()}}
         if plan.get("routing") == "uniform" and plan["engine"] == "sglang":
             # The router of random weights reads far fewer experts than a trained one (on the
@@ -50,8 +52,7 @@ class ServerPass:
             # and writes its dumps into the folder this variable names.
             # An unbounded buffer: the counts cover every step of the window (the default
             # keeps the last 1000, a fraction of a second at C = 1 with CUDA graphs).
-            args += ["--expert-distribution-recorder-mode", "stat",
-                     "--expert-distribution-recorder-buffer-size", "-1"]  # fmt: skip
+            args += RECORDER_ARGS
             if shared_experts:
                 # SGLang fuses shared experts into the routed ones on sm_80+ and hands their
                 # ids (>= the routed count) to the recorder, whose per-expert buffer they
@@ -71,6 +72,25 @@ class ServerPass:
             ready_timeout_s=plan["ready_timeout_s"],
             stop_grace_s=plan.get("stop_grace_s", 30),
         )
+
+    def check(self, args: list[str], recorder: bool) -> None:
+        """ServerFailed, one line, before anything starts (the idle window, the server) where
+        the server would not start as planned: arguments that repeat a flag or set one the
+        study sets (a second --port: the readiness probe would wait its whole timeout at the
+        wrong port), a context beyond the model's positions, or (the main pass) a port in
+        use."""
+        plan = self.plan
+        problems = arg_problems(args, study_flags(self.eng, plan.get("model_kind"), recorder))
+        if problems:
+            raise ServerFailed(f"variant {plan['variant']}: args: {'; '.join(problems)}")
+        served = served_positions(self.eng, args, plan.get("model_kind"), plan.get("model"),
+                                  None)  # fmt: skip
+        if plan.get("input_len") and plan.get("output_len"):
+            problem = context_problem(int(plan["input_len"]), int(plan["output_len"]), served)
+            if problem:
+                raise ServerFailed(f"variant {plan['variant']}: {problem}")
+        if not recorder:
+            check_port_free(self.host, self.port)
 
     def load(self, spec: LoadSpec, control: LoadControl | None = None):
         model = self.eng.request_model(self.plan["model"], self.served_name)

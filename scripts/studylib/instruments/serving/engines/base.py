@@ -9,9 +9,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from ..launcher import http_status, run_served_name
+from ..launcher import http_status, run_served_name, url_host
 
-__all__ = ["Engine", "one_token_completion", "run_served_name", "served_names"]
+__all__ = ["Engine", "arg_problems", "flag_name", "one_token_completion", "run_served_name",
+           "served_names"]  # fmt: skip
 
 
 def one_token_completion(base_url: str, model: str, timeout: float = 60.0) -> str | None:
@@ -57,6 +58,34 @@ def _without_flag(args: list[str], flag: str) -> list[str]:
     return out
 
 
+def flag_name(arg) -> str | None:
+    """The flag an argument names (``--port`` of ``--port`` or ``--port=30001``), or None for
+    a value."""
+    arg = str(arg)
+    return arg.split("=", 1)[0] if arg.startswith("--") and len(arg) > 2 else None
+
+
+def arg_problems(args: list, study_flags: dict[str, str]) -> list[str]:
+    """What is wrong with a server's configured arguments, one line each: a flag the study
+    sets itself (``study_flags``: flag -> what sets it), given again, would leave the server
+    on a setting the study does not know (a second ``--port``: it listens where the
+    readiness probe never looks, until the readiness timeout); a flag given twice (a server
+    keeps one of the values, and which is its parser's choice)."""
+    problems, seen = [], {}
+    for i, arg in enumerate(args):
+        flag = flag_name(arg)
+        if flag is None:
+            continue
+        if flag in study_flags:
+            problems.append(f"{flag} is set by the study itself ({study_flags[flag]}): "
+                            "remove it from args")  # fmt: skip
+        elif flag in seen:
+            problems.append(f"{flag} is given twice (arguments {seen[flag] + 1} and {i + 1}): "
+                            "give it once")  # fmt: skip
+        seen.setdefault(flag, i)
+    return problems
+
+
 @dataclass(frozen=True)
 class Engine:
     """An OpenAI-compatible inference server.
@@ -87,6 +116,15 @@ class Engine:
     env: dict = field(default_factory=dict)
     # The flag naming the served model (requests' "model"); None: the model path is served.
     served_name_flag: str | None = None
+    # The flag that sets the context a request may use, instead of the model's positions.
+    context_flag: str | None = None
+
+    def study_flags(self) -> dict[str, str]:
+        """Flags every launch sets itself, with the config key (or fact) each comes from."""
+        flags = {self.host_flag: "decode.host", self.port_flag: "decode.port"}
+        if self.model_flag:
+            flags[self.model_flag] = "the variant's model"
+        return flags
 
     def argv(
         self,
@@ -114,7 +152,8 @@ class Engine:
         return served_name if served_name and self.served_name_flag else model
 
     def base_url(self, host: str, port: int) -> str:
-        return f"http://{host}:{port}"
+        """The server's URL from this machine (an IPv6 address in brackets)."""
+        return f"http://{url_host(host)}:{port}"
 
     def ready(
         self, host: str, port: int, model: str | None = None, served_name: str | None = None

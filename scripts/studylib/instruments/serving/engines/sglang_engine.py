@@ -19,6 +19,7 @@ ENGINE = Engine(
     served_name_flag="--served-model-name",
     request_extras={"ignore_eos": True},
     distributions=("sglang",),
+    context_flag="--context-length",
 )
 
 EXPERT_RECORDER = {

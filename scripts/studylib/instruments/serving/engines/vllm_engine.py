@@ -9,4 +9,5 @@ ENGINE = Engine(
     served_name_flag="--served-model-name",
     request_extras={"ignore_eos": True},
     distributions=("vllm",),
+    context_flag="--max-model-len",
 )
