@@ -461,8 +461,13 @@ def build_context(
         # One chart per question on the first screen (figure_list's first_screen), drawn
         # again there: its own section keeps it too.
         "first_charts": [
-            {**c, "div_id": c["div_id"] + "-first", "spec_id": c["div_id"],
-             "anchor": QUESTION_NAV[q][1], "question_label": QUESTION_NAV[q][0]}
+            {
+                **c,
+                "div_id": c["div_id"] + "-first",
+                "spec_id": c["div_id"],
+                "anchor": QUESTION_NAV[q][1],
+                "question_label": QUESTION_NAV[q][0],
+            }
             for name, q in figure_list.first_screen().items()
             for c in charts
             if c["name"] == name and c["has_data"]

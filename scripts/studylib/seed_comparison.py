@@ -223,16 +223,23 @@ def _power_row(decode: pd.DataFrame | None, before: Sequence[Answer]) -> Answer:
     if _has(decode, "concurrency"):
         d = prep_decode(decode)
         d = d[d["valid"] & d["avg_w_per_gpu"].notna()]
-        at = d[d["concurrency"] == c]
         measured_c = ", ".join(f"{x:.0f}" for x in sorted(set(d["concurrency"].dropna())))
+        # The seed's C where it ran, else the largest C decode held here, said as such.
+        at_c = c if (d["concurrency"] == c).any() else d["concurrency"].max()
+        at = d[d["concurrency"] == at_c]
         if len(at):
             off = at[at["graphs"] == False]  # noqa: E712 - the seed ran with graphs off
             rows, how = (off, "with CUDA graphs off, as the seed ran") if len(off) else (at, "")
             value = _watts(rows)
+            where = (
+                f"at C = {c}"
+                if at_c == c
+                else f"at C = {at_c:.0f}, the most requests in flight here (the seed's: {c})"
+            )
             return Answer(Q, POWER, ANSWERED, verdict=value, runner_up=seed, basis="decode.csv",
                           value=value, points=len(rows), lead=True,
                           evidence=", ".join(sorted(set(rows["variant"].map(text_of)))),
-                          sentence=f"Here decode at C = {c} draws {value} per GPU"
+                          sentence=f"Here decode {where} draws {value} per GPU"
                           f"{' ' + how if how else ''}, against the seed's {seed}.")  # fmt: skip
     loops = next((a for a in before if a.question == 3 and a.lead and a.status in CITED
                   and (a.subject == ALL_MODES or a.subject.startswith(DECODE_GROUP))),

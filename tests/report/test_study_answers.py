@@ -58,14 +58,21 @@ def test_seed_rows_agree_with_the_q3_rows_they_cite():
     assert [a.question for a in answers][-len(seed) :] == ["seed"] * len(seed)
     (q3,) = [a for a in answers if a.question == 3 and a.subject == ALL_MODES]
     power = seed[POWER]
-    # decode ran at C = 16 and 64, not the seed's 512: question 3's decode-sized loops stand
-    # in, with the same number, verdict and status
+    # decode ran at C = 16 and 64, not the seed's 512 (the C = 256 run is not valid): the most
+    # requests in flight here stand in, said as such
+    assert power.status == ANSWERED and power.basis == "decode.csv" and power.lead
+    assert power.sentence.startswith("Here decode at C = 64, the most requests in flight here "
+                                     "(the seed's: 512) draws ")  # fmt: skip
+    assert power.sentence.endswith("per GPU, against the seed's 235 W of 600 W.")
+    # without a decode table, question 3's decode-sized loops stand in, with the same number,
+    # verdict and status
+    no_decode = compute_answers(StudyTables(HW_H200, PEAKS, synthetic_sweep(),
+                                            kernel_power=synthetic_power()))  # fmt: skip
+    power = seed_rows(no_decode)[POWER]
     assert (power.value, power.verdict, power.status) == (q3.value, q3.verdict, q3.status)
     assert power.value == "150–350 W (21–50 % of 700 W)" and power.lead
     assert power.sentence == (f"Decode at C = 512 was not measured here; decode-sized GEMM loops "
                               f"draw {q3.value}: under-use (Q3).")  # fmt: skip
-    # (the C = 256 run is not valid: not counted)
-    assert "C = 512 was not measured here (decode ran at C = 16, 64)" in power.why
     # an H200 has no FP4 tensor cores: both FP4 claims are not measured here, and say why
     for subject in (FP4, SGL_FP4):
         assert seed[subject].status == NOT_MEASURED

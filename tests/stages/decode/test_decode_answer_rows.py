@@ -53,6 +53,8 @@ def test_graphs_cut_tpot_only_beyond_the_noise():
     summary = rows["CUDA graphs · BF16"]
     assert summary.lead and summary.status == ANSWERED
     assert summary.sentence == "CUDA graphs (BF16) cut TPOT by 80 % at C = 1; tie at C = 16."
+    # the verdict says where the winner wins: one C may favour it and another not
+    assert summary.verdict == "graphs on: cut TPOT by 80 % at C = 1; tie at C = 16"
 
 
 def test_the_cross_check_and_the_schedulers_count_widen_the_noise():

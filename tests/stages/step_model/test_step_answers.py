@@ -163,4 +163,4 @@ def test_the_step_model_examples_answers():
         "takes 7.96 ms of the 8.81 ms measured step."
     )
     assert rows["sglang-bf16-graphs · C = 1"].status == UNDECIDED  # −23 %: 3 % past ±20 %
-    assert rows["component · moe"].verdict == "within at 16 of 16"
+    assert rows["component · moe"].verdict == "within (16 of 16)"

@@ -164,7 +164,8 @@ def _summary(question_subject: str, sentence: str, steps: list[Change], energy: 
     unit, digits = ("ms", 2) if basis == "TPOT" else ("J", 3)
     return Answer(
         5, question_subject, ANSWERED if best else TIE,
-        verdict=verdict if best else f"{verdict} = {runner_up}",
+        # The winner with where it wins: one C may favour it and another not.
+        verdict=f"{verdict}: {per_c_text(steps, basis)}" if best else f"{verdict} = {runner_up}",
         runner_up=runner_up if best else "", margin=shown.margin, noise=shown.noise.share,
         noise_from=shown.noise.source, basis=basis, value=f"{basis} {shown.ratio:.2f}× at "
         f"C = {shown.c}", evidence=f"{basis} " + _evidence(steps, unit, digits)

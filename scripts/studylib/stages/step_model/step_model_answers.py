@@ -145,7 +145,7 @@ def _component_answer(points: pd.DataFrame, name: str) -> Answer | None:
                      if predicted == 0 else f"; worst {_signed(error)} at {at}")  # fmt: skip
     return Answer(
         6, f"component · {name}", UNDECIDED if len(within) + len(outside) < len(judged)
-        else ANSWERED, verdict=f"within at {len(within)} of {len(judged)}",
+        else ANSWERED, verdict=count_verdict(len(within), len(judged), "within", "outside"),
         noise=NOISE_FLOOR, noise_from=f"{100 * NOISE_FLOOR:.0f} % floor (the profiler's "
         "components carry no spread)", basis="predicted ÷ profiled",
         value=f"{len(within)} of {len(judged)}", points=len(judged), sentence=sentence + ".",
@@ -165,7 +165,7 @@ def _energy_answer(points: pd.DataFrame, noise: pd.DataFrame) -> Answer | None:
     within = judged.count("within")
     return Answer(
         6, "energy per token", ANSWERED if "undecided" not in judged else UNDECIDED,
-        verdict=f"within at {within} of {len(judged)}", basis="J/token",
+        verdict=count_verdict(within, len(judged), "within", "outside"), basis="J/token",
         value=f"{within} of {len(judged)}", points=len(judged),
         sentence=(f"Predicted J/token (kernel-loop watts, idle watts for the rest) is within "
                   f"{_pm(ENERGY_TOLERANCE)} of measured {_counts(judged, len(judged))}."),
@@ -228,7 +228,8 @@ def _gap_answers(points: pd.DataFrame, noise: pd.DataFrame) -> list[Answer]:
         out.insert(0, Answer(
             6, f"host time · {weights_name(weights)}",
             UNDECIDED if any(v == "undecided" for *_, v in rows) else ANSWERED,
-            verdict=f"explained at {explained} of {len(rows)}", basis="graphs-off gap",
+            verdict=count_verdict(explained, len(rows), "explained", "not explained"),
+            basis="graphs-off gap",
             value=f"{explained} of {len(rows)} explained", points=len(rows),
             sentence=sentence + ".", lead=True,
         ))  # fmt: skip
@@ -263,10 +264,20 @@ def _graphed_summary(answers: list[Answer], points: pd.DataFrame) -> Answer | No
         sentence += f"; the fused MoE is {span} of the measured step"
     return Answer(
         6, "step model · graphs on", UNDECIDED if "undecided" in verdicts else ANSWERED,
-        verdict=f"explained at {explained} of {len(verdicts)}", basis="TPOT",
+        verdict=count_verdict(explained, len(verdicts), "explained", "not explained"),
+        basis="TPOT",
         value=f"{explained} of {len(verdicts)}", points=len(verdicts),
         sentence=sentence + ".", lead=True,
     )  # fmt: skip
+
+
+def count_verdict(hits: int, of: int, yes: str, no: str) -> str:
+    """A verdict over several points: ``yes`` at all of them, ``no`` at none, else how many."""
+    if hits == of:
+        return f"{yes} ({hits} of {of})" if of > 1 else yes
+    if hits == 0:
+        return f"{no} (0 of {of})" if of > 1 else no
+    return f"{yes} at {hits} of {of}"
 
 
 def step_answers(step_model: pd.DataFrame | None, decode: pd.DataFrame | None = None,
