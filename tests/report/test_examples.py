@@ -72,23 +72,21 @@ def answered_questions(example, out) -> set[str]:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=name)
-def test_the_readme_command_renders_the_report(example, tmp_path):
-    argv = readme_commands(example / "README.md")[0]
-    argv[argv.index("--out") + 1] = str(tmp_path)
-    run = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True,
-                         text=True, timeout=600)  # fmt: skip
+def test_the_readme_command_renders_the_report(example, example_render):
+    run = example_render(example)
+    argv, out = run.argv, run.out
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Traceback" not in run.stderr + run.stdout
-    html = tmp_path / "report" / "index.html"
+    html = out / "report" / "index.html"
     assert run.stdout.strip().splitlines()[-1] == str(html)
     text = html.read_text(encoding="utf-8")
     assert text.rstrip().endswith("</html>")
     if "--hardware" in argv:
         # A borrowed hardware record is named in the report's provenance.
         assert argv[argv.index("--hardware") + 1] in text
-    answers = pd.read_csv(tmp_path / "tables" / "answers.csv", dtype={"question": str})
+    answers = pd.read_csv(out / "tables" / "answers.csv", dtype={"question": str})
     assert set(QUESTIONS) <= set(answers["question"])
-    for question in answered_questions(example, tmp_path):
+    for question in answered_questions(example, out):
         statuses = set(answers.loc[answers["question"] == question, "status"])
         assert statuses - {"not measured here"}, f"question {question}: {statuses}"
 

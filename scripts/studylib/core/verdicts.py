@@ -99,9 +99,10 @@ class Ranking:
     tied: tuple[str, ...]
     best: Contender
     runner_up: Contender | None
-    #: The runner-up's gap over the fastest (a share), NaN when there is none.
+    #: The runner-up's gap over the fastest (a share), NaN when there is none: beyond ``noise``
+    #: by construction.
     margin: float
-    #: The noise the runner-up decision used (a share).
+    #: The noise the runner-up decision used (a share): the fastest's and the runner-up's.
     noise: float
     #: Every contender, fastest first.
     order: tuple[Contender, ...] = field(default=())
@@ -129,10 +130,10 @@ def rank(contenders: Iterable[Contender]) -> Ranking | None:
     runner = next((c for c in rest if c.who not in names), None)
     if runner is None:
         return Ranking(names, best, None, float("nan"), decision_noise(best.noise), tuple(order))
-    # The runner-up is beaten by every tied contender: the margin is to the slowest of them.
-    slowest_tied = max(tied, key=lambda c: c.value)
-    noise = decision_noise(*(c.noise for c in tied), runner.noise)
-    return Ranking(names, best, runner, gap(runner.value, slowest_tied.value), noise, tuple(order))
+    # The runner-up's margin is the one the rule decided on: its gap over the fastest, against
+    # the noise of the two (ties are not transitive: a tied contender may sit nearer to it).
+    noise = decision_noise(best.noise, runner.noise)
+    return Ranking(names, best, runner, gap(runner.value, best.value), noise, tuple(order))
 
 
 @dataclass(frozen=True)
