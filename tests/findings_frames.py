@@ -1,7 +1,6 @@
-"""Synthetic tables and helpers shared by the findings tests (tests/stages/*, tests/report)."""
+"""Synthetic tables shared by the answers' tests (tests/stages/*, tests/report)."""
 
 import pandas as pd
-from studylib.core.finding_records import Finding, Findings
 
 HW_H200 = {
     "device": "cuda",
@@ -56,12 +55,6 @@ def synthetic_sweep() -> pd.DataFrame:
     # A grouped row of the same shape is not a single GEMM: never ranked.
     rows.append(point("torch", "a", "grouped_mm", "bf16", 16, eager=1.0, graph=0.5, g=8))
     return pd.DataFrame(rows)
-
-
-def only(findings: Findings, question, contains: str = "") -> Finding:
-    hits = [f for f in findings.findings if f.question == question and contains in f.text]
-    assert len(hits) == 1, [f.text for f in findings.findings if f.question == question]
-    return hits[0]
 
 
 def window(mode, m=None, w=None, pct=None, clock=1980.0, reasons="", tensor=None, impl="a",

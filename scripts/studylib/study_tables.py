@@ -1,5 +1,5 @@
 """The study's tables, all of them: every stage's schema imported (so each is in the table
-registry) and :class:`StudyTables`, the files the findings and the report read, each once."""
+registry) and :class:`StudyTables`, the files the answers and the report read, each once."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ _FIELDS = {"hardware": "hardware", "peaks": "peaks", "sweep": "sweep_table",
            "expert_m": "expert_m_table", "decode_recorder": "recorder_table",
            "decode_crosscheck": "crosscheck_table", "step_model": "step_model",
            "compare": "compare", "answers": "answers"}  # fmt: skip
-#: What the findings and the report read, by field: (record or table name, its file under
+#: What the answers and the report read, by field: (record or table name, its file under
 #: the results folder, from the table's own path: one home for each path).
 STUDY_FILES = {
     field: (name, f"{name}.json" if name in RECORDS

@@ -1,6 +1,7 @@
-"""The report's computed answers and findings as a whole (study_answers): the seed rows and
-the answers they cite, missing inputs giving notes not exceptions, the study tables read, and
-a print-out on real H200 / CPU results when they are on this machine."""
+"""The study's answers as a whole (study_answers.compute_answers): the seed rows and the
+answers they cite, missing inputs giving `not measured here` rows with why (never an
+exception), this machine's expected gaps said as such, the study tables read, and the rows of
+real H200 / CPU results."""
 
 from pathlib import Path
 
@@ -10,7 +11,6 @@ from findings_frames import (
     HW_CPU,
     HW_H200,
     PEAKS,
-    only,
     sglang_decode,
     synthetic_decode,
     synthetic_power,
@@ -18,7 +18,6 @@ from findings_frames import (
 )
 from helpers import ROOT
 from studylib.core.answer_records import ANSWERED, NOT_MEASURED, TIE, UNDECIDED, Answer
-from studylib.core.finding_records import Findings
 from studylib.seed_comparison import (
     EXPERTS,
     FP4,
@@ -28,9 +27,8 @@ from studylib.seed_comparison import (
     decode_sized,
     seed_answers,
 )
-from studylib.stages.decode.expert_findings import q4_experts
 from studylib.stages.kernel_power.kernel_power_answers import ALL_MODES, kernel_power_answers
-from studylib.study_answers import compute_answers, compute_findings
+from studylib.study_answers import QUESTIONS, compute_answers
 from studylib.study_tables import StudyTables
 
 H200 = ROOT / "examples" / "h200x2-2026-11-29"  # a real run
@@ -178,18 +176,15 @@ def test_seed_constants_are_the_seed_texts():
         assert SEED[key] in text, key
 
 
-def test_everything_missing_gives_notes_not_exceptions():
-    out = compute_findings()
-    assert out.findings == []
-    questions = {m.question for m in out.missing}
-    assert questions == {1, 2, 4, 5, 6}  # 3 and seed answer as data
-    answers = compute_answers()
-    assert {a.status for a in answers if a.question in (3, "seed")} == {NOT_MEASURED}
-    for frame in (pd.DataFrame(), pd.DataFrame({"x": [1]})):
-        out = compute_findings(
-            StudyTables(sweep=frame, kernel_power=frame, decode=frame, expert_m=frame)
-        )
-        assert out.findings == [] and out.missing
+def test_everything_missing_gives_not_measured_rows_not_exceptions():
+    empty, odd = pd.DataFrame(), pd.DataFrame({"x": [1]})
+    for tables in (StudyTables(), *(StudyTables(sweep=f, kernel_power=f, decode=f, expert_m=f)
+                                    for f in (empty, odd))):  # fmt: skip
+        answers = compute_answers(tables)
+        assert {a.status for a in answers} == {NOT_MEASURED}
+        assert all(a.why and a.sentence == f"Not measured here: {a.why}." for a in answers)
+        # every question says so on the first screen
+        assert {a.question for a in answers if a.lead} == set(QUESTIONS)
 
 
 def test_odd_values_do_not_raise():
@@ -199,8 +194,10 @@ def test_odd_values_do_not_raise():
     power = synthetic_power()
     power.loc[1, "throttle_reasons"] = None
     decode = synthetic_decode().drop(columns=["j_per_token", "valid"])
-    out = compute_findings(StudyTables(HW_H200, PEAKS, sweep, kernel_power=power, decode=decode))
-    assert out.findings
+    answers = compute_answers(StudyTables(HW_H200, PEAKS, sweep, kernel_power=power,
+                                          decode=decode))  # fmt: skip
+    decided = {a.question for a in answers if a.status in (ANSWERED, TIE)}
+    assert {1, 2, 3, 5} <= decided
 
 
 def test_study_tables_read_what_exists(tmp_path):
@@ -216,28 +213,18 @@ def test_study_tables_read_what_exists(tmp_path):
     assert inputs.hardware["device"] == "cpu"
     assert list(inputs.expert_m["variant"].unique()) == ["sglang-graphs"]
     assert StudyTables.from_results(tmp_path / "nothing").expert_m is None
-    out = compute_findings(inputs)
-    assert only(out, 4).numbers["m_max"] == 12.0
-
-
-def _print(title: str, out: Findings) -> None:
-    print(f"\n### {title}")
-    for q in (1, 2, 4, 5):
-        found, missing = out.for_question(q)
-        for f in found:
-            print(f"[{q}] {f.text}")
-        for m in missing:
-            print(f"[{q}] (missing) {m.text}")
+    rows = {(a.question, a.subject): a for a in compute_answers(inputs)}
+    assert rows[(4, "sglang-graphs · C = 8")].value == "1.50×"  # M 12 against a balanced 8
 
 
 def test_h200_example_results():
-    """The findings of the committed two-H200 run (examples/h200x2-2026-11-29)."""
-    out = compute_findings(StudyTables.from_results(H200))
-    _print("H200", out)
-    bf16 = only(out, 2, "BF16 expert_up, M 1–64, eager")
-    assert "launch-bound (vs 50 %) at every size" in bf16.text
-    assert any("none of the 270 FP4 points ran here" in m.text for m in out.missing)
+    """The answers of the committed two-H200 run (examples/h200x2-2026-11-29)."""
     answers = {(a.question, a.subject): a for a in compute_answers(StudyTables.from_results(H200))}
+    bf16 = answers[(2, "BF16 · expert_up · M 1–64 · launch (eager)")]
+    assert bf16.verdict == "launch-bound"
+    assert "launch-bound (vs 50 %) at every size" in bf16.sentence
+    fp4 = answers[(1, "FP4")]
+    assert fp4.status == NOT_MEASURED and "none of the 270 FP4 points ran here" in fp4.why
     assert "2× NVIDIA H200 (sm_90, 700 W each)" in answers[("seed", "GPUs")].sentence
     prefill = answers[(3, "prefill-sized GEMMs · M ≥ 4096")]
     # the two bmm_fp8 M = 4096 eager windows (one loop on two GPUs) report sw_power_cap at
@@ -245,24 +232,38 @@ def test_h200_example_results():
     assert prefill.verdict == "power-capped" and prefill.value == "688–693 W (98–99 % of 700 W)"
     assert "1 undecided window set aside" in prefill.sentence
     assert "2 GPUs at once" in answers[(3, "check · GPUs side by side")].sentence
-    decode = only(out, 5, "transformers")
-    assert sorted(decode.numbers["per_concurrency"]) == [1, 16, 64]
-    assert not [m for m in out.missing if m.question == 5]
+    decode = answers[(5, "transformers")]
+    assert decode.status == ANSWERED and decode.points == 3
+    assert [c.split(":")[0] for c in decode.evidence.split("; ")] == ["C = 1", "C = 16", "C = 64"]
+    assert not [a for (q, _), a in answers.items() if q == 5 and a.status == NOT_MEASURED]
 
 
 @pytest.mark.skipif(not CPU.exists(), reason="CPU example results not on this machine")
 def test_cpu_example_results():
-    out = compute_findings(StudyTables.from_results(CPU))
-    _print("CPU", out)
-    assert any("power_source none" in m.text for m in out.missing)
-    assert only(out, 5, "transformers").numbers["per_concurrency"]
+    q5 = [a for a in compute_answers(StudyTables.from_results(CPU)) if a.question == 5]
+    assert any("power_source none" in a.why for a in q5 if a.status == NOT_MEASURED)
+    assert [a for a in q5 if "transformers" in a.subject and a.status == ANSWERED]
 
 
 def test_gaps_of_a_machine_without_a_gpu_are_expected_and_a_missed_recorder_is_not():
     no_power = synthetic_power().assign(power_source="none", avg_w=None)
     (gap,) = kernel_power_answers(no_power, {"device": "cpu"})
     assert gap.status == NOT_MEASURED and "no GPU" in gap.why
+    # Decode through transformers has no expert recorder: said as this machine's gap. Through
+    # SGLang the recorder should have run: said as a recorder not run or failed.
     decode_cpu = pd.DataFrame([{"engine": "transformers", "concurrency": 1}])
-    assert q4_experts(None, decode_cpu).missing[0].expected
+    cpu = {
+        (a.question, a.subject): a
+        for a in compute_answers(StudyTables(HW_CPU, {"device": "cpu"}, decode=decode_cpu))
+    }
+    experts = cpu[(4, "per-expert M")]
+    assert experts.status == NOT_MEASURED and experts.lead
+    assert "decode ran through transformers, which has no recorder" in experts.why
+    assert "recorder not run or failed" not in experts.why
+    assert "no GPU" in cpu[(3, "kernel loops")].why
     decode_gpu = pd.DataFrame([{"engine": "sglang", "concurrency": 1}])
-    assert not q4_experts(None, decode_gpu).missing[0].expected
+    gpu = {
+        (a.question, a.subject): a
+        for a in compute_answers(StudyTables(HW_H200, PEAKS, decode=decode_gpu))
+    }
+    assert "recorder not run or failed" in gpu[(4, "per-expert M")].why

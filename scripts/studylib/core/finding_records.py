@@ -1,73 +1,21 @@
-"""Shared pieces of the findings: the finding records, number and text formats, table helpers
-and the machine's description (each stage's thresholds are in its stage)."""
+"""Shared pieces the answers are written with: readers of table cells (a number or text
+from any cell, a frame's numeric columns), number and text formats for their sentences, and
+the machine's description (each stage's thresholds are in its stage; the verdicts' rule is
+:mod:`.verdicts`, the answer rows :mod:`.answer_records`)."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from .formats import fmt_us as fmt_us  # the one fmt_us; findings modules import it from here
-
-Question = int | str
-
-
-MAX_MESSAGE = 200
+from .formats import fmt_us as fmt_us  # the one fmt_us; answer modules import it from here
 
 DTYPE_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "fp8_e4m3": "FP8", "nvfp4": "FP4"}
 FP4_DTYPES = ("nvfp4",)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One computed sentence (plain text) of question ``question`` and the numbers it states."""
-
-    question: Question
-    text: str
-    numbers: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Missing:
-    """What could not be computed for ``question``, and why. ``expected``: this machine or
-    engine cannot give it (no GPU, no NVML, no expert recorder), so its absence is not a
-    failure; the report shows it as a quiet note instead of a warning."""
-
-    question: Question
-    text: str
-    expected: bool = False
-
-
-@dataclass
-class Findings:
-    findings: list[Finding] = field(default_factory=list)
-    missing: list[Missing] = field(default_factory=list)
-
-    def add(self, question: Question, text: str, **numbers: Any) -> Finding:
-        finding = Finding(question, text, numbers)
-        self.findings.append(finding)
-        return finding
-
-    def miss(self, question: Question, text: str, expected: bool = False) -> None:
-        self.missing.append(Missing(question, text, expected))
-
-    def extend(self, other: Findings) -> Findings:
-        self.findings.extend(other.findings)
-        self.missing.extend(other.missing)
-        return self
-
-    def for_question(self, question: Question) -> tuple[list[Finding], list[Missing]]:
-        return (
-            [f for f in self.findings if f.question == question],
-            [m for m in self.missing if m.question == question],
-        )
-
-    def texts(self, question: Question | None = None) -> list[str]:
-        return [f.text for f in self.findings if question is None or f.question == question]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,15 +56,6 @@ def fmt_w(w: float) -> str:
     return f"{w:.0f} W"
 
 
-def fmt_pct(p: float) -> str:
-    return f"{p:.0f} %"
-
-
-def _share(x: float) -> str:
-    """A share as a percentage; "< 1 %" rather than "0 %" when some but few."""
-    return "< 1 %" if 0 < 100 * x < 0.5 else fmt_pct(100 * x)
-
-
 def fmt_m(m: float) -> str:
     if 0 < m < 1:  # decode at small C: a fraction of a token per expert and step
         return f"{m:.2g}"
@@ -146,11 +85,6 @@ def _impl_label(row: Any) -> str:
     backend, impl, op = (text_of(row.get(c)) for c in ("backend", "impl", "op"))
     who = f"{backend}·{impl}" if impl else backend
     return f"{who} {op}" if op else who
-
-
-def _message(text: Any) -> str:
-    msg = " ".join(text_of(text).split())
-    return msg if len(msg) <= MAX_MESSAGE else msg[: MAX_MESSAGE - 1] + "…"
 
 
 def _m_list(ms: Iterable[float], grid: Iterable[float] | None = None) -> str:
@@ -229,8 +163,3 @@ def describe_machine(hardware: dict | None, peaks: dict | None = None) -> str:
     cpu = text_of(host.get("cpu_model")) or text_of((peaks or {}).get("device_name")) or "CPU"
     cores = host.get("cpu_count")
     return f"no GPU (CPU: {cpu}" + (f", {cores} cores)" if cores else ")")
-
-
-def _rspan(values: pd.Series, fmt, unit: str = "") -> str:
-    values = values.dropna()
-    return _span(values.min(), values.max(), fmt, unit)

@@ -1,5 +1,5 @@
 """How numbers and columns are shown: the report's tables, the figures' tooltips and the
-findings' sentences share these formats (:class:`Column`, :func:`fmt_us`)."""
+answers' sentences share these formats (:class:`Column`, :func:`fmt_us`)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Column:
 
 
 def fmt_us(us: float, unit: bool = True) -> str:
-    """Microseconds with sensible precision: with ``unit`` as the findings write them (in ms
+    """Microseconds with sensible precision: with ``unit`` as the answers write them (in ms
     from 1 ms on), else as a table cell under a "µs" header."""
     if not unit:
         return f"{us:.2f}" if us < 10 else f"{us:.1f}" if us < 100 else f"{us:,.0f}"

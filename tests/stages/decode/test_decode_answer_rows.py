@@ -1,18 +1,23 @@
 """Questions 4 and 5 as answers (decode_answers, expert_answers, decode_noise): a verdict only
-beyond the noise, invalid windows never answering, per-expert M against uniform routing's
-spread; and the committed examples' rows."""
+beyond the noise, invalid windows never answering, CUDA graphs, weights and TP paired per C,
+older decode tables still answered; per-expert M against uniform routing's spread, the
+routing said, EP ranks' loads; and the committed examples' rows."""
 
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+from findings_frames import HW_H200, PEAKS, sglang_decode, synthetic_decode
 from helpers import ROOT
 from studylib.core.answer_records import ANSWERED, NOT_MEASURED, TIE
 from studylib.core.verdicts import NOISE_FLOOR
+from studylib.seed_comparison import POWER, seed_answers
 from studylib.stages.decode.decode_answers import decode_answers
+from studylib.stages.decode.decode_judgements import dummy_weights_note, tp_pairs
 from studylib.stages.decode.decode_noise import noise_of, noise_table
 from studylib.stages.decode.expert_answers import expert_answers, uniform_spread
+from studylib.study_tables import StudyTables
 
 EXAMPLES = ROOT / "examples"
 
@@ -124,6 +129,107 @@ def test_no_table_no_power_and_no_pair_are_said():
     assert subjects["CUDA graphs"].status == NOT_MEASURED and subjects["CUDA graphs"].lead
 
 
+def test_older_tables_answer_per_variant_and_compare_no_unknown_setting():
+    # No weights or cuda_graphs column (as examples/h200x2-2026-11-29): each variant at its
+    # largest valid C, the headlines; nothing paired, as no setting is known.
+    answers = decode_answers(synthetic_decode())
+    rows = by_subject(answers)
+    assert rows["graphs"].sentence == (
+        "graphs at C = 64 (its largest valid C): 1,500 tok/s, 1.6 J/token, 300 W per GPU (50 % "
+        "of the limit). Invalid at C = 256: 2 request errors.")  # fmt: skip
+    most = rows["most throughput"]
+    assert (most.status, most.verdict, most.runner_up) == (ANSWERED, "graphs", "eager")
+    assert rows["least energy per token"].verdict == "graphs"
+    assert not [a for a in answers if a.subject.startswith("CUDA graphs") or " vs " in a.subject]
+    # No power: tok/s only, and the energy row says why.
+    d = synthetic_decode().assign(power_source="none", avg_w_per_gpu=None, pct_limit=None,
+                                  j_per_token=None)  # fmt: skip
+    rows = by_subject(decode_answers(d))
+    assert rows["eager"].sentence == "eager at C = 64 (its largest valid C): 1,000 tok/s."
+    assert "power_source none" in rows["energy per token"].why
+    assert "least energy per token" not in rows
+    # The newer columns dropped from an SGLang table: no pairs, and the seed's power row
+    # does not claim graphs off.
+    new = ["weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "j_per_token_net",
+           "idle_w_per_gpu"]  # fmt: skip
+    d = sglang_decode().drop(columns=new)
+    assert {a.subject for a in decode_answers(d)} == {
+        "most throughput", "least energy per token", "sglang-bf16-eager", "sglang-bf16-graphs",
+        "sglang-fp8-eager", "sglang-fp8-graphs"}  # fmt: skip
+    power = by_subject(seed_answers(StudyTables(HW_H200, PEAKS, decode=d)))[POWER]
+    assert power.status == NOT_MEASURED and "decode ran at C = 1, 64" in power.why
+    assert "CUDA graphs off" not in power.sentence
+
+
+def test_graphs_and_weights_paired_per_c():
+    answers = decode_answers(sglang_decode())
+    rows = by_subject(answers)
+    # J/token = W × TPOT / C: on ÷ off = 1.2 × 0.4 = 0.48, a 52 % fall
+    assert rows["CUDA graphs · BF16 · C = 1"].sentence == (
+        "At C = 1, CUDA graphs cut TPOT by 60 % (10.00 → 4.00 ms); J/token falls by 52 %."
+    )
+    assert rows["CUDA graphs · FP8 · C = 64"].sentence.startswith(
+        "At C = 64, CUDA graphs cut TPOT by 67 % (45.00 → 15.00 ms)")  # fmt: skip
+    assert rows["CUDA graphs · BF16"].lead and rows["CUDA graphs · FP8"].lead
+    assert rows["FP8 against BF16 · graphs on"].sentence.startswith(
+        "FP8 against BF16 weights (graphs on): cut TPOT by 25 % at C = 1 and 25 % at C = 64."
+    )
+    assert rows["FP8 against BF16 · graphs off"].verdict == "FP8"
+    assert not [a for a in answers if " vs " in a.subject]  # no generic variant comparison
+
+
+def test_dummy_weights_note_names_the_routing_of_each_variant():
+    table = pd.DataFrame({
+        "engine": ["sglang", "sglang", "transformers"],
+        "variant": ["a-uniform", "b-own", "cpu"],
+        "model_kind": ["dummy", "dummy", "local"],
+        "routing": ["uniform", "model", None],
+    })  # fmt: skip
+    variants, text = dummy_weights_note(table)
+    assert variants == ["a-uniform", "b-own"]
+    assert (
+        "a-uniform route uniformly" in text and "b-own use the random weights' own router" in text
+    )
+    old = table.drop(columns=["model_kind", "routing"])  # an older table: SGLang means dummy
+    assert dummy_weights_note(old)[0] == ["a-uniform", "b-own"]
+    assert dummy_weights_note(table[table["engine"] == "transformers"]) == ([], "")
+
+
+def test_tensor_parallel_against_one_gpu_and_graphs_paired_per_gpu_count():
+    one = sglang_decode()
+    one = one[one["weights"] == "fp8"]
+    tp2 = one.copy()
+    tp2["variant"] = tp2["variant"] + "-tp2"
+    tp2["gpus"] = 2
+    tp2["tpot_ms"] = tp2["tpot_ms"] * 0.5  # twice the tok/s, each GPU at 0.8 of the W
+    tp2["output_tok_s"] = tp2["output_tok_s"] * 2
+    tp2["avg_w_per_gpu"] = tp2["avg_w_per_gpu"] * 0.8
+    tp2["w_gpu_min"], tp2["w_gpu_max"] = tp2["avg_w_per_gpu"] - 5, tp2["avg_w_per_gpu"] + 5
+    tp2["avg_w_total"] = tp2["avg_w_per_gpu"] * 2
+    tp2["j_per_token"] = tp2["avg_w_total"] / tp2["output_tok_s"]
+    tp2.loc[tp2["concurrency"] == 64, "throttle_reasons"] = "sw_power_cap,gpu_idle"
+    table = pd.concat([one, tp2], ignore_index=True)
+    pairs = tp_pairs(table)
+    assert len(pairs) == 4 and set(pairs["gpus_n"]) == {2}  # graphs on and off, C = 1 and 64
+    on64 = pairs[(pairs["cuda_graphs"] == True) & (pairs["concurrency"] == 64)].iloc[0]  # noqa: E712
+    assert (on64["variant_1"], on64["variant_n"]) == ("sglang-fp8-graphs", "sglang-fp8-graphs-tp2")
+    assert on64["tok_ratio"] == pytest.approx(2.0) and on64["tpot_ratio"] == pytest.approx(0.5)
+    assert on64["j_ratio"] == pytest.approx(0.8)  # 1.6× the watts for 2× the tokens
+    assert on64["reasons_n"] == "sw_power_cap" and on64["reasons_1"] == ""
+    assert tp_pairs(one).empty  # no tensor-parallel variant: nothing to pair
+    rows = by_subject(decode_answers(table))
+    tp = rows["TP2 against 1 GPU · sglang-fp8-graphs-tp2"]
+    assert tp.sentence.startswith("2 GPUs (TP) against one (FP8, graphs on): cut TPOT by 50 % "
+                                  "at C = 1 and 50 % at C = 64.")  # fmt: skip
+    # Graphs on against off is paired within each GPU count, never TP2 against TP1; only the
+    # one-GPU pair leads.
+    assert rows["CUDA graphs · FP8"].lead and not rows["CUDA graphs · FP8 · 2 GPUs"].lead
+    assert rows["CUDA graphs · FP8 · C = 64"].evidence.startswith(
+        "sglang-fp8-graphs / sglang-fp8-eager:")  # fmt: skip
+    assert rows["CUDA graphs · FP8 · 2 GPUs · C = 64"].evidence.startswith(
+        "sglang-fp8-graphs-tp2 / sglang-fp8-eager-tp2:")  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------
 # Question 4
 # ---------------------------------------------------------------------------------------------
@@ -174,6 +280,77 @@ def test_the_seeds_c512_not_measured_and_no_record_says_why():
     assert seed.status == NOT_MEASURED and seed.lead and "up to C = 64" in seed.why
     (row,) = expert_answers(None, pd.DataFrame({"engine": ["transformers"]}))
     assert row.status == NOT_MEASURED and "decode ran through transformers" in row.why
+
+
+def test_the_busiest_expert_against_balance_and_the_spread_in_evidence():
+    # 1 layer × 8 experts at C = 4, top-k 2: balanced M = 1; no token counts: the 3 % floor.
+    ms = [0.0, 0.0, 0.5, 0.5, 1.0, 1.5, 2.0, 2.5]
+    frame = pd.DataFrame({"variant": "sg", "concurrency": 4, "layer": 0, "expert": range(8),
+                          "m": ms, "balanced_m": 1.0})  # fmt: skip
+    row = by_subject(expert_answers(frame))["sg · C = 4"]
+    assert (row.status, row.verdict, row.value) == (ANSWERED, "imbalanced", "2.50×")
+    assert row.sentence == ("sg at C = 4: routing is imbalanced, the busiest expert gets 2.50× "
+                            "the balanced 1, beyond the noise floor's 1.03×.")  # fmt: skip
+    assert row.evidence == ("1 layers × 8 experts; M 0–2.5, median 0.75, balanced 1; 25 % of "
+                            "experts got no token")  # fmt: skip
+
+
+def random_expert_m() -> pd.DataFrame:
+    """2 layers × 16 experts, top-2, at C = 8 and 64; expert 0 of layer 1 is hot."""
+    rows = []
+    for c in (8, 64):
+        for layer in (0, 1):
+            tokens = [4.0] * 16
+            if layer == 1:
+                tokens[0] = 4.0 * (3 if c == 8 else 1.5)
+            total = sum(tokens)
+            for e, t in enumerate(tokens):
+                rows.append({"variant": "sglang-bf16-graphs", "concurrency": c, "layer": layer,
+                             "expert": e, "tokens": t, "share": t / total,
+                             "m": c * 2 * t / total, "balanced_m": c * 2 / 16})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_lead_row_says_random_or_uniform_routing():
+    em = random_expert_m()
+    rows = by_subject(expert_answers(em, sglang_decode().assign(variant="sglang-bf16-graphs")))
+    at8, at64 = rows["sglang-bf16-graphs · C = 8"], rows["sglang-bf16-graphs · C = 64"]
+    # layer 1 at C = 8: 18 experts' worth of tokens, expert 0 has 3 → M = 16 × 3/18 = 2.67
+    assert at8.value == f"{16 * 3 / 18:.2f}×" and not at8.lead
+    assert at64.lead and at64.sentence.endswith("(the random weights' own router).")
+    assert "router" not in at8.sentence  # said once, on the lead row
+    # without a decode table, nothing is said about the weights
+    assert not [a for a in expert_answers(em) if "rout" in a.why or "router" in a.sentence]
+    uniform = sglang_decode().assign(routing="uniform", variant="sglang-bf16-graphs")
+    lead = by_subject(expert_answers(em, uniform))["sglang-bf16-graphs · C = 64"]
+    assert lead.sentence.endswith("(SGLang's uniform routing, random weights).")
+
+
+def test_ep_rank_loads_and_equal_loads_under_tp():
+    em = random_expert_m()  # 16 experts, C = 8 and 64
+    ep2 = em.assign(variant="sglang-fp8-graphs-ep2")
+    tp2 = em.assign(variant="sglang-fp8-graphs-tp2")
+    decode = pd.DataFrame({"engine": "sglang", "variant": ["sglang-fp8-graphs-ep2",
+                                                           "sglang-fp8-graphs-tp2"],
+                           "gpus": [2, 2], "ep": [2, 1], "concurrency": [8, 8]})  # fmt: skip
+    rows = by_subject(expert_answers(pd.concat([ep2, tp2], ignore_index=True), decode))
+    # The busiest rank's share of a layer over 1/2, from experts 0-7 against 8-15.
+    g = em[em["concurrency"] == 8]
+    per_layer = g.groupby("layer").apply(
+        lambda x: 2 * max(x.loc[x["expert"] < 8, "tokens"].sum(),
+                          x.loc[x["expert"] >= 8, "tokens"].sum()) / x["tokens"].sum(),
+        include_groups=False,
+    )  # fmt: skip
+    ranks = rows["sglang-fp8-graphs-ep2 · EP ranks · C = 8"]
+    assert ranks.value == f"{per_layer.max():.2f}×"
+    assert ranks.sentence.startswith(f"At C = 8, the busiest of 2 GPUs receives "
+                                     f"{per_layer.max():.2f}× its 1/2")  # fmt: skip
+    assert not [s for s in rows if s.startswith("sglang-fp8-graphs-tp2 · EP")]
+    equal = rows["GPU ranks · tensor parallel"]
+    assert equal.verdict == "equal" and equal.sentence.startswith("sglang-fp8-graphs-tp2 split")
+    # One GPU, no EP: nothing said about ranks.
+    one = expert_answers(em, sglang_decode().assign(variant="sglang-bf16-graphs"))
+    assert not [a for a in one if "rank" in a.subject]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import math
 import pandas as pd
 import pytest
 from helpers import ROOT
+from studylib.stages.step_model.step_model_answers import step_answers
 from studylib.stages.step_model.step_model_build import (
     COLUMNS,
     MODEL_COMPONENTS,
@@ -200,34 +201,36 @@ def test_the_profile_feeds_the_measured_side_averaged_over_ranks():
     assert measured_components(breakdown, "v-True", 1) == {}
 
 
-def test_finding_counts_components_and_energy_within_their_targets():
-    from studylib.stages.step_model.step_model_findings import q6_step
+def answers_by_subject(table: pd.DataFrame) -> dict:
+    return {a.subject: a for a in step_answers(table)}
 
+
+def test_answers_count_components_and_energy_within_their_targets():
     # The profile at C = 16 (per rank averaged): MoE 6,005 µs against 6,416 predicted,
     # attention 50 against 40, dense 55 against 29, other 110 against none.
     breakdown = profile_at16({"moe": 6005, "attention": 50, "dense": 55, "other": 35,
                               "communication": 25}, 50.0)  # fmt: skip
-    windows = loop_windows()
-    table = step_model(sweep(), decode_at(6.2), GEOMETRY, windows=windows, breakdown=breakdown)
-    text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
+    table = step_model(sweep(), decode_at(6.2), GEOMETRY, windows=loop_windows(),
+                       breakdown=breakdown)  # fmt: skip
+    rows = answers_by_subject(table)
+    assert rows["component · moe"].verdict == "within at 1 of 1"
+    assert rows["component · attention"].verdict == "within at 1 of 1"
+    dense, other = rows["component · dense"], rows["component · other"]
+    assert dense.verdict == "within at 0 of 1" == other.verdict
+    assert "worst −47 % at v-True C = 16" in dense.sentence  # 29 / 55 - 1
     # Graphs on, the model predicts no host time: the profiler's 110 µs is shown as such.
-    assert (
-        "Components within ±25% of the profiler's (KV length of the profile not "
-        "recorded) at 2 of 4 (not: dense at C = 16 0.53×, other at C = 16 none predicted "
-        "against 0.11 ms)."
-    ) in text
-    breakdown["context"] = 640.0
-    table = step_model(sweep(), decode_at(6.2), GEOMETRY, windows=windows, breakdown=breakdown)
-    text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
-    assert "Components within ±25% of the profiler's (profiled at KV length 640) at 2 of 4" in text
-    ratio = table[(table["concurrency"] == 16) & (table["routing"] == "balanced")][
-        "j_per_token_ratio"].iloc[0]  # fmt: skip
-    assert f"J/token within ±25% at {int(abs(ratio - 1) <= 0.25)} of 1." in text
+    assert "worst: none predicted against 0.11 ms at v-True C = 16" in other.sentence
+    # J/token: the table's prediction against the measured 0.5 J at each C.
+    balanced = table[(table["routing"] == "balanced") & (table["component"] == "moe")]
+    ratios = balanced.set_index("concurrency")["j_per_token_ratio"]
+    within = int(sum(abs(r - 1) <= 0.25 for r in ratios))
+    energy = rows["energy per token"]
+    assert energy.verdict == f"within at {within} of {len(ratios)}"
+    predicted = balanced.set_index("concurrency")["predicted_j_per_token"]
+    assert f"v-True C = 16: {predicted[16]:.3g} against 0.5 J" in energy.evidence
 
 
 def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
-    from studylib.stages.step_model.step_model_findings import q6_step
-
     # A profiled step of 5.17 ms (3 ms of it idle: the tracer's host cost) against a measured
     # TPOT of 2.6 ms: the kernels stand, other becomes TPOT less them (2,600 - 2,105 µs).
     breakdown = profile_at16({"moe": 2000, "attention": 50, "dense": 55, "other": 35,
@@ -240,9 +243,11 @@ def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
     assert at16["measured_basis"].iloc[0] == (
         "profile; other = TPOT - profiled kernels (profiled step 5.17 ms, 1.99× TPOT)"
     )
-    text = next(f.text for f in q6_step(table).findings if "v-True" in f.text)
-    assert "other is TPOT less the profiled kernels where the profiled step ran 1.99× TPOT " \
-           "(C = 16)" in text  # fmt: skip
+    # The answers state the measured step as TPOT, never the 5.17 ms profile.
+    rows = answers_by_subject(table)
+    assert rows["v-True · C = 16"].sentence.endswith(
+        "The fused MoE takes 2.00 ms of the 2.60 ms measured step.")  # fmt: skip
+    assert "0.00 against 0.49 ms" in rows["component · other"].evidence
     # Within the tolerance (the noise floor) the profile stands whole.
     table = step_model(sweep(), decode_at(5.165 / 1.02), GEOMETRY, breakdown=breakdown)
     other = table[(table["concurrency"] == 16) & (table["component"] == "other")].iloc[0]
@@ -250,27 +255,23 @@ def test_a_profile_whose_step_is_far_from_tpot_keeps_its_kernels_not_its_idle():
     assert other["measured_us"] == pytest.approx(35 + 25 + 3000)
 
 
-def test_finding_states_the_prediction_against_tpot_and_the_launch_gap():
-    from studylib.stages.step_model.step_model_findings import q6_step
-
+def test_answers_state_the_prediction_against_tpot_and_the_launch_gap():
     on = step_model(sweep(), decode(True), GEOMETRY)
     off = step_model(sweep(), decode(False), GEOMETRY)
     off["tpot_us"] = off["tpot_us"] + 2000  # graphs off: 2 ms slower per step
-    found = q6_step(pd.concat([on, off]))
-    texts = [f.text for f in found.findings]
-    assert any("v-True (CUDA graphs on)" in t and "C = 16: predicted 6.49 ms" in t
-               for t in texts)  # fmt: skip
-    gap = next(t for t in texts if "graphs off against on" in t)
+    rows = answers_by_subject(pd.concat([on, off]))
+    assert rows["v-True · C = 16"].sentence.startswith("Predicted 6.49 ms against TPOT 2.60 ms")
     # C = 1: the host's 775 µs less the kernels' 485 against a 2 ms gap; C = 16: the GPU
     # hides the host, but the gap is 2 ms (77 % of the 2.6 ms TPOT).
-    assert "C = 1: +2.00 ms (+182% of TPOT), predicted +0.29 ms (missed)" in gap
-    assert "C = 16: +2.00 ms (+77% of TPOT), predicted +0.00 ms (missed)" in gap
-    assert "at 0 of 2" in gap
+    at1, at16 = rows["host time · BF16 · C = 1"], rows["host time · BF16 · C = 16"]
+    assert at1.sentence == ("Without CUDA graphs a step takes 2.00 ms longer (3.10 against "
+                            "1.10 ms); the model predicts 0.29 ms more: missed.")  # fmt: skip
+    assert at16.verdict == "missed" and "the model predicts 0.00 ms more" in at16.sentence
+    assert rows["host time · BF16"].verdict == "explained at 0 of 2"
     off["tpot_us"] = off["tpot_us"] - 2000 + 290  # the gap the host predicts at C = 1
-    gap = next(t for t in (f.text for f in q6_step(pd.concat([on, off])).findings)
-               if "graphs off against on" in t)  # fmt: skip
-    assert "C = 1: +0.29 ms" in gap and "at 1 of 2" in gap
-    assert q6_step(None).missing and not q6_step(None).findings
+    rows = answers_by_subject(pd.concat([on, off]))
+    assert rows["host time · BF16 · C = 1"].verdict == "explained"
+    assert rows["host time · BF16"].verdict == "explained at 1 of 2"
 
 
 def test_a_profile_that_ran_another_batch_is_set_aside_and_said_so():
@@ -373,8 +374,10 @@ def test_an_example_without_hardware_record_is_refused_and_its_tables_are_all_re
     hardware = root / "examples" / "h200-2026-12-01-kernels" / "hardware.json"
     subprocess.run([*tool, "--hardware", str(hardware)], check=True, capture_output=True)
     html = (tmp_path / "report" / "index.html").read_text()
+    answers = pd.read_csv(tmp_path / "tables" / "answers.csv", keep_default_na=False)
+    power = answers[answers["question"].astype(str) == "3"].set_index("subject")
+    assert power.loc["decode-sized GEMMs · M ≤ 64 · cold", "status"] != "not measured here"
     assert "no kernel-power table" not in html
-    assert "decode-sized GEMMs · M ≤ 64 · cold" in html  # question 3 answered from tables/
     assert "no SGLang expert-distribution record" not in html
     assert "1.03× is within uniform routing" in html
     assert "this machine has no GPU" not in html

@@ -13,8 +13,8 @@ has read them and sends new ones: the window's watts and J/token then describe d
 with idle, and the client's TPOT describes the streaming path, not the GPU. On the H200
 (2026-12-01) a 4-layer FP8 model at C = 256 stepped every 11 ms (22,600 tokens/s by this log)
 while the client received 12,300 tokens/s; the scheduler had finished its 256 requests 5 s
-before the 15-s window ended. ``findings.decode.delivery_note`` names such a window, and
-``serving.decode`` marks it invalid.
+before the 15-s window ended. ``stages.decode.decode_judgements.delivery_note`` names such a
+window, and ``stages.decode.decode_run`` marks it invalid.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ...core.answer_records import ANSWERED, NOT_MEASURED, TIE, Answer, not_measured
-from ...core.finding_records import Question, _ok, num_of
+from ...core.answer_records import ANSWERED, NOT_MEASURED, TIE, Answer, Question, not_measured
+from ...core.finding_records import _ok, num_of
 from ...core.verdicts import Contender, beyond, gap, rank
 from .decode_judgements import (
     by_concurrency,

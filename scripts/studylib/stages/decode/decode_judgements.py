@@ -1,5 +1,7 @@
-"""Question 5 from the decode table: throughput, latency and energy per server variant,
-CUDA graphs on against off, one GPU against tensor parallelism."""
+"""The decode table read once for every user: numeric and text columns, a window's validity
+and why not, the dummy-weights note, and the pairs question 5's answers compare (CUDA graphs
+on against off, one GPU against tensor parallelism). The judgements themselves are
+decode_answers.py's."""
 
 from __future__ import annotations
 
@@ -21,10 +23,6 @@ from ...instruments.nvml import reason_names
 from ...instruments.serving.decode_load import STEADY_FRACTION
 from .decode_schema import PAIR_COLUMNS, TP_COLUMNS
 
-# ---------------------------------------------------------------------------------------------
-# Question 5: decode throughput and energy per variant
-# ---------------------------------------------------------------------------------------------
-
 DECODE_NUMERIC = (
     "concurrency", "gpus", "steady_s", "output_tok_s", "tpot_ms", "tok_s_over_c_tpot",
     "itl_p50_ms", "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu", "avg_w_total", "pct_limit",
@@ -33,8 +31,6 @@ DECODE_NUMERIC = (
     "errors", "wrong_length", "decoding_share", "w_gpu_min", "w_gpu_median", "w_gpu_max", "ep",
 )  # fmt: skip
 DECODE_TEXT = ("engine", "variant", "weights", "power_source", "throttle_reasons", "first_error")
-#: Engines with a CUDA-graphs switch (SGLang: --disable-cuda-graph, vLLM: --enforce-eager).
-GRAPH_ENGINES = ("sglang", "vllm")
 #: Engines whose variants serve dummy (random) weights in this study (``model: dummy``).
 DUMMY_ENGINES = ("sglang",)
 
@@ -77,16 +73,8 @@ def dummy_weights_note(table: pd.DataFrame | None) -> tuple[list[str], str]:
     return variants, text
 
 
-#: The load generator above this % of one CPU core may itself limit the load.
-LOAD_CPU_PCT = 80.0
-#: tok/s over C / TPOT below this: C was not kept in flight (client or host side).
-IN_FLIGHT_MIN = 0.8
 #: Reasons that only say the GPU was idle or is at its application clocks: not a limit.
 BENIGN_REASONS = ("gpu_idle", "applications_clocks_setting", "none")
-UTIL_LABELS = (("sm_util", "SM"), ("tensor_util", "tensor"), ("dram_util", "DRAM"))
-#: Columns of :func:`tp_pairs`: one GPU against N at the same engine, weights and graphs.
-
-#: Columns of :func:`graphs_pairs`.
 
 
 def valid_flag(value: Any) -> bool:
@@ -181,14 +169,6 @@ def graphs_flag(value: Any) -> bool | None:
 def weights_name(weights: Any) -> str:
     text = text_of(weights)
     return DTYPE_NAMES.get(text, text.upper())
-
-
-def regime(weights: Any, graphs: bool | None) -> str:
-    """ "BF16 weights, CUDA graphs on" (the parts that are known)."""
-    bits = [f"{weights_name(weights)} weights"] if text_of(weights) else []
-    if graphs is not None:
-        bits.append(f"CUDA graphs {'on' if graphs else 'off'}")
-    return ", ".join(bits)
 
 
 def prep_decode(decode: pd.DataFrame) -> pd.DataFrame:

@@ -15,8 +15,8 @@ from statistics import NormalDist
 
 import pandas as pd
 
-from ...core.answer_records import ANSWERED, TIE, Answer, not_measured
-from ...core.finding_records import Question, _has, _numeric, text_of
+from ...core.answer_records import ANSWERED, TIE, Answer, Question, not_measured
+from ...core.finding_records import _has, _numeric, text_of
 from ...core.verdicts import NOISE_FLOOR, beyond, decision_noise
 from .decode_judgements import DUMMY_ENGINES
 from .expert_m import rank_loads

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...core.answer_records import ANSWERED, TIE, UNDECIDED, Answer, not_measured
-from ...core.finding_records import Question, _numeric
+from ...core.answer_records import ANSWERED, TIE, UNDECIDED, Answer, Question, not_measured
+from ...core.finding_records import _numeric
 from ...core.verdicts import NOISE_FLOOR, within_tolerance
 from ..decode.decode_answers import Change
 from ..decode.decode_judgements import graphs_flag, weights_name

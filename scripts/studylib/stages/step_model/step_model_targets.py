@@ -12,6 +12,3 @@ COMPONENT_TOLERANCE = 0.25
 ENERGY_TOLERANCE = 0.25
 #: The predicted host time within this share of the graphs-off gap in TPOT.
 GAP_TOLERANCE = 0.25
-#: A graphs-off gap under this share of the graphs-on TPOT is hidden (the GPU's work covers
-#: the host's); a prediction under that share then explains it.
-HIDDEN_GAP_SHARE = 0.05

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from ...core.answer_records import ANSWERED, NOT_MEASURED, TIE, Answer, fmt_share, not_measured
-from ...core.finding_records import FP4_DTYPES, Findings, Question, _m_list, _span, fmt_us
+from ...core.answer_records import ANSWERED, TIE, Answer, Question, fmt_share, not_measured
+from ...core.finding_records import FP4_DTYPES, _m_list, _span, fmt_us
 from ...core.verdicts import Stretch, decision_noise, gap, stretches
 from .sweep_ranking import (
     GEMM,
@@ -38,8 +38,8 @@ SWEEP_QUESTIONS: dict[Question, str] = {
 #: Beyond this many names, a sentence counts the rest.
 MAX_NAMED = 3
 
-__all__ = ["SWEEP_QUESTIONS", "StretchRow", "answers_as_findings", "class_stretches",
-           "pick_expert_shape", "q1_answers", "q1_backends", "slower"]  # fmt: skip
+__all__ = ["SWEEP_QUESTIONS", "StretchRow", "class_stretches", "pick_expert_shape", "q1_answers",
+           "slower"]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -63,18 +63,6 @@ def listed(items: list[str]) -> str:
     if len(items) > MAX_NAMED + 1:
         items = [*items[:MAX_NAMED], f"{len(items) - MAX_NAMED} more"]
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def answers_as_findings(answers: Iterable[Answer]) -> Findings:
-    """Answer rows as the findings API's records (study_answers.compute_findings): a sentence
-    each, a ``not measured here`` row as a missing note."""
-    out = Findings()
-    for a in answers:
-        if a.status == NOT_MEASURED:
-            out.miss(a.question, a.why)
-        else:
-            out.add(a.question, a.sentence, subject=a.subject, status=a.status)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,11 +384,6 @@ def _dtypes_not_run(sweep: pd.DataFrame) -> list[Answer]:
     if not df["dtype"].isin(FP4_DTYPES).any():
         out.append(not_measured(1, "FP4", "no FP4 point in the configured grid"))
     return out
-
-
-def q1_backends(sweep: pd.DataFrame | None, peaks: dict | None = None) -> Findings:
-    """Question 1's rows as findings (the findings API, study_answers.compute_findings)."""
-    return answers_as_findings(q1_answers(sweep))
 
 
 # ---------------------------------------------------------------------------------------------

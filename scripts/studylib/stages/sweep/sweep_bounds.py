@@ -16,7 +16,7 @@ from ...core.answer_records import ANSWERED, UNDECIDED, Answer, fmt_share, not_m
 from ...core.finding_records import _m_list, _span, fmt_us, num_of
 from ...core.verdicts import against_threshold, decision_noise
 from ...instruments.peaks import PEAK_FOR_DTYPE
-from .sweep_answers import StretchRow, answers_as_findings, class_stretches
+from .sweep_answers import StretchRow, class_stretches
 from .sweep_ranking import GEMM, GRAPHED_MODES, Point, SweepRanking, dtype_name, rank_sweep
 from .sweep_thresholds import FLAT_FACTOR, LAUNCH_BOUND_SHARE, NEAR_FLOOR, SIZE_CLASSES
 
@@ -25,7 +25,7 @@ DECODE, PREFILL = SIZE_CLASSES[0], SIZE_CLASSES[2]
 NOISE_FROM = "{mode} IQR and run-to-run where compared, at least the 3 % floor"
 YES, NO, UNSURE, OUTSIDE = "yes", "no", "undecided", "outside"
 
-__all__ = ["q2_answers", "q2_bounds"]
+__all__ = ["q2_answers"]
 
 
 @dataclass(frozen=True)
@@ -397,8 +397,3 @@ def _flat_answer(dtype: str, shape: str, who: str, points: list[Point], grid) ->
                   noise_from=NOISE_FROM.format(mode="eager"),
                   value=value, evidence=_evidence(judged, fmt_us, ""), points=len(points),
                   sentence=text)  # fmt: skip
-
-
-def q2_bounds(sweep: pd.DataFrame | None, peaks: dict | None = None):
-    """Question 2's rows as findings (the findings API, study_answers.compute_findings)."""
-    return answers_as_findings(q2_answers(sweep, peaks))

@@ -1,6 +1,6 @@
 """The thresholds of the sweep's judgements: which M is decode- or prefill-sized, the expert
 shape, and when eager time is flat, launch-bound or near the floor (questions 1 and 2; the
-kernel-power findings read the size classes too)."""
+kernel-power answers read the size classes too)."""
 
 from __future__ import annotations
 
