@@ -84,9 +84,10 @@ def support_chart(support: pd.DataFrame) -> alt.TopLevelMixin:
         color=alt.Color("status:N", scale=status_scale(), title="status"),
         tooltip=tooltip,
     )
-    text = base.mark_text(fontSize=11, color="black").encode(text="label:N", tooltip=tooltip)
+    text = base.mark_text(fontSize=10, color="black").encode(text="label:N", tooltip=tooltip)
+    # Columns narrow enough that a GPU grid's 16 op · dtype pairs fit a 1400-px page.
     return (rect + text).properties(
-        width=max(160, 90 * len(cols)),
+        width=max(160, min(90, 1040 // max(len(cols), 1)) * len(cols)),
         height=max(60, 28 * len(rows)),
         title=alt.TitleParams(title, subtitle=["cell text: ok points / points"], anchor="start"),
     )
