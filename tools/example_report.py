@@ -198,7 +198,7 @@ def render(args: argparse.Namespace) -> Path:
         raise Refused(f"no hardware record {example / 'hardware.json'}: pass --hardware with "
                       "one of the same machine (e.g. "
                       "examples/h200-2026-12-01-kernels/hardware.json)")  # fmt: skip
-    peaks, _ = borrowed(args.peaks, example / "peaks.json")
+    peaks, peaks_from = borrowed(args.peaks, example / "peaks.json")
     files = sweep_files(example, args.sweeps)
     if args.baseline and not files:
         raise Refused("--baseline compares sweeps: this example renders none")
@@ -246,6 +246,7 @@ def render(args: argparse.Namespace) -> Path:
         config_hash=f"example {example.name}",
         figures=figures(backends),
         hardware_from=hardware_from,
+        peaks_from=peaks_from,
     )
     return html
 

@@ -85,8 +85,8 @@ def load_hardware(path: str | os.PathLike | None) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def provenance(hw: dict[str, Any], config_hash: str | None,
-               hardware_from: str | None = None) -> dict[str, Any]:  # fmt: skip
+def provenance(hw: dict[str, Any], config_hash: str | None, hardware_from: str | None = None,
+               peaks_from: str | None = None) -> dict[str, Any]:  # fmt: skip
     host = hw.get("host") if isinstance(hw.get("host"), dict) else {}
     nvml = hw.get("nvml") if isinstance(hw.get("nvml"), dict) else {}
     gpus = [g for g in (hw.get("gpus") or []) if isinstance(g, dict)]
@@ -127,6 +127,8 @@ def provenance(hw: dict[str, Any], config_hash: str | None,
     if hardware_from:
         # An example that kept no hardware record of its own borrows one of the same machine.
         run.append(("hardware record", f"borrowed from {hardware_from} (same kind of machine)"))
+    if peaks_from:
+        run.append(("peaks record", f"borrowed from {peaks_from} (same kind of machine)"))
     packages = hw.get("packages") if isinstance(hw.get("packages"), dict) else {}
     gpu_columns = [
         ("index", "#"),
@@ -396,6 +398,7 @@ def build_context(
     git: dict | None = None,
     figures: dict | None = None,
     hardware_from: str | None = None,
+    peaks_from: str | None = None,
 ) -> dict[str, Any]:
     """``paths``: the report's inputs by name (:data:`REPORT_INPUTS`; absent ones None).
     ``figures``: the study's figure list (figure_list.figures, as the report rule passes
@@ -437,7 +440,7 @@ def build_context(
     downloads = embedded_downloads([sweep_csv, support_csv, hardware_json], out_html)
     return {
         "title": "GEMM performance study",
-        "prov": provenance(hw, config_hash, hardware_from),
+        "prov": provenance(hw, config_hash, hardware_from, peaks_from),
         "config_yaml": config_yaml_text,
         "summaries": summaries,
         "support_chart": next((c for c in charts if c["kind"] == "support"), None),

@@ -81,9 +81,10 @@ def test_the_readme_command_renders_the_report(example, example_render):
     assert run.stdout.strip().splitlines()[-1] == str(html)
     text = html.read_text(encoding="utf-8")
     assert text.rstrip().endswith("</html>")
-    if "--hardware" in argv:
-        # A borrowed hardware record is named in the report's provenance.
-        assert argv[argv.index("--hardware") + 1] in text
+    for record in ("--hardware", "--peaks"):
+        if record in argv:
+            # A borrowed hardware or peaks record is named in the report's provenance.
+            assert f"borrowed from {argv[argv.index(record) + 1]}" in text
     answers = pd.read_csv(out / "tables" / "answers.csv", dtype={"question": str})
     assert set(QUESTIONS) <= set(answers["question"])
     for question in answered_questions(example, out):

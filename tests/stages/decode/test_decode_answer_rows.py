@@ -177,7 +177,8 @@ def test_graphs_and_weights_paired_per_c():
         "FP8 against BF16 weights (graphs on): cut TPOT by 25 % at C = 1 and 25 % at C = 64."
     )
     assert rows["FP8 against BF16 · graphs off"].verdict == (
-        "FP8: cut TPOT by 10 % at C = 1 and 10 % at C = 64")
+        "FP8: cut TPOT by 10 % at C = 1 and 10 % at C = 64"
+    )
     assert not [a for a in answers if " vs " in a.subject]  # no generic variant comparison
 
 
