@@ -6,6 +6,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
+from snakemake_interface_executor_plugins.settings import ExecMode
 
 # The study's library lives under scripts/ beside the entry scripts.
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
@@ -43,6 +44,22 @@ from studylib.stages.kernel_power.kernel_power_plan import (  # noqa: E402
 )
 from studylib.stages.sweep.sweep_plan import baseline_files, sweep_plan  # noqa: E402
 from studylib.study_config import check_config  # noqa: E402
+from studylib.snakemake_run import check_left_running, join_run  # noqa: E402
+
+# This Snakemake named to its jobs (each dies with it and records it beside the device it
+# holds), and Snakemake's locks left by a killed run removed when no other Snakemake runs here
+# (studylib/snakemake_run.py).
+for _line in join_run(main=workflow.exec_mode == ExecMode.DEFAULT):
+    logger.warning(_line)
+
+
+# Before the first job, before Snakemake removes the outputs of the jobs it will run: a
+# measuring job left running by a killed Snakemake is waited for, else the run stops here.
+onstart:
+    _left = check_left_running(say=logger.warning)
+    if _left:
+        raise WorkflowError(_left)
+
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
 

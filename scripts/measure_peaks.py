@@ -7,7 +7,7 @@ from studylib.instruments.peaks import measure
 from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)
-pin_gpus(snakemake)  # before anything initialises CUDA
+pin_gpus(snakemake)  # hold the device first (gpu_slots), before CUDA or any output
 peaks = measure(snakemake.params.device)
 log.info("peaks: %s", peaks)
 write_json(snakemake.output[0], peaks)

@@ -8,8 +8,8 @@ from studylib.instruments.serving.guard import protect_job
 from studylib.snakemake_job import setup_logging
 from studylib.stages.decode.decode_entry import run_decode_job
 
-protect_job()  # die with Snakemake; SIGTERM / SIGHUP stop the server cleanly
+protect_job()  # die with Snakemake; SIGTERM / SIGHUP / Ctrl-C stop the server cleanly
 log = setup_logging(snakemake)
-pin_gpus(snakemake)  # before anything initialises CUDA
+pin_gpus(snakemake)  # hold the device first (gpu_slots), before CUDA or any output
 run_decode_job(snakemake.params.plan, snakemake.input.get("model"),
                Path(snakemake.output.summary).parent, port_offset=slot_index())  # fmt: skip

@@ -8,7 +8,7 @@ from studylib.snakemake_job import setup_logging
 from studylib.stages.kernel_power.kernel_power_run import run_kernel_power
 
 log = setup_logging(snakemake)
-pin_gpus(snakemake)  # before anything initialises CUDA
+pin_gpus(snakemake)  # hold the device first (gpu_slots), before CUDA or the journal
 windows = run_kernel_power(
     snakemake.params.plan, snakemake.output.windows, snakemake.output.timeline, sys.stderr
 )

@@ -1,23 +1,42 @@
-"""Pin each GPU job to GPUs no other job of the workflow is using.
+"""Each measuring job holds the devices it uses, across every Snakemake in this folder.
 
-Snakemake counts ``resources: gpu=N`` but does not say which GPUs a job may use. A job takes
-N per-GPU lock files (``fcntl.flock``, released by the kernel when the process exits, even
-on a crash) under ``.snakemake/gpu-slots/`` and sets ``CUDA_VISIBLE_DEVICES`` to them before
-anything initialises CUDA. ``--resources gpu=K`` caps how many GPU jobs run at once.
+Snakemake counts ``resources: gpu=N`` but does not say which GPUs a job may use, and its
+count holds inside one Snakemake only. A job takes N per-GPU lock files (``fcntl.flock``,
+released by the kernel when the process exits, even on a crash) under
+``.snakemake/gpu-slots/`` and sets ``CUDA_VISIBLE_DEVICES`` to them before anything
+initialises CUDA; a job on the CPU (no GPU, or ``device: cpu``) holds ``cpu.lock`` there.
+``--resources gpu=K`` caps how many GPU jobs run at once.
+
+Each lock file records its holder: pid, command, job and the Snakemake it belongs to
+(``serving.guard.RUN_ENV``). A device held by a job of the same Snakemake is waited for; one
+held by a job of another Snakemake (a second run in this folder with other targets, or a job
+left running by a Snakemake that was killed) stops the job at once, in one line naming the
+holder: two timing jobs on one device spoil both, and Snakemake's one-job-at-a-time rule
+does not reach across runs. The job takes its devices before it touches anything: stopped
+there, it has written nothing and removed nothing (the journal of a killed sweep stays for
+the rerun).
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import time
 from pathlib import Path
 
+from .serving.guard import RUN_ENV, cmdline, id_pid, process_alive, process_id
+
 log = logging.getLogger("study.gpu_slots")
 LOCK_DIR = Path(".snakemake") / "gpu-slots"
+CPU = "cpu"
 _HELD: list = []  # open lock files: the locks live as long as this process
 _SLOT: list[int] = []  # position of this job's first GPU among the machine's
+
+
+class DeviceBusy(RuntimeError):
+    """A device this job needs is held by a job of another Snakemake (the message names it)."""
 
 
 def machine_gpus() -> list[str]:
@@ -34,28 +53,98 @@ def machine_gpus() -> list[str]:
         return []
 
 
+def lock_path(lock_dir: Path, device: str) -> Path:
+    return lock_dir / (f"{CPU}.lock" if device == CPU else f"gpu-{device}.lock")
+
+
+def device_name(device: str) -> str:
+    return "the CPU" if device == CPU else f"GPU {device}"
+
+
+def holder(path: Path) -> dict | None:
+    """The record a lock file's last holder wrote (None: none yet, or unreadable)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8") or "null")
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and "pid" in record else None
+
+
+def _record(handle, job: str) -> None:
+    """Who holds this lock (``holder``): this process and its Snakemake."""
+    record = {"pid": process_id(), "cmd": cmdline(os.getpid()), "job": job,
+              "snakemake": os.environ.get(RUN_ENV)}  # fmt: skip
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps(record) + "\n")
+    handle.flush()
+
+
+def _foreign(record: dict | None) -> bool:
+    """Held by a live job of another Snakemake. A job of this Snakemake is worth waiting for,
+    and so is a holder not recorded yet (it has just taken the lock) or a record left by a
+    process that is gone (another job holds the file for a moment while it tries)."""
+    return (record is not None and process_alive(record["pid"])
+            and record.get("snakemake") != os.environ.get(RUN_ENV))  # fmt: skip
+
+
+def describe_holder(device: str, record: dict) -> str:
+    """'the CPU is held by pid N (command), rule … of …, run by …'."""
+    pid = id_pid(record["pid"])
+    where = f"pid {pid} ({record.get('cmd') or cmdline(pid)})"
+    run = record.get("snakemake")
+    if run is None:
+        owner = "not run by a Snakemake of this study"
+    elif process_alive(run):
+        owner = f"run by Snakemake pid {id_pid(run)}, another Snakemake in this folder"
+    else:
+        owner = f"left running by Snakemake pid {id_pid(run)}, which is gone (killed?)"
+    return f"{device_name(device)} is held by {where}, {record.get('job') or 'a job'}, {owner}"
+
+
+def busy_message(busy: list[tuple[str, dict]]) -> str:
+    orphans = [r for _, r in busy if r.get("snakemake") and not process_alive(r["snakemake"])]
+    then = (
+        f"it stops by itself within seconds; or stop it (kill {id_pid(orphans[0]['pid'])}), "
+        "then run again"
+        if orphans
+        else "run this again once it has finished"
+    )
+    held = "; ".join(describe_holder(device, record) for device, record in busy)
+    return (f"{held}: two timing jobs on one device spoil both, so this job stops without "
+            f"measuring; {then}")  # fmt: skip
+
+
 def acquire(count: int, gpus: list[str], lock_dir: Path = LOCK_DIR, timeout_s: float | None = None,
-            poll_s: float = 0.5) -> list[str]:  # fmt: skip
-    """Lock ``count`` of ``gpus`` (waiting while others hold them); returns their ids."""
+            poll_s: float = 0.5, job: str = "") -> list[str]:  # fmt: skip
+    """Lock ``count`` of ``gpus`` (waiting while jobs of this Snakemake hold them); returns
+    their ids. Held by another Snakemake's jobs so that ``count`` cannot be had: DeviceBusy."""
     if count > len(gpus):
         raise RuntimeError(f"a job needs {count} GPUs but this machine offers {len(gpus)}: {gpus}")
     lock_dir.mkdir(parents=True, exist_ok=True)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        taken = []
+        taken, busy = [], []
         for gpu in gpus:
-            handle = open(lock_dir / f"gpu-{gpu}.lock", "a+")  # noqa: SIM115 - held on purpose
+            path = lock_path(lock_dir, gpu)
+            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held on purpose
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 handle.close()
+                busy.append((gpu, holder(path)))
                 continue
             taken.append((gpu, handle))
             if len(taken) == count:
+                for _, held in taken:
+                    _record(held, job)
                 _HELD.extend(h for _, h in taken)
                 return [g for g, _ in taken]
-        for _, handle in taken:  # not enough free: give these back and wait
+        for _, handle in taken:  # not enough free: give these back
             handle.close()
+        foreign = [(gpu, record) for gpu, record in busy if _foreign(record)]
+        if len(gpus) - len(foreign) < count:
+            raise DeviceBusy(busy_message(foreign))
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"no {count} free GPUs among {gpus} after {timeout_s} s")
         time.sleep(poll_s)
@@ -69,16 +158,38 @@ def release_all() -> None:
 
 
 def pin_gpus(smk) -> list[str] | None:
-    """For a Snakemake job with ``resources: gpu=N``: lock N GPUs, expose only them."""
+    """For a Snakemake job with ``resources: gpu=N``: lock N GPUs, expose only them (None
+    where it runs on the CPU: no GPU, or ``device: cpu``; it holds the CPU then)."""
     count = int(getattr(smk.resources, "gpu", 0) or 0)
-    gpus = machine_gpus()
-    if count == 0 or not gpus:
+    if count == 0:
         return None
-    ids = acquire(count, gpus)
+    config = getattr(smk, "config", None) or {}
+    gpus = [] if config.get("device") == CPU else machine_gpus()
+    outputs = list(getattr(smk, "output", []) or [])
+    job = f"rule {getattr(smk, 'rule', '?')}" + (f" of {outputs[0]}" if outputs else "")
+    if not gpus:
+        acquire(1, [CPU], job=job)
+        log.info("holding the CPU (%s)", lock_path(LOCK_DIR, CPU))
+        return None
+    ids = acquire(count, gpus, job=job)
     _SLOT[:] = [min(gpus.index(g) for g in ids)]
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
     log.info("pinned to GPU(s) %s of %s", ",".join(ids), ",".join(gpus))
     return ids
+
+
+def left_running(lock_dir: Path = LOCK_DIR) -> list[tuple[str, dict]]:
+    """Devices held by a job whose Snakemake is gone (a job left by a killed run), from the
+    lock files' records: (device, record)."""
+    found = []
+    for path in sorted(lock_dir.glob("*.lock")) if lock_dir.is_dir() else []:
+        record = holder(path)
+        if record is None or not record.get("snakemake") or not process_alive(record["pid"]):
+            continue
+        if not process_alive(record["snakemake"]):
+            stem = path.stem
+            found.append((CPU if stem == CPU else stem.removeprefix("gpu-"), record))
+    return found
 
 
 def slot_index() -> int:
@@ -90,4 +201,5 @@ def slot_index() -> int:
     return _SLOT[0] if _SLOT else 0
 
 
-__all__ = ["acquire", "machine_gpus", "pin_gpus", "release_all", "slot_index"]
+__all__ = ["DeviceBusy", "acquire", "left_running", "machine_gpus", "pin_gpus", "release_all",
+           "slot_index"]  # fmt: skip

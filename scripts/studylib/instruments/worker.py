@@ -335,16 +335,18 @@ class Measurer:
 
 
 def main(argv=None) -> int:
-    # The worker runs in its own session, so the job can kill its whole group, and so the
-    # signals that stop the job (a Snakemake run ended by SIGTERM) never reach it; busy in a
-    # loop it reads its closed stdin only when the loop ends. On the H200 (2026-12-01) a
-    # kernel-power worker outlived its killed job and looped on the GPU beside the next job.
-    die_with_parent(signal.SIGKILL)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--backend", required=True)
     parser.add_argument("--plan", required=True, help="path of the plan JSON")
     parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--parent", help="the job's process id (serving.guard.process_id)")
     args = parser.parse_args(argv)
+    # The worker runs in its own session, so the job can kill its whole group, and so the
+    # signals that stop the job (a Snakemake run ended by SIGTERM) never reach it; busy in a
+    # loop it reads its closed stdin only when the loop ends. On the H200 (2026-12-01) a
+    # kernel-power worker outlived its killed job and looped on the GPU beside the next job.
+    # A job that died while this worker started (--parent gone) ends it at once.
+    die_with_parent(signal.SIGKILL, args.parent)
     results = os.fdopen(args.result_fd, "w", buffering=1, encoding="utf-8")
 
     def send(obj: dict) -> None:

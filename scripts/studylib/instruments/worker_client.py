@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from .serving.guard import process_id
+
 SCRIPTS_DIR = Path(__file__).resolve().parents[2]
 
 
@@ -55,6 +57,7 @@ class WorkerClient:
         cmd = [
             sys.executable, "-m", "studylib.instruments.worker", "--backend", self.backend,
             "--plan", str(self.plan_path), "--result-fd", str(write_fd),
+            "--parent", process_id(),
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd,
@@ -113,8 +116,10 @@ class WorkerClient:
             return f"worker killed by signal {signal.Signals(-code).name}"
         return f"worker exited with code {code}"
 
-    def stop(self) -> None:
-        """Ask politely, then kill the whole process group."""
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Ask politely (close its stdin, wait up to ``grace_s``), then kill the whole process
+        group. A job that is being stopped gives no grace: the point in progress is lost
+        anyway, and the worker would finish it first."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
@@ -124,7 +129,7 @@ class WorkerClient:
         except OSError:
             pass
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             pass
         if proc.poll() is None:

@@ -1,7 +1,12 @@
 """The decode load generator against the stand-in server."""
 
+import _thread
+import threading
+import time
+
 import pytest
 from studylib.instruments.serving.decode_load import (
+    LoadControl,
     LoadSpec,
     random_prompts,
     run_load,
@@ -216,3 +221,29 @@ def test_tpot_counts_the_tokens_after_the_first_chunk():
     summary = summarize_load([r], spec, 0.0, 2.0)
     assert summary["tpot_ms"] == pytest.approx(10.0)
     assert summary["itl_p50_ms"] == pytest.approx(10.0)
+
+
+def test_a_load_interrupted_in_the_main_thread_ends_at_once(tmp_path):
+    # A decode job stopped by a signal (its Snakemake gone: serving.guard turns SIGTERM into
+    # SystemExit in the main thread) leaves asyncio.run, which cancels every task: a client
+    # must end then, not take its cancelled request for a cut one and send the next (the
+    # server still up, the job hung in its teardown for minutes, measured 2026-12-02).
+    control = LoadControl()
+    spec = LoadSpec(concurrency=2, num_prompts=1000, input_len=4, output_len=1200,
+                    vocab_size=500)  # fmt: skip
+
+    def interrupt_once_streaming():
+        if control.streaming.wait(timeout=120):
+            _thread.interrupt_main()
+
+    server, port = standin(tmp_path, "--token-delay", "0.05")  # 60 s per request
+    with server:
+        server.wait_ready()
+        threading.Thread(target=interrupt_once_streaming, daemon=True).start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True},
+                     control=control)  # fmt: skip
+    # Swallowed, the load would go on for 1000 prompts of 60 s each: it ends before its first
+    # request would have (a bound a minute wide, not a speed).
+    assert control.streaming.is_set() and time.monotonic() - started < 60

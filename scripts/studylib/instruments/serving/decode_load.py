@@ -292,6 +292,10 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
                     record.end = time.monotonic()
                 except asyncio.CancelledError:
                     record.cut, record.end = True, time.monotonic()
+                    if asyncio.current_task().cancelling():
+                        # this client itself is cancelled (the job is stopping: asyncio.run
+                        # cancels every task on its way out), not only its request: end
+                        raise
                 finally:
                     streaming.pop(task, None)
                 state["failed"] = state["failed"] or bool(record.error)

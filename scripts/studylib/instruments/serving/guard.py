@@ -9,11 +9,14 @@ Two halves, stdlib only:
   server: SIGTERM to the group and to every process carrying the run's token in its
   environment (descendants that left the group), a grace, then SIGKILL. Run as
   ``python guard.py TOKEN GRACE_S``.
-* The job side (:func:`protect_job`, first thing in the entry script): the job dies with its
-  parent (``PR_SET_PDEATHSIG``; when the parent is a shell wrapper, the first non-shell
-  ancestor is watched through a pidfd), and SIGTERM / SIGHUP become ``SystemExit`` so the
-  ``with ServerProcess`` block tears the server down cleanly. If that teardown hangs, the
-  job exits hard after ``hard_exit_s`` and the guard finishes the job.
+* The job side (:func:`protect_job`, first thing in every Snakemake job, see
+  ``snakemake_job.setup_logging``): the job dies with its Snakemake (``PR_SET_PDEATHSIG``, and
+  the Snakemake named by ``STUDY_SNAKEMAKE`` watched through a pidfd; without it, the first
+  non-shell ancestor), and SIGTERM / SIGHUP / SIGINT become ``SystemExit`` so ``with`` and
+  ``finally`` blocks tear down cleanly (a server, a measuring worker; a journal keeps the
+  finished points). If that teardown hangs, the job exits hard after ``hard_exit_s`` and the
+  guard finishes the job. A job whose Snakemake is already gone when it starts (it died while
+  the job imported its libraries) stops at once.
 
 Snakemake 9 runs a ``script:`` as ``bash -c "set -euo pipefail; python script.py"`` from a
 worker thread; bash >= 5.1 execs the last command, so the job's parent is Snakemake itself.
@@ -33,6 +36,9 @@ import time
 
 #: The environment variable carrying a run's token into the server and its descendants.
 TOKEN_ENV = "STUDY_SERVER_GUARD"
+#: The Snakemake a job belongs to, as :func:`process_id` (set by the workflow when Snakemake
+#: reads it, rules/common.smk; its jobs inherit it).
+RUN_ENV = "STUDY_SNAKEMAKE"
 PR_SET_PDEATHSIG = 1
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"}
 
@@ -108,6 +114,29 @@ def token_pids(token: str) -> list[int]:
         if needle in environ.split(b"\0") and pid_alive(pid):
             found.append(pid)
     return found
+
+
+def process_id(pid: int | None = None) -> str:
+    """``"pid:start"``: a process, told apart from a later one given the same pid (its start
+    time in clock ticks since boot, from /proc; the pid alone without /proc)."""
+    pid = os.getpid() if pid is None else pid
+    fields = _stat(pid)
+    return f"{pid}:{fields[19]}" if fields and len(fields) > 19 else str(pid)
+
+
+def id_pid(ident: str) -> int:
+    return int(ident.split(":", 1)[0])
+
+
+def process_alive(ident: str) -> bool:
+    """Whether the process of :func:`process_id` ``ident`` still runs (not a later one with
+    its pid, not a zombie)."""
+    pid = id_pid(ident)
+    if not pid_alive(pid):
+        return False
+    start = ident.partition(":")[2]
+    fields = _stat(pid)
+    return not start or fields is None or (len(fields) > 19 and fields[19] == start)
 
 
 def cmdline(pid: int, limit: int = 200) -> str:
@@ -280,7 +309,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 def _leave_signals_to_main() -> None:
     """Block the stop signals in the calling helper thread: a signal the kernel delivered to
     it would not interrupt the main thread's blocking call, so its handler would wait."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_BLOCK, (*STOP_SIGNALS, signal.SIGINT))
 
 
 def _signal_main(sig: int) -> None:
@@ -312,11 +341,13 @@ def _watch(pid: int, sig: int) -> None:
                      name=f"watch-{pid}").start()  # fmt: skip
 
 
-def die_with_parent(sig: int = signal.SIGTERM) -> int | None:
+def die_with_parent(sig: int = signal.SIGTERM, watch: str | None = None) -> int | None:
     """This process gets ``sig`` when its parent dies (Linux: ``PR_SET_PDEATHSIG``, and a
-    thread watching the parent). A shell parent (a ``bash -c`` or ``sh -c`` wrapper) does
-    not die with its own parent, so the first non-shell ancestor is watched instead. The
-    pid watched, or None."""
+    thread watching a process). ``watch``, a :func:`process_id`, names the process this one
+    must not outlive (a job's Snakemake, a worker's job): it is watched, and if it is already
+    gone (it died while this process started) ``sig`` comes at once. Without it the parent is
+    watched; a shell parent (a ``bash -c`` or ``sh -c`` wrapper) does not die with its own
+    parent, so the first non-shell ancestor is. The pid watched, or None."""
     if not sys.platform.startswith("linux"):
         return None
     parent = os.getppid()
@@ -325,9 +356,13 @@ def die_with_parent(sig: int = signal.SIGTERM) -> int | None:
         libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
         pass
-    if os.getppid() != parent:  # the parent died before the prctl took effect
+    if os.getppid() != parent or (watch and not process_alive(watch)):
+        # the parent died before the prctl took effect, or what we follow is already gone
         os.kill(os.getpid(), sig)
         return None
+    if watch:
+        _watch(id_pid(watch), sig)
+        return id_pid(watch)
     ancestor = parent
     while ancestor > 1 and _comm(ancestor) in SHELLS:
         ancestor = _ppid(ancestor)
@@ -337,7 +372,8 @@ def die_with_parent(sig: int = signal.SIGTERM) -> int | None:
     return ancestor
 
 
-def stop_on_signals(signals=STOP_SIGNALS, hard_exit_s: float = 300.0):
+def stop_on_signals(signals=STOP_SIGNALS, hard_exit_s: float = 300.0,
+                    doing: str = "stopping the server"):  # fmt: skip
     """Turn ``signals`` into ``SystemExit(128 + signum)`` in the main thread, once: the
     ``with`` blocks unwind and stop the server. Later signals are ignored while that runs;
     after ``hard_exit_s`` the process exits hard (its guard then stops the server)."""
@@ -349,7 +385,7 @@ def stop_on_signals(signals=STOP_SIGNALS, hard_exit_s: float = 300.0):
             return
         fired.append(signum)
         name = signal.Signals(signum).name
-        print(f"job: {name}: stopping the server and exiting", file=sys.stderr, flush=True)
+        print(f"job: {name}: {doing} and exiting", file=sys.stderr, flush=True)
         _arm_hard_exit(signum)
         raise SystemExit(128 + signum)
 
@@ -357,11 +393,19 @@ def stop_on_signals(signals=STOP_SIGNALS, hard_exit_s: float = 300.0):
         signal.signal(sig, handler)
 
 
-def protect_job(hard_exit_s: float = 300.0) -> None:
-    """First thing in a job that starts servers: die with the parent (Snakemake), and stop
-    cleanly on SIGTERM / SIGHUP."""
-    stop_on_signals(hard_exit_s=hard_exit_s)
-    die_with_parent(signal.SIGTERM)
+_PROTECTED: list[bool] = []
+
+
+def protect_job(hard_exit_s: float = 300.0, doing: str = "stopping the server") -> None:
+    """First thing in a Snakemake job: die with its Snakemake (``RUN_ENV``; else the parent),
+    and stop cleanly on SIGTERM / SIGHUP / SIGINT (Ctrl-C: one line in the log, no
+    traceback). Once per process: the first call's ``hard_exit_s`` holds (a decode job's
+    server needs longer to stop than a sweep's worker)."""
+    if _PROTECTED:
+        return
+    _PROTECTED.append(True)
+    stop_on_signals((*STOP_SIGNALS, signal.SIGINT), hard_exit_s, doing)
+    die_with_parent(signal.SIGTERM, os.environ.get(RUN_ENV) or None)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,10 @@ class KernelPowerRun:
                         self.progress.skip()
                     elif self.loop(hellos, point, mode, seconds):
                         time.sleep(plan["cooldown_s"][device])
+        except BaseException:  # stopped (Snakemake gone, a signal): the journal keeps the rest
+            for client in self.clients:
+                client.stop(grace_s=0)
+            raise
         finally:
             self.journal = None
             for client in self.clients:

@@ -116,6 +116,9 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
                 rows.append(row)
                 progress_file.write(json.dumps({**row, "_key": key}, default=str) + "\n")
                 progress_file.flush()
+    except BaseException:  # stopped (Snakemake gone, a signal): the journal keeps the rest
+        client.stop(grace_s=0)
+        raise
     finally:
         client.stop()
 

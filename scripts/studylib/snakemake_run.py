@@ -1,0 +1,108 @@
+"""What each Snakemake in this folder does as it reads the workflow (rules/common.smk), and
+before its first job.
+
+* Its jobs know it: ``STUDY_SNAKEMAKE`` (``serving.guard.RUN_ENV``) names this Snakemake.
+  Every job dies with it (``serving.guard.protect_job``, called by
+  ``snakemake_job.setup_logging``) and records it beside the devices it holds
+  (``instruments/gpu_slots.py``), so that a job of another Snakemake is told apart.
+* Snakemake's own locks (``.snakemake/locks/``) stay behind when it is killed (SIGKILL,
+  SIGHUP), and the next run would stop with "Directory cannot be locked" until
+  ``--unlock``. Every Snakemake of this workflow holds a shared lock on
+  ``.snakemake/study-runs.lock`` for its life: when none does and no other Snakemake
+  process works in this folder, nothing owns those locks, and they are removed, in one line.
+* Before its first job (``onstart``, after Snakemake's own lock, before it removes any
+  output of the jobs it will run): a job left running by a Snakemake that is gone, holding a
+  device, is waited for (it stops by itself in seconds); one still there stops the run in
+  one line naming it, nothing run and nothing removed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+from .instruments.gpu_slots import LOCK_DIR, describe_holder, left_running
+from .instruments.serving.guard import RUN_ENV, id_pid, pid_alive, process_id
+
+RUNS_LOCK = Path(".snakemake") / "study-runs.lock"
+SNAKEMAKE_LOCKS = Path(".snakemake") / "locks"
+#: How long a run waits for a job left by a killed Snakemake to stop before it gives up.
+LEFT_RUNNING_WAIT_S = 20.0
+_HELD: list = []  # the open runs lock: held as long as this Snakemake lives
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def other_snakemakes(folder: Path | None = None) -> list[int]:
+    """Other live Snakemake processes working in ``folder`` (their current directory), from
+    /proc: a Snakemake started without this workflow's runs lock still counts."""
+    folder = (folder or Path.cwd()).resolve()
+    mine, found = os.getpid(), []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not name.isdigit() or int(name) == mine or not pid_alive(int(name)):
+            continue
+        try:
+            if Path(os.readlink(f"/proc/{name}/cwd")).resolve() != folder:
+                continue
+        except OSError:
+            continue
+        argv = _argv(int(name))[:3]
+        if any(Path(a).name == "snakemake" for a in argv) or "-m snakemake" in " ".join(argv):
+            found.append(int(name))
+    return found
+
+
+def join_run(main: bool = True) -> list[str]:
+    """Name this Snakemake to its jobs, take the shared runs lock, and remove Snakemake's
+    locks where no other Snakemake can own them (``main``: the Snakemake a user started, not
+    one Snakemake runs a job through). Returns the lines to show."""
+    os.environ[RUN_ENV] = process_id()
+    RUNS_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(RUNS_LOCK, "a+", encoding="utf-8")  # noqa: SIM115 - held on purpose
+    _HELD.append(handle)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        alone = True
+    except BlockingIOError:
+        alone = False
+    said = []
+    if alone and main and SNAKEMAKE_LOCKS.is_dir() and not other_snakemakes():
+        stale = sorted(SNAKEMAKE_LOCKS.glob("*.lock"))
+        for path in stale:
+            path.unlink(missing_ok=True)
+        if stale:
+            said.append(
+                f"removed Snakemake's lock ({SNAKEMAKE_LOCKS}/) left by a run that is gone "
+                "(killed?): no other Snakemake runs in this folder"
+            )
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    return said
+
+
+def check_left_running(wait_s: float = LEFT_RUNNING_WAIT_S, say=print,
+                       lock_dir: Path = LOCK_DIR) -> str | None:  # fmt: skip
+    """Before the first job: None once no job left by a gone Snakemake holds a device
+    (waiting up to ``wait_s`` for those that do), else the line that stops the run."""
+    left = left_running(lock_dir)
+    if not left:
+        return None
+    pids = ", ".join(str(id_pid(record["pid"])) for _, record in left)
+    say(f"waiting up to {wait_s:g} s for the measuring job left by a Snakemake that is gone "
+        f"(pid {pids}) to stop")  # fmt: skip
+    deadline = time.monotonic() + wait_s
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = left_running(lock_dir)
+    if not left:
+        return None
+    held = "; ".join(describe_holder(device, record) for device, record in left)
+    return (f"{held}; it did not stop within {wait_s:g} s: stop it (kill {pids}), then run "
+            "again (nothing was run or removed)")  # fmt: skip
