@@ -8,17 +8,20 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from helpers import ROOT
-from studylib.instruments.serving.guard import SHELLS, group_alive, pid_alive
+from studylib.instruments.serving.guard import SHELLS, cmdline, group_alive, pid_alive
 from test_serving import STANDIN, free_port
 
 SCRIPTS = str(ROOT / "scripts")
@@ -289,3 +292,243 @@ def test_a_measuring_worker_dies_with_its_job(tmp_path, sig):
         if worker is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(worker, signal.SIGKILL)
+
+
+# ------------------------------------------------------------- the CPU study killed (issue 33)
+#
+# The real workflow in a scratch folder (the tiny CPU config), killed at points defined by its
+# progress: a journal holding its first points while the worker hangs on the next
+# (STUDY_INJECT_FAULTS, a hang of an hour), the decode server ready with a 30 s window
+# ahead, the peaks job holding the CPU with seconds of measuring ahead. Every process of the
+# study runs in that folder: none may be left KILL_GONE_S after Snakemake is killed (the
+# issue's target, polled), and the next plain run keeps every finished point.
+
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "config", "report", "profiles", "envs"]
+KILL_GONE_S = 10.0  # issue 33: no study process 10 s after Snakemake is killed
+HANG = {"matmul:16": "hang"}  # the worker hangs (an hour) on its first matmul at M = 16
+SWEEP = "results/sweeps/torch.parquet"
+POWER = "results/kernel_power/torch.parquet"
+PEAKS = "results/peaks.json"
+DECODE = "results/decode/transformers/summary.csv"
+
+
+def lifecycle_config(port: int) -> dict:
+    from helpers import tiny_config
+
+    config = tiny_config()
+    config["timing"]["point_timeout_s"] = 600  # a hung point is not given up while we wait
+    for point in config["kernel_power"]["backends"]["torch"]:
+        if point.get("devices") == ["cpu"]:
+            point["M"] = [1, 16]  # M = 1's windows journaled, then the hang at M = 16
+    # 30 s of load per level, started once the server is ready and warmed up
+    config["decode"].update(idle_s={"cuda": 1, "cpu": 0}, min_steady_s={"cuda": 1, "cpu": 30},
+                            port=port)  # fmt: skip
+    return config
+
+
+def write_config(folder: Path, port: int | None = None) -> None:
+    import yaml
+
+    port = port if port is not None else free_port()
+    (folder / "config" / "config.yaml").write_text(
+        yaml.safe_dump(lifecycle_config(port), sort_keys=False)
+    )
+
+
+def study_processes(folder: Path) -> list[tuple[int, str]]:
+    """Live processes working in ``folder`` (their current directory): Snakemake, its jobs,
+    their workers, servers and guards all do."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid() or not pid_alive(int(name)):
+            continue
+        try:
+            cwd = Path(os.readlink(f"/proc/{name}/cwd"))
+        except OSError:
+            continue
+        if cwd == folder or folder in cwd.parents:
+            found.append((int(name), cmdline(int(name), 120)))
+    return found
+
+
+def journal_rows(path_glob: str, folder: Path) -> list[dict]:
+    rows = []
+    for path in folder.glob(path_glob):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                rows.append(json.loads(line))
+    return rows
+
+
+class Study:
+    """A scratch copy of the workflow; every process left in it is killed at the end."""
+
+    def __init__(self, folder: Path):
+        self.dir = folder
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, *targets, env=None, name="run") -> subprocess.Popen:
+        out = open(self.dir / f"{name}.out", "wb")  # noqa: SIM115
+        proc = subprocess.Popen([SNAKEMAKE, "--cores", "2", *targets], cwd=self.dir,
+                                stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})},
+                                start_new_session=True)  # fmt: skip
+        out.close()
+        self.procs.append(proc)
+        return proc
+
+    def run(self, *targets, name="rerun", deadline_s=600.0) -> tuple[int, str]:
+        proc = self.start(*targets, name=name)
+        proc.wait(timeout=deadline_s)
+        return proc.returncode, self.output(name)
+
+    def output(self, name: str) -> str:
+        return (self.dir / f"{name}.out").read_text(errors="replace")
+
+    def log(self, rel: str) -> str:
+        return (self.dir / "results" / "logs" / rel).read_text(errors="replace")
+
+    def gone_after_kill(self, proc: subprocess.Popen, how: str) -> float:
+        """Kill Snakemake as ``how`` says; the seconds until no process works in the folder
+        (polled, at most KILL_GONE_S)."""
+        if how == "Ctrl-C":  # a terminal's Ctrl-C: SIGINT to the foreground process group
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(getattr(signal, how))
+        started = time.monotonic()
+        poll(
+            lambda: not study_processes(self.dir),
+            f"every study process gone ({study_processes(self.dir)})",
+            KILL_GONE_S,
+        )
+        gone = time.monotonic() - started
+        proc.wait(timeout=DEADLINE_S)
+        print(f"{how}: no study process after {gone:.2f} s")
+        return gone
+
+    def cleanup(self):
+        for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        for pid, _ in study_processes(self.dir):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def built_study(tmp_path_factory):
+    """The workflow with the decode model built once (each test copies it)."""
+    pytest.importorskip("snakemake")
+    folder = tmp_path_factory.mktemp("lifecycle-study")
+    for name in WORKFLOW_FILES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, folder / name)
+    write_config(folder, port=30000)
+    proc = subprocess.run([SNAKEMAKE, "--cores", "2", "results/decode/model"], cwd=folder,
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return folder
+
+
+@pytest.fixture
+def study(built_study, tmp_path):
+    folder = tmp_path / "study"
+    shutil.copytree(built_study, folder, symlinks=True)
+    write_config(folder)  # a port free now for the decode server
+    s = Study(folder)
+    try:
+        yield s
+    finally:
+        s.cleanup()
+
+
+@dataclass
+class Stage:
+    target: str
+    log: str  # under results/logs/
+    journal: str | None  # its journal's files (glob), if it keeps one
+    shown: str  # the killed run's progress: journal lines, or a line of its log
+    at: int = 1  # journal lines (the worker then hangs on the next point)
+
+
+STAGES = {
+    "sweep": Stage(SWEEP, "sweep/torch.log", "results/sweeps/.torch.work/progress-*",
+                   "journal"),
+    # M = 1's three windows (eager measured, graph and cold unsupported), then the hang
+    "kernel_power": Stage(POWER, "kernel_power/torch.log",
+                          "results/kernel_power/.torch.work/progress-*", "journal", at=3),
+    # seconds of measuring ahead (the GEMMs and the copy) once the job holds the CPU
+    "peaks": Stage(PEAKS, "peaks.log", None, "holding the CPU"),
+    # C = 1's 30 s of load under way, requests streaming
+    "decode": Stage(DECODE, "decode/transformers.log", None, "C=1: main pass warmed up"),
+}  # fmt: skip
+
+
+def reached(study: Study, stage: Stage):
+    if stage.shown == "journal":
+        return lambda: len(journal_rows(stage.journal, study.dir)) >= stage.at
+    path = study.dir / "results" / "logs" / stage.log
+    return lambda: path.exists() and stage.shown in path.read_text(errors="replace")
+
+
+KILLS = [
+    ("sweep", "SIGKILL"), ("sweep", "SIGHUP"), ("sweep", "Ctrl-C"),
+    ("kernel_power", "SIGKILL"), ("kernel_power", "SIGHUP"),
+    ("peaks", "SIGKILL"), ("peaks", "SIGHUP"),
+    ("decode", "SIGKILL"), ("decode", "SIGHUP"), ("decode", "Ctrl-C"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, how", KILLS, ids=[f"{s}-{h}" for s, h in KILLS])
+def test_snakemake_killed_mid_stage_leaves_no_process_and_the_rerun_keeps_every_point(
+    study, name, how
+):
+    stage = STAGES[name]
+    snakemake = study.start(stage.target, env={"STUDY_INJECT_FAULTS": json.dumps(HANG)},
+                            name="killed")  # fmt: skip
+    poll(reached(study, stage), f"{name} under way", deadline_s=300, proc=snakemake)
+    assert study_processes(study.dir)
+    study.gone_after_kill(snakemake, how)  # within KILL_GONE_S, or it fails there
+    # SIGKILL, SIGHUP: Snakemake dies, its job gets SIGTERM (PR_SET_PDEATHSIG, the watch)
+    signal_seen = "SIGINT" if how == "Ctrl-C" else "SIGTERM"
+    job_log = study.log(stage.log)
+    assert f"job: {signal_seen}: stopping" in job_log and "Traceback" not in job_log
+    assert not (study.dir / stage.target).exists()
+    if how == "Ctrl-C":
+        assert "Terminating processes on user request" in study.output("killed")
+    if name == "decode" or (how == "SIGHUP" and name != "sweep"):
+        return  # decode keeps no journal: a killed variant runs again whole (test_workflow)
+    kept = journal_rows(stage.journal, study.dir) if stage.journal else []
+    rc, output = study.run(stage.target)  # a plain run: no --unlock, no --rerun-incomplete
+    assert rc == 0, output
+    if how != "Ctrl-C":  # Snakemake killed outright leaves its lock: removed, said once
+        assert "removed Snakemake's lock (.snakemake/locks/) left by a run that is gone" in output
+    if not stage.journal:
+        return
+    assert kept and f"resuming: {len(kept)} points already measured" in study.log(stage.log)
+    if name == "sweep":
+        keys, values = (
+            ["impl", "op", "dtype", "shape", "M", "N", "K"],
+            ["eager_us", "eager_samples"],
+        )
+    else:
+        keys, values = ["window"], ["calls", "us_per_call", "t_start", "t_end"]
+    frame = pd.read_parquet(study.dir / stage.target)
+    final = {tuple(row[k] for k in keys): row for row in frame.to_dict("records")}
+    for row in kept:  # every point measured before the kill, as it was measured
+        match = final[tuple(row[k] for k in keys)]
+        assert [plain(match[v]) for v in ["status", *values]] == [
+            plain(row.get(v)) for v in ["status", *values]
+        ]
+
+
+def plain(value):
+    """None for a missing value (None, NaN, pd.NA), else the value."""
+    return None if value is None or (not isinstance(value, str) and pd.isna(value)) else value

@@ -218,6 +218,7 @@ def _steady(pas: ServerPass, c: int, seconds: float, sampler, windows: list, lab
     pas.load(warm)
     windows += [{"label": f"{label}warmup", "concurrency": c, **w}
                 for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
+    log.info("C=%d: %s pass warmed up; its load runs %g s", c, label.rstrip("-") or "main", seconds)
     load = pas.load(spec)
     return spec, load, steady_window(load.active, c, after=load.admitted)
 
