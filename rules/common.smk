@@ -44,7 +44,7 @@ from studylib.stages.kernel_power.kernel_power_plan import (  # noqa: E402
 )
 from studylib.stages.sweep.sweep_plan import baseline_files, sweep_plan  # noqa: E402
 from studylib.study_config import check_config  # noqa: E402
-from studylib.snakemake_run import check_left_running, join_run  # noqa: E402
+from studylib.snakemake_run import check_before_jobs, join_run  # noqa: E402
 
 # This Snakemake named to its jobs (each dies with it and records it beside the device it
 # holds), and Snakemake's locks left by a killed run removed when no other Snakemake runs here
@@ -54,11 +54,15 @@ for _line in join_run(main=workflow.exec_mode == ExecMode.DEFAULT):
 
 
 # Before the first job, before Snakemake removes the outputs of the jobs it will run: a
-# measuring job left running by a killed Snakemake is waited for, else the run stops here.
+# measuring job of another Snakemake making one of them stops the run here; one left running
+# by a killed Snakemake is waited for, else the run stops here.
 onstart:
-    _left = check_left_running(say=logger.warning)
-    if _left:
-        raise WorkflowError(_left)
+    _busy = check_before_jobs(
+        {str(f) for job in workflow.dag.needrun_jobs() for f in job.output},
+        say=logger.warning,
+    )
+    if _busy:
+        raise WorkflowError(_busy)
 
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")

@@ -11,9 +11,11 @@ before its first job.
   ``.snakemake/study-runs.lock`` for its life: when none does and no other Snakemake
   process works in this folder, nothing owns those locks, and they are removed, in one line.
 * Before its first job (``onstart``, after Snakemake's own lock, before it removes any
-  output of the jobs it will run): a job left running by a Snakemake that is gone, holding a
-  device, is waited for (it stops by itself in seconds); one still there stops the run in
-  one line naming it, nothing run and nothing removed.
+  output of the jobs it will run): a measuring job of another live Snakemake making one of
+  those outputs stops the run at once (Snakemake's own lock would not: the first Snakemake
+  to end removes every run's lock files); a job left running by a Snakemake that is gone,
+  holding a device, is waited for (it stops by itself in seconds), and one still there
+  stops the run. One line naming the job, nothing run and nothing removed.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import os
 import time
 from pathlib import Path
 
-from .instruments.gpu_slots import LOCK_DIR, describe_holder, left_running
-from .instruments.serving.guard import RUN_ENV, id_pid, pid_alive, process_id
+from .instruments.gpu_slots import LOCK_DIR, describe_holder, left_running, running_holders
+from .instruments.serving.guard import RUN_ENV, id_pid, pid_alive, process_alive, process_id
 
 RUNS_LOCK = Path(".snakemake") / "study-runs.lock"
 SNAKEMAKE_LOCKS = Path(".snakemake") / "locks"
@@ -87,10 +89,23 @@ def join_run(main: bool = True) -> list[str]:
     return said
 
 
-def check_left_running(wait_s: float = LEFT_RUNNING_WAIT_S, say=print,
-                       lock_dir: Path = LOCK_DIR) -> str | None:  # fmt: skip
-    """Before the first job: None once no job left by a gone Snakemake holds a device
-    (waiting up to ``wait_s`` for those that do), else the line that stops the run."""
+def check_before_jobs(outputs=(), wait_s: float = LEFT_RUNNING_WAIT_S, say=print,
+                      lock_dir: Path = LOCK_DIR) -> str | None:  # fmt: skip
+    """Before the first job, the line that stops the run, or None:
+
+    * a measuring job of another Snakemake that is making one of ``outputs`` (the outputs of
+      the jobs this run will run): Snakemake would remove it before its job starts (its own
+      lock does not say: the first Snakemake to end removes every run's lock files);
+    * a measuring job left running by a Snakemake that is gone, waited for up to ``wait_s``
+      (it stops by itself within seconds)."""
+    ours, outputs = os.environ.get(RUN_ENV), {str(path) for path in outputs}
+    for device, record in running_holders(lock_dir):
+        run = record.get("snakemake")
+        making = sorted(outputs & set(record.get("outputs") or []))
+        if making and run and run != ours and process_alive(run):
+            return (f"{', '.join(making)}: being made now ({describe_holder(device, record)}); "
+                    "this run would remove it before its job starts: run this again once that "
+                    "one has finished (nothing was run or removed)")  # fmt: skip
     left = left_running(lock_dir)
     if not left:
         return None

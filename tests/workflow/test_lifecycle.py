@@ -4,6 +4,7 @@ job) that starts the stand-in server (with a grandchild, --spawn-child) through
 ServerProcess and waits; after the kill, the server's group, its grandchild, the job and the
 port must all be gone within a generous deadline."""
 
+import base64
 import contextlib
 import json
 import os
@@ -21,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers import ROOT
-from studylib.instruments.serving.guard import SHELLS, cmdline, group_alive, pid_alive
+from studylib.instruments.gpu_slots import holder
+from studylib.instruments.serving.guard import RUN_ENV, SHELLS, cmdline, group_alive, pid_alive
 from test_serving import STANDIN, free_port
 
 SCRIPTS = str(ROOT / "scripts")
@@ -532,3 +534,126 @@ def test_snakemake_killed_mid_stage_leaves_no_process_and_the_rerun_keeps_every_
 def plain(value):
     """None for a missing value (None, NaN, pd.NA), else the value."""
     return None if value is None or (not isinstance(value, str) and pd.isna(value)) else value
+
+
+def test_snakemake_terminated_finishes_the_running_job_and_starts_no_other(study):
+    # SIGTERM is Snakemake's own graceful stop: the job running then finishes and is kept,
+    # no other starts. Its matmul points take a second each ("slow"): the sweep is seconds
+    # from its end when the signal comes.
+    slow = {f"matmul:{m}": "slow" for m in (1, 16)}
+    snakemake = study.start(SWEEP, PEAKS, env={"STUDY_INJECT_FAULTS": json.dumps(slow)},
+                            name="terminated")  # fmt: skip
+    stage = STAGES["sweep"]
+    poll(reached(study, stage), "the sweep under way", deadline_s=300, proc=snakemake)
+    peaks_before = (study.dir / PEAKS).exists()  # peaks may have run first: it is done then
+    snakemake.send_signal(signal.SIGTERM)
+    snakemake.wait(timeout=300)
+    poll(lambda: not study_processes(study.dir), "every study process gone", KILL_GONE_S)
+    output = study.output("terminated")
+    assert "Will exit after finishing currently running jobs" in output
+    assert "Traceback" not in output
+    sweep = pd.read_parquet(study.dir / SWEEP)  # finished and kept, every point
+    points = int(re.search(r"(\d+) points on cpu", study.log(stage.log)).group(1))
+    assert len(sweep) == points and "job: SIG" not in study.log(stage.log)
+    assert (study.dir / PEAKS).exists() == peaks_before  # not started after the signal
+
+
+HOLDER = textwrap.dedent(
+    """
+    # A measuring job left running by a Snakemake that is gone (old code, another machine's
+    # kernel without PR_SET_PDEATHSIG): it holds the CPU until a line shows up in a file.
+    import os, sys, time
+    from pathlib import Path
+
+    sys.path.insert(0, sys.argv[1])
+    from studylib.instruments import gpu_slots
+
+    gpu_slots.acquire(1, ["cpu"], Path(".snakemake/gpu-slots"),
+                      job="rule sweep of results/sweeps/torch.parquet")
+    Path("holder.ready").touch()
+    watched, line = sys.argv[2:4]
+    while not (os.path.exists(watched) and line in open(watched).read()):
+        time.sleep(0.05)
+    """
+)
+
+
+def gone_snakemake() -> str:
+    """The process id of a process that has ended (a Snakemake that was killed)."""
+    from studylib.instruments.serving.guard import process_id
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ident = process_id(child.pid)
+    child.kill()
+    child.wait()
+    return ident
+
+
+@pytest.mark.parametrize("stays", [True, False], ids=["stays", "stops"])
+def test_a_rerun_while_a_job_of_a_killed_snakemake_runs_removes_nothing(study, stays):
+    # Its journal and an output the rerun would remove (marked incomplete, as a killed run
+    # leaves it) stand for the work of the job still running.
+    journal = study.dir / "results/sweeps/.torch.work/progress-0.jsonl"
+    journal.parent.mkdir(parents=True)
+    journal.write_text('{"_key": "a point", "status": "ok"}\n')
+    output = study.dir / PEAKS
+    output.write_text("{}")
+    incomplete = study.dir / ".snakemake" / "incomplete"
+    incomplete.mkdir(parents=True, exist_ok=True)
+    (incomplete / base64.b64encode(PEAKS.encode()).decode()).write_text("")
+    line = "never" if stays else "waiting up to"
+    env = {**os.environ, RUN_ENV: gone_snakemake()}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, SCRIPTS, "rerun.out", line],
+                              cwd=study.dir, env=env)  # fmt: skip
+    study.procs.append(holder)
+    poll((study.dir / "holder.ready").exists, "the holder holding the CPU", proc=holder)
+    rc, out = study.run(PEAKS)
+    waiting = "waiting up to 20 s for the measuring job left by a Snakemake that is gone"
+    assert f"{waiting} (pid {holder.pid}) to stop" in out
+    assert "Traceback" not in out
+    if not stays:  # it stopped while the rerun waited: the rerun runs
+        assert rc == 0 and json.loads(output.read_text())["copy_gbps"] > 0
+        return
+    assert rc != 0
+    assert (
+        f"the CPU is held by pid {holder.pid} (" in out
+        and "rule sweep of results/sweeps/torch.parquet, left running by Snakemake pid" in out
+        and f"which is gone (killed?); it did not stop within 20 s: stop it (kill {holder.pid}), "
+        "then run again (nothing was run or removed)"
+        in out
+    )
+    assert output.read_text() == "{}" and journal.read_text().count("\n") == 1
+    assert not (study.dir / "results/logs/peaks.log").exists()  # no job started
+
+
+def test_two_snakemakes_in_one_folder_never_time_side_by_side(study):
+    # A measures (its worker hangs on its second point, holding the CPU); B, started in the
+    # same folder for other targets, would run its timing job beside it.
+    a = study.start(SWEEP, env={"STUDY_INJECT_FAULTS": json.dumps(HANG)}, name="a")
+    stage = STAGES["sweep"]
+    poll(reached(study, stage), "A's sweep under way", deadline_s=300, proc=a)
+    kept = journal_rows(stage.journal, study.dir)
+    job = int(holder(study.dir / ".snakemake/gpu-slots/cpu.lock")["pid"].split(":")[0])
+    assert cmdline(job).endswith("run_sweep.py")
+    rc, out = study.run(PEAKS, name="b")
+    assert rc != 0 and "Traceback" not in out
+    assert (
+        f"ERROR study.peaks: the CPU is held by pid {job} ({cmdline(job)}), rule sweep of "
+        f"results/sweeps/torch.parquet, run by Snakemake pid {a.pid}, another Snakemake in this "
+        "folder: two timing jobs on one device spoil both, so this job stops without measuring; "
+        "run this again once it has finished" in out
+    )
+    assert not (study.dir / PEAKS).exists()
+    # The same target again: B removed A's lock files as it ended (Snakemake removes the whole
+    # .snakemake/locks/), so Snakemake would start the job, removing A's output first
+    rc, out = study.run(SWEEP, name="c")
+    assert rc != 0 and "Traceback" not in out and "removed Snakemake's lock" not in out
+    assert (
+        f"{SWEEP}: being made now (the CPU is held by pid {job} ({cmdline(job)}), rule sweep of "
+        f"{SWEEP}, run by Snakemake pid {a.pid}, another Snakemake in this folder); this run "
+        "would remove it before its job starts: run this again once that one has finished "
+        "(nothing was run or removed)" in out
+    )
+    assert "localrule sweep" not in out  # no job started
+    assert a.poll() is None and journal_rows(stage.journal, study.dir) == kept
+    study.gone_after_kill(a, "SIGKILL")

@@ -70,10 +70,10 @@ def holder(path: Path) -> dict | None:
     return record if isinstance(record, dict) and "pid" in record else None
 
 
-def _record(handle, job: str) -> None:
-    """Who holds this lock (``holder``): this process and its Snakemake."""
+def _record(handle, job: str, outputs: list[str]) -> None:
+    """Who holds this lock (``holder``): this process, its job and outputs, its Snakemake."""
     record = {"pid": process_id(), "cmd": cmdline(os.getpid()), "job": job,
-              "snakemake": os.environ.get(RUN_ENV)}  # fmt: skip
+              "outputs": outputs, "snakemake": os.environ.get(RUN_ENV)}  # fmt: skip
     handle.seek(0)
     handle.truncate()
     handle.write(json.dumps(record) + "\n")
@@ -116,7 +116,7 @@ def busy_message(busy: list[tuple[str, dict]]) -> str:
 
 
 def acquire(count: int, gpus: list[str], lock_dir: Path = LOCK_DIR, timeout_s: float | None = None,
-            poll_s: float = 0.5, job: str = "") -> list[str]:  # fmt: skip
+            poll_s: float = 0.5, job: str = "", outputs: list[str] = ()) -> list[str]:  # fmt: skip
     """Lock ``count`` of ``gpus`` (waiting while jobs of this Snakemake hold them); returns
     their ids. Held by another Snakemake's jobs so that ``count`` cannot be had: DeviceBusy."""
     if count > len(gpus):
@@ -137,7 +137,7 @@ def acquire(count: int, gpus: list[str], lock_dir: Path = LOCK_DIR, timeout_s: f
             taken.append((gpu, handle))
             if len(taken) == count:
                 for _, held in taken:
-                    _record(held, job)
+                    _record(held, job, list(outputs))
                 _HELD.extend(h for _, h in taken)
                 return [g for g, _ in taken]
         for _, handle in taken:  # not enough free: give these back
@@ -165,31 +165,34 @@ def pin_gpus(smk) -> list[str] | None:
         return None
     config = getattr(smk, "config", None) or {}
     gpus = [] if config.get("device") == CPU else machine_gpus()
-    outputs = list(getattr(smk, "output", []) or [])
+    outputs = [str(path) for path in getattr(smk, "output", []) or []]
     job = f"rule {getattr(smk, 'rule', '?')}" + (f" of {outputs[0]}" if outputs else "")
     if not gpus:
-        acquire(1, [CPU], job=job)
+        acquire(1, [CPU], job=job, outputs=outputs)
         log.info("holding the CPU (%s)", lock_path(LOCK_DIR, CPU))
         return None
-    ids = acquire(count, gpus, job=job)
+    ids = acquire(count, gpus, job=job, outputs=outputs)
     _SLOT[:] = [min(gpus.index(g) for g in ids)]
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
     log.info("pinned to GPU(s) %s of %s", ",".join(ids), ",".join(gpus))
     return ids
 
 
-def left_running(lock_dir: Path = LOCK_DIR) -> list[tuple[str, dict]]:
-    """Devices held by a job whose Snakemake is gone (a job left by a killed run), from the
-    lock files' records: (device, record)."""
+def running_holders(lock_dir: Path = LOCK_DIR) -> list[tuple[str, dict]]:
+    """(device, record) of every device whose recorded holder still runs, by the lock files'
+    records (a record of a holder that is gone is left behind and ignored)."""
     found = []
     for path in sorted(lock_dir.glob("*.lock")) if lock_dir.is_dir() else []:
         record = holder(path)
-        if record is None or not record.get("snakemake") or not process_alive(record["pid"]):
-            continue
-        if not process_alive(record["snakemake"]):
-            stem = path.stem
-            found.append((CPU if stem == CPU else stem.removeprefix("gpu-"), record))
+        if record is not None and process_alive(record["pid"]):
+            found.append((CPU if path.stem == CPU else path.stem.removeprefix("gpu-"), record))
     return found
+
+
+def left_running(lock_dir: Path = LOCK_DIR) -> list[tuple[str, dict]]:
+    """Devices held by a job whose Snakemake is gone (a job left by a killed run)."""
+    return [(device, record) for device, record in running_holders(lock_dir)
+            if record.get("snakemake") and not process_alive(record["snakemake"])]  # fmt: skip
 
 
 def slot_index() -> int:
@@ -202,4 +205,4 @@ def slot_index() -> int:
 
 
 __all__ = ["DeviceBusy", "acquire", "left_running", "machine_gpus", "pin_gpus", "release_all",
-           "slot_index"]  # fmt: skip
+           "running_holders", "slot_index"]  # fmt: skip
