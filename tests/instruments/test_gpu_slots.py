@@ -81,3 +81,86 @@ def test_side_by_side_jobs_get_distinct_slot_indices(tmp_path, monkeypatch):
     second = gpu_slots.pin_gpus(SimpleNamespace(resources=SimpleNamespace(gpu=1)))
     assert first != second
     assert {first_slot, gpu_slots.slot_index()} == {0, 1}
+
+
+HOLD = (
+    "import sys, time; sys.path.insert(0, {scripts!r})\n"
+    "from pathlib import Path\n"
+    "from studylib.instruments.gpu_slots import acquire\n"
+    "acquire(1, ['cpu'], Path({lock_dir!r}), job='rule sweep of results/sweeps/torch.parquet',"
+    " outputs=['results/sweeps/torch.parquet'])\n"
+    "print('held', flush=True); time.sleep(60)"
+)
+
+
+def hold_cpu(tmp_path, snakemake_id: str) -> subprocess.Popen:
+    """Another process holding the CPU, as a job of the Snakemake ``snakemake_id``."""
+    import os
+
+    from studylib.instruments.serving.guard import RUN_ENV
+
+    code = HOLD.format(scripts=str(ROOT / "scripts"), lock_dir=str(tmp_path))
+    other = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, RUN_ENV: snakemake_id})  # fmt: skip
+    assert other.stdout.readline().strip() == "held"
+    return other
+
+
+def test_a_device_held_by_another_snakemakes_job_stops_the_job_in_one_line(tmp_path, monkeypatch):
+    from studylib.instruments.serving.guard import RUN_ENV, cmdline, process_id
+
+    monkeypatch.setenv(RUN_ENV, "1:1")  # this job's Snakemake
+    other = hold_cpu(tmp_path, process_id())  # a live Snakemake (this test) runs the other
+    try:
+        started = time.monotonic()
+        with pytest.raises(gpu_slots.DeviceBusy) as busy:
+            gpu_slots.acquire(1, ["cpu"], tmp_path, timeout_s=60)
+        assert time.monotonic() - started < 30  # at once, not after the timeout
+        assert str(busy.value) == (
+            f"the CPU is held by pid {other.pid} ({cmdline(other.pid)}), rule sweep of "
+            f"results/sweeps/torch.parquet, run by Snakemake pid {process_id().split(':')[0]}, "
+            "another Snakemake in this folder: two timing jobs on one device spoil both, so "
+            "this job stops without measuring; run this again once it has finished"
+        )
+        # A job of the same Snakemake is waited for (--resources gpu above the GPUs)
+        monkeypatch.setenv(RUN_ENV, process_id())
+        with pytest.raises(TimeoutError):
+            gpu_slots.acquire(1, ["cpu"], tmp_path, timeout_s=0.3, poll_s=0.05)
+    finally:
+        other.kill()
+        other.wait()
+    assert gpu_slots.acquire(1, ["cpu"], tmp_path) == ["cpu"]  # free once it is gone
+
+
+def test_a_job_left_by_a_gone_snakemake_is_named_as_such(tmp_path, monkeypatch):
+    from studylib.instruments.serving.guard import RUN_ENV, process_id
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    gone = process_id(child.pid)
+    child.kill()
+    child.wait()
+    monkeypatch.setenv(RUN_ENV, process_id())
+    other = hold_cpu(tmp_path, gone)
+    try:
+        assert [d for d, _ in gpu_slots.left_running(tmp_path)] == ["cpu"]
+        with pytest.raises(gpu_slots.DeviceBusy, match=(
+            f"left running by Snakemake pid {child.pid}, which is gone \\(killed\\?\\): two "
+            "timing jobs on one device spoil both, so this job stops without measuring; it "
+            f"stops by itself within seconds; or stop it \\(kill {other.pid}\\), then run again"
+        )):  # fmt: skip
+            gpu_slots.acquire(1, ["cpu"], tmp_path)
+    finally:
+        other.kill()
+        other.wait()
+    assert gpu_slots.left_running(tmp_path) == []  # its record stays, its holder is gone
+
+
+def test_a_cpu_job_holds_the_cpu(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a GPU, but the study runs on the CPU
+    smk = SimpleNamespace(resources=SimpleNamespace(gpu=1), config={"device": "cpu"},
+                          rule="peaks", output=["results/peaks.json"])  # fmt: skip
+    assert gpu_slots.pin_gpus(smk) is None
+    record = gpu_slots.holder(tmp_path / ".snakemake" / "gpu-slots" / "cpu.lock")
+    assert record["job"] == "rule peaks of results/peaks.json"
+    assert record["outputs"] == ["results/peaks.json"]

@@ -657,3 +657,66 @@ def test_two_snakemakes_in_one_folder_never_time_side_by_side(study):
     assert "localrule sweep" not in out  # no job started
     assert a.poll() is None and journal_rows(stage.journal, study.dir) == kept
     study.gone_after_kill(a, "SIGKILL")
+
+
+def test_snakemakes_locks_are_removed_only_where_no_snakemake_runs(tmp_path, monkeypatch):
+    from studylib import snakemake_run
+
+    def join(main=True):
+        said = snakemake_run.join_run(main)
+        for handle in snakemake_run._HELD:  # as if this Snakemake had ended
+            handle.close()
+        snakemake_run._HELD.clear()
+        return said
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(RUN_ENV, "")  # join_run names this process: restored after the test
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.output.lock").write_text("results/report/index.html\n")
+    # Another Snakemake of the study holds the runs lock: its locks stay
+    other = subprocess.Popen([sys.executable, "-c", textwrap.dedent(
+        """
+        import fcntl, sys, time
+        handle = open(".snakemake/study-runs.lock", "a+")
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        print("held", flush=True)
+        time.sleep(60)
+        """
+    )], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout.readline().strip() == "held"
+        assert join() == [] and (locks / "0.output.lock").exists()
+    finally:
+        other.kill()
+        other.wait()
+    # A Snakemake that Snakemake itself starts for a job does not judge
+    assert join(main=False) == [] and (locks / "0.output.lock").exists()
+    # None left: the locks of the run that is gone are removed, in one line
+    assert join() == [
+        "removed Snakemake's lock (.snakemake/locks/) left by a run that is gone (killed?): "
+        "no other Snakemake runs in this folder"
+    ]
+    assert not list(locks.glob("*.lock"))
+    assert os.environ[RUN_ENV] == snakemake_run.process_id()
+
+
+def test_a_job_whose_snakemake_died_while_it_started_stops_at_once(tmp_path):
+    # Snakemake killed while its job imported its libraries: the job is already re-parented
+    # when it protects itself (no parent death left to see); the Snakemake it was started
+    # by (RUN_ENV) is gone, so it stops there, through its clean path.
+    code = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {SCRIPTS!r})
+        from studylib.instruments.serving.guard import protect_job
+        protect_job(5, doing="stopping")
+        time.sleep(60)
+        print("not stopped", flush=True)
+        """
+    )
+    env = {**os.environ, RUN_ENV: gone_snakemake()}
+    job = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=DEADLINE_S)  # fmt: skip
+    assert job.returncode == 128 + signal.SIGTERM
+    assert job.stderr.strip() == "job: SIGTERM: stopping and exiting" and not job.stdout

@@ -320,13 +320,23 @@ def test_a_damaged_table_stops_the_run_and_keeps_the_report(study, tmp_path):
 
 
 def test_a_second_snakemake_in_the_folder_is_locked_out(study):
-    """Another Snakemake holding the folder (its lock file) stops a second one."""
+    """Another Snakemake holding the folder (its lock file, and the study's runs lock every
+    Snakemake of the workflow holds: studylib/snakemake_run.py) stops a second one; its lock
+    is not taken for one a killed run left (tests/workflow/test_lifecycle.py)."""
     lock = study / ".snakemake" / "locks" / "0.output.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_text("results/report/index.html\n")
+    running = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, time; h = open('.snakemake/study-runs.lock', 'a+'); "
+         "fcntl.flock(h, fcntl.LOCK_SH); print('held', flush=True); time.sleep(600)"],
+        cwd=study, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
+        assert running.stdout.readline().strip() == "held"
         proc = snakemake(study, "--forcerun", "results/report/index.html", check=False)
     finally:
+        running.kill()
+        running.wait()
         lock.unlink()
     assert proc.returncode != 0
     assert "Directory cannot be locked" in proc.stdout + proc.stderr
