@@ -564,3 +564,7 @@ def test_a_checked_table_is_read_once_until_it_changes(tmp_path, monkeypatch):
     assert len(reads) == 1 and again["backend"].isna().all()
     pd.DataFrame([{c: None for c in cols}] * 2).to_csv(path, index=False)
     assert len(tables.read_table("support", path)) == 2 and len(reads) == 2
+    # A record written (or damaged) beside an unchanged table is read too.
+    sidecar(path).write_text("{garbage")
+    with pytest.raises(DamagedFile, match="its writer's record .* is garbage"):
+        tables.read_table("support", path)

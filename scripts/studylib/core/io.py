@@ -1,4 +1,5 @@
-"""Atomic output writing: a failed job never leaves a file that looks complete."""
+"""Atomic output writing: a failed job never leaves a file that looks complete, and each table
+it writes carries its writer's record (core/table_records.py)."""
 
 from __future__ import annotations
 
@@ -46,11 +47,6 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
 
 def read_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def written_record(path: str | os.PathLike) -> Path:
-    """Where a CSV's writer records what it wrote (hidden, beside it)."""
-    return sidecar(path)
 
 
 def write_frame(df, path: str | os.PathLike, producer: str | None = None, plan=None) -> None:

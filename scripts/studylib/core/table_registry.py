@@ -3,9 +3,11 @@
 Each stage declares its tables (name, what, path, columns with their kinds, allowed values)
 in its schema module and registers them here (:func:`register_tables`); writers take their
 column order from the registry, readers go through :func:`read_table` and :func:`read_record`,
-which stop at a damaged file (truncated, cut mid-line, another table's file, garbage) with a
-:class:`DamagedFile` whose message is one line naming the file and what is wrong, instead of
-handing half a table or another table's columns to the next stage. ``studylib.study_tables``
+which stop at a damaged file (truncated, cut mid-line, another table's file, garbage; a table
+that disagrees with its writer's record, core/table_records.py: copied from another place, cut,
+edited, of another plan) with a :class:`DamagedFile` whose message is one line naming the file
+and what is wrong, instead of handing half a table, another backend's rows or another table's
+columns to the next stage. ``studylib.study_tables``
 imports every stage's schema, so a process that imports it sees every table.
 """
 
