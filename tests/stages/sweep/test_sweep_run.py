@@ -121,7 +121,7 @@ def test_interrupted_sweep_resumes(tmp_path, log_file, monkeypatch):
     work = tmp_path / ".t.work"
     # First run dies (the parent's write fails) after measuring every point.
     monkeypatch.setattr(
-        "studylib.stages.sweep.sweep_run.write_frame", lambda *a: (_ for _ in ()).throw(OSError())
+        "studylib.stages.sweep.sweep_run.write_frame", lambda *a, **k: (_ for _ in ()).throw(OSError())
     )
     with pytest.raises(OSError):
         run_sweep(plan, out, log_stream=log_file)
