@@ -161,6 +161,17 @@ def backend_plan(wildcards):
     }
 
 
+def plan_hashes(pattern, plan, names):
+    """{path: plan hash} of a measuring rule's outputs (``pattern`` of one wildcard, ``plan``
+    its params.plan function): its aggregate refuses a table written for another plan.
+    """
+    key = pattern.split("{")[1].split("}")[0]
+    return {
+        pattern.format(**{key: name}): stable_hash(plan(SimpleNamespace(**{key: name})))
+        for name in names
+    }
+
+
 def backend_power_plan(wildcards):
     return {
         **kernel_power_plan(config, wildcards.backend),

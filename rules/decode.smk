@@ -96,5 +96,11 @@ rule aggregate_decode:
         "results/logs/aggregate_decode.log",
     conda:
         "../envs/study.yaml"
+    params:
+        plans=lambda wildcards: plan_hashes(
+            "results/decode/{variant}/summary.csv",
+            variant_decode_plan,
+            DECODE_VARIANTS,
+        ),
     script:
         "../scripts/aggregate_decode.py"

@@ -33,5 +33,11 @@ rule aggregate_kernel_power:
         "results/logs/aggregate_kernel_power.log",
     conda:
         "../envs/study.yaml"
+    params:
+        plans=lambda wildcards: plan_hashes(
+            "results/kernel_power/{backend}.parquet",
+            backend_power_plan,
+            POWER_BACKENDS,
+        ),
     script:
         "../scripts/aggregate_kernel_power.py"

@@ -31,5 +31,9 @@ rule aggregate:
         "results/logs/aggregate.log",
     conda:
         "../envs/study.yaml"
+    params:
+        plans=lambda wildcards: plan_hashes(
+            "results/sweeps/{backend}.parquet", backend_plan, BACKENDS
+        ),
     script:
         "../scripts/aggregate_sweeps.py"

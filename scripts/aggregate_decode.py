@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 from studylib.core.io import read_json, write_frame
+from studylib.core.table_registry import check_plans
 from studylib.snakemake_job import setup_logging
 from studylib.stages.decode.decode_aggregate import decode_table, with_variant
 from studylib.stages.decode.decode_judgements import graphs_pairs, tp_pairs
@@ -17,19 +18,24 @@ from studylib.stages.decode.decode_schema import CROSSCHECK_COLUMNS, RECORDER_CO
 from studylib.stages.decode.expert_m import EXPERT_M_COLUMNS
 
 log = setup_logging(snakemake)
+check_plans("decode_summary", snakemake.params.plans)  # each variant's run of this run's plan
 inp, out = snakemake.input, snakemake.output
 table = decode_table([pd.read_csv(p) for p in inp.summaries], read_json(inp.peaks))
-write_frame(table, out.decode)
+
+
+def write(frame, path):
+    write_frame(frame, path, "aggregate_decode")
 
 
 def by_variant(paths):
     return {Path(p).parent.name: pd.read_csv(p) for p in paths}
 
 
-write_frame(with_variant(by_variant(inp.expert_m), EXPERT_M_COLUMNS), out.expert_m)
-write_frame(with_variant(by_variant(inp.recorder), RECORDER_COLUMNS), out.recorder)
-write_frame(with_variant(by_variant(inp.crosscheck), CROSSCHECK_COLUMNS), out.crosscheck)
+write(table, out.decode)
+write(with_variant(by_variant(inp.expert_m), EXPERT_M_COLUMNS), out.expert_m)
+write(with_variant(by_variant(inp.recorder), RECORDER_COLUMNS), out.recorder)
+write(with_variant(by_variant(inp.crosscheck), CROSSCHECK_COLUMNS), out.crosscheck)
 # Derived once, here: the report reads these pairs rather than pairing again.
-write_frame(graphs_pairs(table), out.graphs_pairs)
-write_frame(tp_pairs(table), out.tp_pairs)
+write(graphs_pairs(table), out.graphs_pairs)
+write(tp_pairs(table), out.tp_pairs)
 log.info("%d decode rows", len(table))

@@ -3,10 +3,12 @@
 with each window's group, limit and class, kernel_power_classes.csv."""
 
 from studylib.core.io import read_json
+from studylib.core.table_registry import check_plans
 from studylib.snakemake_job import setup_logging
 from studylib.stages.kernel_power.kernel_power_aggregate import aggregate_kernel_power
 
 log = setup_logging(snakemake)
+check_plans("kernel_power", snakemake.params.plans)  # each backend's windows of this run's plan
 table = aggregate_kernel_power(snakemake.input.windows, snakemake.output.table,
                                snakemake.output.classes,
                                read_json(snakemake.input.hardware))  # fmt: skip

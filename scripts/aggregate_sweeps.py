@@ -1,10 +1,12 @@
 # ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: every sweep -> results/tables/sweep.csv and support.csv."""
 
+from studylib.core.table_registry import check_plans
 from studylib.snakemake_job import setup_logging
 from studylib.stages.sweep.sweep_aggregate import aggregate
 
 log = setup_logging(snakemake)  # noqa: F821
+check_plans("sweep", snakemake.params.plans)  # each sweep of this run's plan for its backend
 sweep = aggregate(
     snakemake.input.sweeps,  # noqa: F821
     snakemake.input.peaks,  # noqa: F821

@@ -21,6 +21,6 @@ table = step_model(
     breakdown=pd.concat(breakdowns, ignore_index=True) if breakdowns else None,
     mode=snakemake.params.mode,
 )
-write_frame(table, out.table)
+write_frame(table, out.table, "step_model")
 missing = sorted({m for m in table.get("missing", pd.Series(dtype=str)).dropna() if m})
 log.info("%d step-model rows; kernels the sweep lacks: %s", len(table), missing or "none")

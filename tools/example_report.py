@@ -112,7 +112,7 @@ def split_by_backend(files: list[str], out: Path) -> list[Path]:
     parts = []
     for backend, frame in rows.groupby("backend"):
         path = out / "sweeps" / f"{backend}.parquet"
-        frame.to_parquet(path, index=False)
+        write_frame(frame, path, f"example_report {backend}")
         parts.append(path)
     return parts
 

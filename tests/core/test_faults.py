@@ -12,6 +12,8 @@ import subprocess
 import sys
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from helpers import ROOT, default_config
 from studylib.core.config import (
@@ -22,8 +24,17 @@ from studylib.core.config import (
     schema_problem,
 )
 from studylib.core.config_cli import apply_cli_values, cli_values
+from studylib.core.io import stable_hash, write_frame
 from studylib.core.journal import journal_path, read_journal
-from studylib.core.table_registry import DamagedFile, check_inputs, columns, read_record, read_table
+from studylib.core.table_records import PARQUET_KEY, sidecar
+from studylib.core.table_registry import (
+    DamagedFile,
+    check_inputs,
+    check_plans,
+    columns,
+    read_record,
+    read_table,
+)
 from studylib.instruments.hardware import BACKEND_PACKAGES, job_versions
 from studylib.stages.sweep.sweep_aggregate import aggregate
 from studylib.stages.sweep.sweep_run import to_frame
@@ -219,23 +230,26 @@ def window_rows():
     )
 
 
+#: The plan the fixture's torch sweep ran with.
+PLAN = {"backend": "torch", "cases": []}
+
+
 @pytest.fixture
 def results(tmp_path):
     """A small, good results folder: a sweep, its tables, kernel-power windows, records."""
     root = tmp_path / "results"
     (root / "sweeps").mkdir(parents=True)
     (root / "kernel_power").mkdir()
-    to_frame(sweep_rows()).to_parquet(root / "sweeps" / "torch.parquet")
-    window_rows().to_parquet(root / "kernel_power" / "torch.parquet")
+    write_frame(to_frame(sweep_rows()), root / "sweeps" / "torch.parquet", "sweep torch", PLAN)
+    write_frame(window_rows(), root / "kernel_power" / "torch.parquet", "kernel_power torch")
     peaks = {"device": "cpu", "copy_gbps": 10.0, "bf16_tflops": 1.0, "fp8_tflops": None}
     (root / "peaks.json").write_text(json.dumps(peaks))
     hardware = {"device": "cpu", "gpus": [], "packages": {}, "host": {}, "driver_version": None}
     (root / "hardware.json").write_text(json.dumps(hardware))
     (root / "decode" / "v").mkdir(parents=True)
     for name in ("summary", "expert_m"):
-        pd.DataFrame(columns=columns(f"decode_{name}" if name == "summary" else name)).to_csv(
-            root / "decode" / "v" / f"{name}.csv", index=False
-        )
+        empty = pd.DataFrame(columns=columns(f"decode_{name}" if name == "summary" else name))
+        write_frame(empty, root / "decode" / "v" / f"{name}.csv", "decode v")
     aggregate([root / "sweeps" / "torch.parquet"], root / "peaks.json",
               root / "tables" / "sweep.csv", root / "tables" / "support.csv")  # fmt: skip
     return root
@@ -261,13 +275,83 @@ def edit_csv(column, value, row=1):
     return damage
 
 
+def flashinfer_sweep_over_torch(path):
+    """The issue's case: results/sweeps/flashinfer.parquet (a sweep of its own) copied over
+    torch.parquet: the same columns, another backend's rows."""
+    other = path.parent / "flashinfer.parquet"
+    rows = [{**row, "backend": "flashinfer", "impl": "cutlass"} for row in sweep_rows()]
+    write_frame(to_frame(rows), other, "sweep flashinfer", {**PLAN, "backend": "flashinfer"})
+    shutil.copy(other, path)
+
+
+def cut_with_pandas(keep):
+    def damage(path):
+        if path.suffix == ".parquet":
+            pd.read_parquet(path).head(keep).to_parquet(path, index=False)
+        else:
+            pd.read_csv(path).head(keep).to_csv(path, index=False)
+
+    return damage
+
+
+def record_kept(change):
+    """``path`` rewritten after ``change`` (of its arrow table) by a tool that keeps the
+    writer's record in the parquet metadata."""
+
+    def damage(path):
+        record = pq.read_metadata(path).metadata[PARQUET_KEY]
+        table = change(pq.read_table(path))
+        pq.write_table(table.replace_schema_metadata({PARQUET_KEY: record}), path)
+
+    return damage
+
+
+def record_is(text):
+    def damage(path):
+        if path.suffix == ".parquet":
+            table = pq.read_table(path)
+            pq.write_table(table.replace_schema_metadata({PARQUET_KEY: text}), path)
+        else:
+            sidecar(path).write_text(text)
+
+    return damage
+
+
+def duplicate_row(path, record=None):
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:2] + lines[1:]))
+    if record is not None:
+        sidecar(path).write_text(record)
+
+
+def same_size_edit(path):
+    text = path.read_text()
+    assert ",2.0," in text
+    path.write_text(text.replace(",2.0,", ",9.0,", 1))
+
+
+def other_variants_summary(path):
+    """decode/w/summary.csv with its record copied over decode/v's."""
+    other = path.parents[1] / "w" / "summary.csv"
+    write_frame(pd.read_csv(path), other, "decode w")
+    shutil.copy(other, path)
+    shutil.copy(sidecar(other), sidecar(path))
+
+
+OTHER_WRITER = (
+    "written by sweep flashinfer as sweeps/flashinfer.parquet, not as sweeps/torch.parquet"
+)
+NO_RECORD_AFTER = "yet written after this folder's tables began carrying one ("
+GARBAGE = "its writer's record (parquet metadata key study.written) is garbage: "
+
 DAMAGED = [
     # (id, file, damage, message)
     ("csv-cut-mid-line", "tables/sweep.csv", lambda p: cut(p, 0.6),
      "the last line is cut short (no newline at the end): the file is truncated"),
     ("csv-cut-at-a-line-end", "tables/sweep.csv",
      lambda p: p.write_text("".join(p.read_text().splitlines(keepends=True)[:3])),
-     "and 2 rows where its writer wrote"),
+     "2 rows where its writer (sweep_aggregate.aggregate) wrote 4: cut, or rows removed after "
+     "it was written"),
     ("csv-short-row", "tables/sweep.csv",
      lambda p: p.write_text(p.read_text().splitlines()[0] + "\ntorch,aten,mm_bf1\n"),
      "line 2 has 3 fields, the header 47"),
@@ -314,6 +398,48 @@ DAMAGED = [
     ("decode-summary-is-expert-m", "decode/v/summary.csv",
      lambda p: shutil.copy(p.parent / "expert_m.csv", p),
      "not a variant's decode summary (results/decode/{variant}/summary.csv): no column engine"),
+    # issue 33: each table against its writer's record (core/table_records.py)
+    ("parquet-of-another-backend", "sweeps/torch.parquet", flashinfer_sweep_over_torch,
+     f"{OTHER_WRITER}: another table copied over this one"),
+    ("parquet-cut-with-pandas", "sweeps/torch.parquet", cut_with_pandas(2),
+     f"no writer's record (parquet metadata key study.written), {NO_RECORD_AFTER}"),
+    ("parquet-cut-record-kept", "sweeps/torch.parquet", record_kept(lambda t: t.slice(0, 2)),
+     "2 rows where its writer (sweep torch) wrote 4: cut, or rows removed after it was written"),
+    ("parquet-row-added-record-kept", "sweeps/torch.parquet",
+     record_kept(lambda t: pa.concat_tables([t, t.slice(0, 1)])),
+     "5 rows where its writer (sweep torch) wrote 4: rows added (a duplicated row?) after it "
+     "was written"),
+    ("parquet-edited-record-kept", "sweeps/torch.parquet",
+     record_kept(lambda t: t.set_column(t.schema.get_field_index("M"), "M",
+                                        pa.array([1, 2, 4, 16]))),
+     "not the content its writer (sweep torch) wrote ("),
+    ("parquet-record-garbage", "kernel_power/torch.parquet", record_is(b"garbage"),
+     f"{GARBAGE}not JSON (line 1, column 1: Expecting value); damaged or edited"),
+    ("parquet-record-rows-text", "sweeps/torch.parquet",
+     record_is(json.dumps({"record": 1, "producer": "sweep torch", "file": "sweeps/torch.parquet",
+                           "plan": None, "rows": "4", "bytes": 1, "content": "0"})),
+     f"{GARBAGE}key rows: '4' is not a whole number"),
+    ("csv-duplicated-row", "tables/sweep.csv", duplicate_row,
+     "5 rows where its writer (sweep_aggregate.aggregate) wrote 4: rows added (a duplicated "
+     "row?) after it was written"),
+    ("csv-duplicated-row-garbage-record", "tables/sweep.csv",
+     lambda p: duplicate_row(p, record="{garbage"),
+     "its writer's record (.sweep.csv.written beside it) is garbage: not JSON (line 1, column 2: "
+     "Expecting property name enclosed in double quotes); damaged or edited"),
+    ("csv-record-a-list", "tables/support.csv", record_is("[1, 2]"),
+     "its writer's record (.support.csv.written beside it) is garbage: a JSON list, not a "
+     "record"),
+    ("csv-record-without-keys", "tables/sweep.csv", record_is('{"record": 1, "rows": 4}'),
+     "is garbage: no key producer, file, plan, bytes, content"),
+    ("csv-record-deleted", "tables/sweep.csv", lambda p: sidecar(p).unlink(),
+     f"no writer's record (.sweep.csv.written beside it), {NO_RECORD_AFTER}"),
+    ("csv-cut-with-pandas", "tables/sweep.csv", cut_with_pandas(2),
+     "2 rows where its writer (sweep_aggregate.aggregate) wrote 4: cut, or rows removed"),
+    ("csv-edited-same-size", "tables/sweep.csv", same_size_edit,
+     "not the content its writer (sweep_aggregate.aggregate) wrote ("),
+    ("csv-of-another-variant", "decode/v/summary.csv", other_variants_summary,
+     "written by decode w as w/summary.csv, not as v/summary.csv: another table copied over "
+     "this one"),
 ]  # fmt: skip
 
 
@@ -339,6 +465,20 @@ def test_the_aggregate_stops_at_another_tables_parquet(results):
     with pytest.raises(DamagedFile, match="peaks.json: not JSON"):
         (results / "peaks.json").write_text("garbage")
         read_record("peaks", results / "peaks.json")
+
+
+def test_a_measuring_jobs_table_of_another_plan_is_refused(results):
+    """A sweep of this backend, from another run or config (its record's plan hash is not the
+    one this run gives the sweep job): rule aggregate's params.plans refuses it."""
+    path = results / "sweeps" / "torch.parquet"
+    check_plans("sweep", {str(path): stable_hash(PLAN)})
+    other = stable_hash({**PLAN, "cases": [{"op": "matmul"}]})
+    with pytest.raises(DamagedFile) as error:
+        check_plans("sweep", {str(path): other})
+    assert str(error.value) == (
+        f"{path}: written by sweep torch for another plan (plan {stable_hash(PLAN)}; this run's "
+        f"is {other}): a table of another run or config copied here"
+    )
 
 
 def test_readers_are_the_registry(results):
@@ -424,3 +564,7 @@ def test_a_checked_table_is_read_once_until_it_changes(tmp_path, monkeypatch):
     assert len(reads) == 1 and again["backend"].isna().all()
     pd.DataFrame([{c: None for c in cols}] * 2).to_csv(path, index=False)
     assert len(tables.read_table("support", path)) == 2 and len(reads) == 2
+    # A record written (or damaged) beside an unchanged table is read too.
+    sidecar(path).write_text("{garbage")
+    with pytest.raises(DamagedFile, match="its writer's record .* is garbage"):
+        tables.read_table("support", path)

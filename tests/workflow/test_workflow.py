@@ -319,6 +319,41 @@ def test_a_damaged_table_stops_the_run_and_keeps_the_report(study, tmp_path):
     assert planned_outputs(study) == set()
 
 
+def test_a_foreign_or_cut_sweep_is_refused_in_one_line(study, tmp_path):
+    """The issue's cases: results/sweeps/flashinfer.parquet copied over torch.parquet (rc 0,
+    a report with no torch rows and FlashInfer's twice), and torch's sweep cut to 2 rows with
+    pandas (passed): each stops the run at the first job that reads it, in one line, and the
+    old report stays (faults.md rows 140, 141)."""
+    sweeps, report = study / "results" / "sweeps", study / "results" / "report" / "index.html"
+    torch = sweeps / "torch.parquet"
+    shutil.copy2(torch, tmp_path / "torch.parquet")
+    before = report.read_bytes(), report.stat().st_mtime
+    damages = {
+        "written by sweep flashinfer as sweeps/flashinfer.parquet, not as sweeps/torch.parquet: "
+        "another table copied over this one": lambda: shutil.copy(sweeps / "flashinfer.parquet",
+                                                                  torch),
+        "no writer's record (parquet metadata key study.written), yet written after this "
+        "folder's tables began carrying one (results/.records): not written by the study "
+        "(rewritten by another program, e.g. pandas, or copied here)":
+            lambda: pd.read_parquet(torch).head(2).to_parquet(torch, index=False),
+    }  # fmt: skip
+    try:
+        for message, damage in damages.items():
+            damage()
+            proc = snakemake(study, check=False)
+            output = proc.stdout + proc.stderr
+            assert proc.returncode != 0 and "Traceback" not in output
+            line = (f"damaged input: results/sweeps/torch.parquet: {message} (delete it and run "
+                    "again to rebuild it)")  # fmt: skip
+            assert line in output, output
+            assert (report.read_bytes(), report.stat().st_mtime) == before
+            shutil.copy2(tmp_path / "torch.parquet", torch)
+    finally:
+        shutil.copy2(tmp_path / "torch.parquet", torch)
+    snakemake(study)  # the tables the failed jobs removed, and what follows them, again
+    assert planned_outputs(study) == set()
+
+
 def test_a_second_snakemake_in_the_folder_is_locked_out(study):
     """Another Snakemake holding the folder (its lock file, and the study's runs lock every
     Snakemake of the workflow holds: studylib/snakemake_run.py) stops a second one; its lock

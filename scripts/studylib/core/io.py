@@ -1,15 +1,19 @@
-"""Atomic output writing: a failed job never leaves a file that looks complete."""
+"""Atomic output writing: a failed job never leaves a file that looks complete, and each table
+it writes carries its writer's record (core/table_records.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from .table_records import digest, mark_records, new_record, sidecar, write_parquet
 
 
 @contextmanager
@@ -45,27 +49,38 @@ def read_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def written_record(path: str | os.PathLike) -> Path:
-    """Where a CSV's writer records what it wrote (hidden, beside it)."""
+def write_frame(df, path: str | os.PathLike, producer: str | None = None, plan=None) -> None:
+    """Write a pandas frame as parquet or CSV, chosen by the file's suffix, with its writer's
+    record (core/table_records.py: in a parquet file's footer, beside a CSV): ``producer``
+    names the writer (default: the calling module and function), ``plan`` is what the job ran
+    with (its hash is recorded: a sweep's or a decode variant's plan; None for tables derived
+    from tables). The checked readers refuse a table that disagrees with its record."""
     path = Path(path)
-    return path.with_name(f".{path.name}.written")
+    if path.suffix not in (".parquet", ".csv"):
+        raise ValueError(f"unsupported table format: {path}")
+    producer = producer or _caller()
+    plan_hash = None if plan is None else stable_hash(plan)
 
+    def record(rows: int, size: int, content: str) -> dict:
+        return new_record(path, producer, plan_hash, rows, size, content)
 
-def write_frame(df, path: str | os.PathLike) -> None:
-    """Write a pandas frame as parquet or CSV, chosen by the file's suffix. A CSV gets a record
-    of its size and rows beside it: a CSV cut exactly at a line end still parses, and only
-    this record tells it from a complete one (parquet files carry their own footer)."""
-    suffix = Path(path).suffix
+    mark_records(path)
     with atomic_path(path) as tmp:
-        if suffix == ".parquet":
-            df.to_parquet(tmp, index=False)
-        elif suffix == ".csv":
-            df.to_csv(tmp, index=False)
-            size = tmp.stat().st_size
+        if path.suffix == ".parquet":
+            write_parquet(df, tmp, record)
         else:
-            raise ValueError(f"unsupported table format: {path}")
-    if suffix == ".csv":
-        write_json(written_record(path), {"bytes": size, "rows": len(df)})
+            df.to_csv(tmp, index=False)
+            data = tmp.read_bytes()
+            made = record(len(df), len(data), digest(data))
+    if path.suffix == ".csv":
+        write_json(sidecar(path), made)
+
+
+def _caller() -> str:
+    """``module.function`` of write_frame's caller (the module alone at its top level)."""
+    code = sys._getframe(2).f_code
+    stem = Path(code.co_filename).stem
+    return stem if code.co_name == "<module>" else f"{stem}.{code.co_name}"
 
 
 def stable_hash(data) -> str:

@@ -3,9 +3,11 @@
 Each stage declares its tables (name, what, path, columns with their kinds, allowed values)
 in its schema module and registers them here (:func:`register_tables`); writers take their
 column order from the registry, readers go through :func:`read_table` and :func:`read_record`,
-which stop at a damaged file (truncated, cut mid-line, another table's file, garbage) with a
-:class:`DamagedFile` whose message is one line naming the file and what is wrong, instead of
-handing half a table or another table's columns to the next stage. ``studylib.study_tables``
+which stop at a damaged file (truncated, cut mid-line, another table's file, garbage; a table
+that disagrees with its writer's record, core/table_records.py: copied from another place, cut,
+edited, of another plan) with a :class:`DamagedFile` whose message is one line naming the file
+and what is wrong, instead of handing half a table, another backend's rows or another table's
+columns to the next stage. ``studylib.study_tables``
 imports every stage's schema, so a process that imports it sees every table.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 import os
 from collections.abc import Callable
@@ -24,7 +27,10 @@ import pandas as pd
 import pyarrow as pa
 
 from .formats import Column, labelled, tooltips
-from .io import written_record
+from .table_records import DamagedFile, check_written, sidecar
+
+__all__ = ["DamagedFile"]  # defined beside the records, raised by every checked reader
+log = logging.getLogger("study.tables")
 
 
 @dataclass(frozen=True)
@@ -98,53 +104,42 @@ def columns(name: str) -> list[str]:
     return list(table(name).columns)
 
 
-class DamagedFile(ValueError):
-    """An input file that is not what its table says: the message is one line."""
-
-
 def _fail(path, problem: str):
     raise DamagedFile(f"{path}: {problem}")
 
 
-#: Tables already read and checked in this process, by (table, path, size, mtime): a job's
-#: inputs are checked before it starts (snakemake_job.setup_logging) and then read by the job.
+#: Tables already read and checked in this process, by (table, path, size, mtime, its record's
+#: size and mtime): a job's inputs are checked before it starts (snakemake_job.setup_logging)
+#: and then read by the job.
 _CHECKED: dict[tuple, pd.DataFrame] = {}
 
 
-def read_table(name: str, path: str | os.PathLike) -> pd.DataFrame:
+def read_table(name: str, path: str | os.PathLike, plan: str | None = None) -> pd.DataFrame:
     """``path`` read as table ``name``, checked: readable to its end, its columns present and
-    each value of its kind; else :class:`DamagedFile`. A file read once and unchanged since
-    is not read or checked again (the caller gets its own copy)."""
+    each value of its kind, its rows and content those its writer recorded, written where it
+    lies (core/table_records.py) and, given ``plan`` (a plan hash), for that plan; else
+    :class:`DamagedFile`. A file read once and unchanged since is not read or checked again
+    (the caller gets its own copy)."""
     spec, path = table(name), Path(path)
     if not path.is_file():
         _fail(path, f"missing ({spec.what} is expected here)")
     stat = path.stat()
     if stat.st_size == 0:
         _fail(path, "empty file (0 bytes): truncated or never finished")
-    key = (name, str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    record = sidecar(path)
+    record_stat = record.stat() if path.suffix == ".csv" and record.is_file() else None
+    key = (name, str(path.resolve()), stat.st_size, stat.st_mtime_ns,
+           record_stat and (record_stat.st_size, record_stat.st_mtime_ns))  # fmt: skip
     if key not in _CHECKED:
         frame = _read_parquet(path) if path.suffix == ".parquet" else _read_csv(path)
         check_frame(name, frame, path)
-        _check_as_written(path, stat.st_size, len(frame))
+        warning = check_written(path, len(frame))
+        if warning:
+            log.warning("%s", warning)
         _CHECKED[key] = frame
+    if plan is not None:
+        check_written(path, len(_CHECKED[key]), plan)
     return _CHECKED[key].copy()
-
-
-def _check_as_written(path: Path, size: int, rows: int) -> None:
-    """A CSV against its writer's record (io.write_frame), where there is one: a file cut at
-    a line end parses as a shorter table and is caught only here."""
-    record = written_record(path)
-    if path.suffix != ".csv" or not record.is_file():
-        return
-    try:
-        written = json.loads(record.read_text(encoding="utf-8"))
-        want_size, want_rows = int(written["bytes"]), int(written["rows"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return  # an unreadable record says nothing about the table
-    if size != want_size:
-        _fail(path, f"{size} bytes and {rows} rows where its writer wrote {want_size} bytes and "
-                    f"{want_rows} rows: cut at a line end, or changed after it was written; "
-                    "rerun the rule that writes it")  # fmt: skip
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
@@ -309,6 +304,14 @@ def check_inputs(paths) -> dict[str, int]:
         else:
             checked[str(path)] = len(read_table(kind[1], path))
     return checked
+
+
+def check_plans(name: str, plans: dict) -> None:
+    """Each file of ``plans`` ({path: the plan hash this run gives its job}, a rule's
+    ``params.plans``) read as table ``name`` and written for that plan: a measuring job's table
+    from another run or config is refused (:class:`DamagedFile`)."""
+    for path, plan in plans.items():
+        read_table(name, path, plan)
 
 
 def _flat(paths):

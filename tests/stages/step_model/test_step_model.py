@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 from helpers import ROOT
-from studylib.stages.step_model.step_model_answers import step_answers
+from studylib.stages.step_model.step_model_answers import count_verdict, step_answers
 from studylib.stages.step_model.step_model_build import (
     COLUMNS,
     MODEL_COMPONENTS,
@@ -213,10 +213,10 @@ def test_answers_count_components_and_energy_within_their_targets():
     table = step_model(sweep(), decode_at(6.2), GEOMETRY, windows=loop_windows(),
                        breakdown=breakdown)  # fmt: skip
     rows = answers_by_subject(table)
-    assert rows["component · moe"].verdict == "within at 1 of 1"
-    assert rows["component · attention"].verdict == "within at 1 of 1"
+    assert rows["component · moe"].verdict == "within"
+    assert rows["component · attention"].verdict == "within"
     dense, other = rows["component · dense"], rows["component · other"]
-    assert dense.verdict == "within at 0 of 1" == other.verdict
+    assert dense.verdict == "outside" == other.verdict
     assert "worst −47 % at v-True C = 16" in dense.sentence  # 29 / 55 - 1
     # Graphs on, the model predicts no host time: the profiler's 110 µs is shown as such.
     assert "worst: none predicted against 0.11 ms at v-True C = 16" in other.sentence
@@ -225,7 +225,7 @@ def test_answers_count_components_and_energy_within_their_targets():
     ratios = balanced.set_index("concurrency")["j_per_token_ratio"]
     within = int(sum(abs(r - 1) <= 0.25 for r in ratios))
     energy = rows["energy per token"]
-    assert energy.verdict == f"within at {within} of {len(ratios)}"
+    assert energy.verdict == count_verdict(within, len(ratios), "within", "outside")
     predicted = balanced.set_index("concurrency")["predicted_j_per_token"]
     assert f"v-True C = 16: {predicted[16]:.3g} against 0.5 J" in energy.evidence
 
@@ -267,7 +267,7 @@ def test_answers_state_the_prediction_against_tpot_and_the_launch_gap():
     assert at1.sentence == ("Without CUDA graphs a step takes 2.00 ms longer (3.10 against "
                             "1.10 ms); the model predicts 0.29 ms more: missed.")  # fmt: skip
     assert at16.verdict == "missed" and "the model predicts 0.00 ms more" in at16.sentence
-    assert rows["host time · BF16"].verdict == "explained at 0 of 2"
+    assert rows["host time · BF16"].verdict == "not explained (0 of 2)"
     off["tpot_us"] = off["tpot_us"] - 2000 + 290  # the gap the host predicts at C = 1
     rows = answers_by_subject(pd.concat([on, off]))
     assert rows["host time · BF16 · C = 1"].verdict == "explained"

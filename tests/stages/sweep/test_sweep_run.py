@@ -119,10 +119,12 @@ def test_interrupted_sweep_resumes(tmp_path, log_file, monkeypatch):
     out = tmp_path / "t.parquet"
     plan = plan_for()
     work = tmp_path / ".t.work"
+
     # First run dies (the parent's write fails) after measuring every point.
-    monkeypatch.setattr(
-        "studylib.stages.sweep.sweep_run.write_frame", lambda *a: (_ for _ in ()).throw(OSError())
-    )
+    def write_fails(*args, **kwargs):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("studylib.stages.sweep.sweep_run.write_frame", write_fails)
     with pytest.raises(OSError):
         run_sweep(plan, out, log_stream=log_file)
     assert not out.exists()

@@ -47,4 +47,4 @@ def run_decode_job(plan: dict, model_dir: str | None, out_dir, port_offset: int 
         resolved["model"] = str(Path(model_dir).resolve())
     # Prompt token ids are drawn below the served vocabulary (a variant may name its own).
     resolved["vocab_size"] = resolved.get("vocab_size") or (facts or {}).get("vocab_size", 32000)
-    run_decode(resolved, out_dir, model_facts=facts if kind == "dummy" else None)
+    run_decode(resolved, out_dir, model_facts=facts if kind == "dummy" else None, rule_plan=plan)

@@ -118,7 +118,9 @@ def _specs(plan: dict, c: int, seconds: float) -> tuple[LoadSpec, LoadSpec]:
     return warm, LoadSpec(**common, output_len=plan["output_len"], duration_s=seconds)
 
 
-def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None) -> pd.DataFrame:
+def run_decode(
+    plan: dict, out_dir: str | Path, model_facts: dict | None = None, rule_plan: dict | None = None
+) -> pd.DataFrame:
     """Run every concurrency of one server variant; write its files under ``out_dir``.
 
     ``plan`` (resolved for the device): engine, variant, model, model_kind (local, dummy or
@@ -127,6 +129,7 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
     expert_distribution (bool), expert_distribution_s, top_k, profile_steps (0 or absent: no
     profile pass), profile_timeout_s, layers (else the model's). ``model_facts``: the served
     model's geometry (for the HBM bytes of a step), when the study built the model.
+    ``rule_plan``: the rule's plan, as the job got it (its hash is in each table's record).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -189,21 +192,25 @@ def run_decode(plan: dict, out_dir: str | Path, model_facts: dict | None = None)
             facts["recorder_teardown"] = rec.server.stop_result
             facts["recorder_pass_s"] = time.monotonic() - started
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
-    write_frame(summary, out_dir / "summary.csv")
-    write_frame(pd.DataFrame(recorder_rows).reindex(columns=RECORDER_COLUMNS),
-                out_dir / "recorder.csv")  # fmt: skip
+
+    def write(frame, path):
+        write_frame(frame, path, f"decode {plan['variant']}", rule_plan)
+
+    write(summary, out_dir / "summary.csv")
+    write(pd.DataFrame(recorder_rows).reindex(columns=RECORDER_COLUMNS),
+          out_dir / "recorder.csv")  # fmt: skip
     experts = (pd.concat(expert_frames, ignore_index=True) if expert_frames
                else pd.DataFrame(columns=EXPERT_M_COLUMNS))  # fmt: skip
-    write_frame(experts.reindex(columns=EXPERT_M_COLUMNS), out_dir / "expert_m.csv")
-    write_frame(pd.DataFrame(crosscheck).reindex(columns=CROSSCHECK_COLUMNS),
-                out_dir / "crosscheck.csv")  # fmt: skip
-    write_frame(pd.DataFrame(breakdown).reindex(columns=BREAKDOWN_COLUMNS),
-                out_dir / "breakdown.csv")  # fmt: skip
-    write_frame(pd.DataFrame(requests), out_dir / "requests.parquet")
-    write_frame(pd.DataFrame(windows), out_dir / "windows.parquet")
+    write(experts.reindex(columns=EXPERT_M_COLUMNS), out_dir / "expert_m.csv")
+    write(pd.DataFrame(crosscheck).reindex(columns=CROSSCHECK_COLUMNS),
+          out_dir / "crosscheck.csv")  # fmt: skip
+    write(pd.DataFrame(breakdown).reindex(columns=BREAKDOWN_COLUMNS),
+          out_dir / "breakdown.csv")  # fmt: skip
+    write(pd.DataFrame(requests), out_dir / "requests.parquet")
+    write(pd.DataFrame(windows), out_dir / "windows.parquet")
     timeline = pd.DataFrame(sampler.timeline())
-    write_frame(timeline if not timeline.empty else pd.DataFrame({"gpu": []}),
-                out_dir / "power_timeline.parquet")  # fmt: skip
+    write(timeline if not timeline.empty else pd.DataFrame({"gpu": []}),
+          out_dir / "power_timeline.parquet")  # fmt: skip
     facts["sampler_cpu_pct"] = 100 * (sampler.cpu_fraction() or 0)
     facts["model"] = model_facts
     write_json(out_dir / "run.json", facts)

@@ -241,8 +241,10 @@ def run_kernel_power(plan: dict, out_windows, out_timeline, log_stream=None) -> 
     out_windows = Path(out_windows)
     work_dir = out_windows.parent / f".{out_windows.stem}.work"
     windows, timeline = KernelPowerRun(plan, work_dir, log_stream, worker_envs(plan)).run()
-    write_frame(timeline if not timeline.empty else pd.DataFrame({"backend": []}), out_timeline)
-    write_frame(windows, out_windows)
+    producer = f"kernel_power {plan['backend']}"
+    write_frame(timeline if not timeline.empty else pd.DataFrame({"backend": []}), out_timeline,
+                producer, plan)  # fmt: skip
+    write_frame(windows, out_windows, producer, plan)
     for stale in work_dir.iterdir():
         stale.unlink()
     work_dir.rmdir()

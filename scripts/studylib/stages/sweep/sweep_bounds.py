@@ -177,8 +177,26 @@ def _launch_answer(key, rows: list[StretchRow]) -> Answer:
         f"{dtype_name(dtype)} {shape}, {_m_list([j.m for j in judged], rows[0].grid)}, "
         f"eager: {_named(rows)} {_verb(rows, 'spend')} {value} of the call on launch"
     )
-    against = fmt_share(LAUNCH_BOUND_SHARE)
-    if verdict in (YES, NO):
+    return _judgement(subject, head, fmt_share(LAUNCH_BOUND_SHARE), verdict, runs, words, rows,
+                      judged, "eager", value, _evidence(judged, _pct, " % launch"))  # fmt: skip
+
+
+def _judgement(
+    subject: str,
+    head: str,
+    against: str,
+    verdict,
+    runs,
+    words: dict,
+    rows: list[StretchRow],
+    judged,
+    mode: str,
+    value: str,
+    evidence: str,
+) -> Answer:
+    """A judgement of Q1's leaders at every size of a stretch as one row: one verdict where
+    every size agrees beyond its noise, else the split or undecided; its weakest margin."""
+    if verdict in (YES, NO, OUTSIDE):
         text = f"{head}: {words[verdict]} (vs {against}) at every size."
     else:
         text = f"{head}: {_split_text(verdict, runs, words, rows[0].grid, against)}."
@@ -186,9 +204,8 @@ def _launch_answer(key, rows: list[StretchRow]) -> Answer:
     return Answer(2, subject, ANSWERED if verdict != UNSURE else UNDECIDED,
                   verdict=words.get(verdict, "split"),
                   runner_up=_alternative(verdict, words), margin=weakest.margin,
-                  noise=weakest.noise, noise_from=NOISE_FROM.format(mode="eager"),
-                  basis="eager", value=value,
-                  evidence=f"judged: {_leaders(rows)}; " + _evidence(judged, _pct, " % launch"),
+                  noise=weakest.noise, noise_from=NOISE_FROM.format(mode=mode), basis=mode,
+                  value=value, evidence=f"judged: {_leaders(rows)}; {evidence}",
                   points=len(judged), sentence=text, lead=True)  # fmt: skip
 
 
@@ -225,19 +242,8 @@ def _floor_answer(key, rows: list[StretchRow], mode: str | None) -> Answer:
         f"{dtype_name(dtype)} {shape}, {_m_list([j.m for j in judged], rows[0].grid)}, "
         f"{mode}: {_named(rows)} {_verb(rows, 'take')} {value} the {basis} floor"
     )
-    against = f"{NEAR_FLOOR:g}×"
-    if verdict in (YES, NO, OUTSIDE):
-        text = f"{head}: {words[verdict]} (vs {against}) at every size."
-    else:
-        text = f"{head}: {_split_text(verdict, runs, words, rows[0].grid, against)}."
-    weakest = _weakest(judged)
-    return Answer(2, subject, ANSWERED if verdict != UNSURE else UNDECIDED,
-                  verdict=words.get(verdict, "split"),
-                  runner_up=_alternative(verdict, words), margin=weakest.margin,
-                  noise=weakest.noise, noise_from=NOISE_FROM.format(mode=mode), basis=mode,
-                  value=value, evidence=f"judged: {_leaders(rows)}; "
-                  + _evidence(judged, _times, " of the floor"), points=len(judged),
-                  sentence=text, lead=True)  # fmt: skip
+    return _judgement(subject, head, f"{NEAR_FLOOR:g}×", verdict, runs, words, rows, judged,
+                      mode, value, _evidence(judged, _times, " of the floor"))  # fmt: skip
 
 
 def _floor_basis(rows: list[StretchRow], judged: list[Judged]) -> str:

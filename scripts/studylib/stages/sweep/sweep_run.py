@@ -123,7 +123,7 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
         client.stop()
 
     frame = to_frame(rows)
-    write_frame(frame, out_path)
+    write_frame(frame, out_path, producer=f"sweep {plan['backend']}", plan=plan)
     for stale in work_dir.iterdir():
         stale.unlink()
     work_dir.rmdir()
