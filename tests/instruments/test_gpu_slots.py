@@ -87,19 +87,19 @@ HOLD = (
     "import sys, time; sys.path.insert(0, {scripts!r})\n"
     "from pathlib import Path\n"
     "from studylib.instruments.gpu_slots import acquire\n"
-    "acquire(1, ['cpu'], Path({lock_dir!r}), job='rule sweep of results/sweeps/torch.parquet',"
+    "acquire(1, [{device!r}], Path({lock_dir!r}), job='rule sweep of results/sweeps/torch.parquet',"
     " outputs=['results/sweeps/torch.parquet'])\n"
     "print('held', flush=True); time.sleep(60)"
 )
 
 
-def hold_cpu(tmp_path, snakemake_id: str) -> subprocess.Popen:
-    """Another process holding the CPU, as a job of the Snakemake ``snakemake_id``."""
+def hold(tmp_path, snakemake_id: str, device: str = "cpu") -> subprocess.Popen:
+    """Another process holding ``device``, as a job of the Snakemake ``snakemake_id``."""
     import os
 
     from studylib.instruments.serving.guard import RUN_ENV
 
-    code = HOLD.format(scripts=str(ROOT / "scripts"), lock_dir=str(tmp_path))
+    code = HOLD.format(scripts=str(ROOT / "scripts"), lock_dir=str(tmp_path), device=device)
     other = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                              env={**os.environ, RUN_ENV: snakemake_id})  # fmt: skip
     assert other.stdout.readline().strip() == "held"
@@ -110,7 +110,7 @@ def test_a_device_held_by_another_snakemakes_job_stops_the_job_in_one_line(tmp_p
     from studylib.instruments.serving.guard import RUN_ENV, cmdline, process_id
 
     monkeypatch.setenv(RUN_ENV, "1:1")  # this job's Snakemake
-    other = hold_cpu(tmp_path, process_id())  # a live Snakemake (this test) runs the other
+    other = hold(tmp_path, process_id())  # a live Snakemake (this test) runs the other
     try:
         started = time.monotonic()
         with pytest.raises(gpu_slots.DeviceBusy) as busy:
@@ -140,7 +140,7 @@ def test_a_job_left_by_a_gone_snakemake_is_named_as_such(tmp_path, monkeypatch):
     child.kill()
     child.wait()
     monkeypatch.setenv(RUN_ENV, process_id())
-    other = hold_cpu(tmp_path, gone)
+    other = hold(tmp_path, gone)
     try:
         assert [d for d, _ in gpu_slots.left_running(tmp_path)] == ["cpu"]
         with pytest.raises(gpu_slots.DeviceBusy, match=(
@@ -164,3 +164,32 @@ def test_a_cpu_job_holds_the_cpu(tmp_path, monkeypatch):
     record = gpu_slots.holder(tmp_path / ".snakemake" / "gpu-slots" / "cpu.lock")
     assert record["job"] == "rule peaks of results/peaks.json"
     assert record["outputs"] == ["results/peaks.json"]
+
+
+def test_gpus_held_by_another_snakemakes_jobs(tmp_path, monkeypatch):
+    from studylib.instruments.serving.guard import RUN_ENV, cmdline, process_id
+
+    monkeypatch.setenv(RUN_ENV, "1:1")
+    first = hold(tmp_path, process_id(), "0")
+    try:
+        assert gpu_slots.acquire(1, ["0", "1"], tmp_path) == ["1"]  # a free one is taken
+        gpu_slots.release_all()
+        second = hold(tmp_path, process_id(), "1")
+        try:
+            with pytest.raises(gpu_slots.DeviceBusy) as busy:
+                gpu_slots.acquire(1, ["0", "1"], tmp_path)
+            assert str(busy.value).startswith(
+                f"GPU 0 is held by pid {first.pid} ({cmdline(first.pid)}), rule sweep of "
+                "results/sweeps/torch.parquet, run by Snakemake pid "
+            )
+            assert f"; GPU 1 is held by pid {second.pid} (" in str(busy.value)
+            # held by jobs of this Snakemake: waited for
+            monkeypatch.setenv(RUN_ENV, process_id())
+            with pytest.raises(TimeoutError):
+                gpu_slots.acquire(1, ["0", "1"], tmp_path, timeout_s=0.3, poll_s=0.05)
+        finally:
+            second.kill()
+            second.wait()
+    finally:
+        first.kill()
+        first.wait()
