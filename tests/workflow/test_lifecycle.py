@@ -396,6 +396,8 @@ class Study:
         (polled, at most KILL_GONE_S)."""
         if how == "Ctrl-C":  # a terminal's Ctrl-C: SIGINT to the foreground process group
             os.killpg(proc.pid, signal.SIGINT)
+        elif how.startswith("group-"):  # e.g. `kill -TERM -- -PGID`: Snakemake and its jobs
+            os.killpg(proc.pid, getattr(signal, how.removeprefix("group-")))
         else:
             proc.send_signal(getattr(signal, how))
         started = time.monotonic()
@@ -481,7 +483,7 @@ def reached(study: Study, stage: Stage):
 
 
 KILLS = [
-    ("sweep", "SIGKILL"), ("sweep", "SIGHUP"), ("sweep", "Ctrl-C"),
+    ("sweep", "SIGKILL"), ("sweep", "SIGHUP"), ("sweep", "Ctrl-C"), ("sweep", "group-SIGTERM"),
     ("kernel_power", "SIGKILL"), ("kernel_power", "SIGHUP"),
     ("peaks", "SIGKILL"), ("peaks", "SIGHUP"),
     ("decode", "SIGKILL"), ("decode", "SIGHUP"), ("decode", "Ctrl-C"),
@@ -505,12 +507,14 @@ def test_snakemake_killed_mid_stage_leaves_no_process_and_the_rerun_keeps_every_
     assert not (study.dir / stage.target).exists()
     if how == "Ctrl-C":
         assert "Terminating processes on user request" in study.output("killed")
+    if how == "group-SIGTERM":  # Snakemake's graceful stop, its job stopped by the signal
+        assert "Will exit after finishing currently running jobs" in study.output("killed")
     if name == "decode" or (how == "SIGHUP" and name != "sweep"):
         return  # decode keeps no journal: a killed variant runs again whole (test_workflow)
     kept = journal_rows(stage.journal, study.dir) if stage.journal else []
     rc, output = study.run(stage.target)  # a plain run: no --unlock, no --rerun-incomplete
     assert rc == 0, output
-    if how != "Ctrl-C":  # Snakemake killed outright leaves its lock: removed, said once
+    if how in ("SIGKILL", "SIGHUP"):  # Snakemake killed outright leaves its lock: removed
         assert "removed Snakemake's lock (.snakemake/locks/) left by a run that is gone" in output
     if not stage.journal:
         return
@@ -720,3 +724,13 @@ def test_a_job_whose_snakemake_died_while_it_started_stops_at_once(tmp_path):
                          timeout=DEADLINE_S)  # fmt: skip
     assert job.returncode == 128 + signal.SIGTERM
     assert job.stderr.strip() == "job: SIGTERM: stopping and exiting" and not job.stdout
+
+
+def test_a_worker_whose_job_died_while_it_started_stops_at_once(tmp_path):
+    # The same for a measuring worker: its job (--parent) is gone before the worker watches.
+    worker = subprocess.run(
+        [sys.executable, "-m", "studylib.instruments.worker", "--backend", "torch",
+         "--plan", str(tmp_path / "plan.json"), "--result-fd", "1", "--parent", gone_snakemake()],
+        env={**os.environ, "PYTHONPATH": SCRIPTS}, capture_output=True, timeout=DEADLINE_S,
+    )  # fmt: skip
+    assert worker.returncode == -signal.SIGKILL and not worker.stdout
