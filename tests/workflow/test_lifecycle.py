@@ -542,9 +542,10 @@ def plain(value):
 
 def test_snakemake_terminated_finishes_the_running_job_and_starts_no_other(study):
     # SIGTERM is Snakemake's own graceful stop: the job running then finishes and is kept,
-    # no other starts. Its matmul points take a second each ("slow"): the sweep is seconds
-    # from its end when the signal comes.
-    slow = {f"matmul:{m}": "slow" for m in (1, 16)}
+    # no other starts. Its matmul and attention points take a second each ("slow"): the
+    # sweep is 9 s from its end when the signal comes, after its first point.
+    slow = {**{f"matmul:{m}": "slow" for m in (1, 16)},
+            **{f"decode_attention:{m}": "slow" for m in (1, 4)}}  # fmt: skip
     snakemake = study.start(SWEEP, PEAKS, env={"STUDY_INJECT_FAULTS": json.dumps(slow)},
                             name="terminated")  # fmt: skip
     stage = STAGES["sweep"]
