@@ -44,7 +44,11 @@ from studylib.stages.kernel_power.kernel_power_plan import (  # noqa: E402
 )
 from studylib.stages.sweep.sweep_plan import baseline_files, sweep_plan  # noqa: E402
 from studylib.study_config import check_config  # noqa: E402
-from studylib.snakemake_run import check_before_jobs, join_run  # noqa: E402
+from studylib.snakemake_run import (  # noqa: E402
+    check_before_jobs,
+    join_run,
+    pass_interrupts_on,
+)
 
 # This Snakemake named to its jobs (each dies with it and records it beside the device it
 # holds), and Snakemake's locks left by a killed run removed when no other Snakemake runs here
@@ -63,6 +67,7 @@ onstart:
     )
     if _busy:
         raise WorkflowError(_busy)
+    pass_interrupts_on()  # `kill -INT` of Snakemake reaches its jobs, as Ctrl-C does
 
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")

@@ -15,18 +15,30 @@ before its first job.
   those outputs stops the run at once (Snakemake's own lock would not: the first Snakemake
   to end removes every run's lock files); a job left running by a Snakemake that is gone,
   holding a device, is waited for (it stops by itself in seconds), and one still there
-  stops the run. One line naming the job, nothing run and nothing removed.
+  stops the run. One line naming the job, nothing run and nothing removed. ``kill -INT`` of
+  Snakemake alone is passed on to its jobs, as a terminal's Ctrl-C would reach them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import signal
 import time
 from pathlib import Path
 
 from .instruments.gpu_slots import LOCK_DIR, describe_holder, left_running, running_holders
-from .instruments.serving.guard import RUN_ENV, id_pid, pid_alive, process_alive, process_id
+from .instruments.serving.guard import (
+    RUN_ENV,
+    SHELLS,
+    comm,
+    id_pid,
+    parent_pid,
+    pid_alive,
+    process_alive,
+    process_id,
+)
 
 RUNS_LOCK = Path(".snakemake") / "study-runs.lock"
 SNAKEMAKE_LOCKS = Path(".snakemake") / "locks"
@@ -121,3 +133,36 @@ def check_before_jobs(outputs=(), wait_s: float = LEFT_RUNNING_WAIT_S, say=print
     held = "; ".join(describe_holder(device, record) for device, record in left)
     return (f"{held}; it did not stop within {wait_s:g} s: stop it (kill {pids}), then run "
             "again (nothing was run or removed)")  # fmt: skip
+
+
+def jobs_of(pid: int | None = None) -> list[int]:
+    """The live children of ``pid`` (this process): a Snakemake's jobs; through a shell that
+    forks its command instead of running it in its place, the shell's children too."""
+    pid = os.getpid() if pid is None else pid
+    names = os.listdir("/proc") if os.path.isdir("/proc") else []
+    found = []
+    for child in (int(n) for n in names if n.isdigit()):
+        if pid_alive(child) and parent_pid(child) == pid:
+            found.append(child)
+            found += jobs_of(child) if comm(child) in SHELLS else []
+    return found
+
+
+def pass_interrupts_on() -> None:
+    """``kill -INT`` of Snakemake alone (a terminal's Ctrl-C reaches its jobs too): Snakemake
+    waits for its running jobs, then counts what they wrote as incomplete, so a sweep that
+    finished meanwhile (its journal removed) would be measured again. Its jobs get the signal
+    first: each stops cleanly, keeping its journal, as with Ctrl-C (a job stops once however
+    many times it is told). Called before the first job, in Snakemake's main thread."""
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        for pid in jobs_of():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGINT)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)

@@ -483,7 +483,8 @@ def reached(study: Study, stage: Stage):
 
 
 KILLS = [
-    ("sweep", "SIGKILL"), ("sweep", "SIGHUP"), ("sweep", "Ctrl-C"), ("sweep", "group-SIGTERM"),
+    ("sweep", "SIGKILL"), ("sweep", "SIGHUP"), ("sweep", "Ctrl-C"), ("sweep", "SIGINT"),
+    ("sweep", "group-SIGTERM"),
     ("kernel_power", "SIGKILL"), ("kernel_power", "SIGHUP"),
     ("peaks", "SIGKILL"), ("peaks", "SIGHUP"),
     ("decode", "SIGKILL"), ("decode", "SIGHUP"), ("decode", "Ctrl-C"),
@@ -501,11 +502,12 @@ def test_snakemake_killed_mid_stage_leaves_no_process_and_the_rerun_keeps_every_
     assert study_processes(study.dir)
     study.gone_after_kill(snakemake, how)  # within KILL_GONE_S, or it fails there
     # SIGKILL, SIGHUP: Snakemake dies, its job gets SIGTERM (PR_SET_PDEATHSIG, the watch)
-    signal_seen = "SIGINT" if how == "Ctrl-C" else "SIGTERM"
+    # `kill -INT` of Snakemake alone: passed on to its jobs (Snakemake would wait for them)
+    signal_seen = "SIGINT" if how in ("Ctrl-C", "SIGINT") else "SIGTERM"
     job_log = study.log(stage.log)
     assert f"job: {signal_seen}: stopping" in job_log and "Traceback" not in job_log
     assert not (study.dir / stage.target).exists()
-    if how == "Ctrl-C":
+    if how in ("Ctrl-C", "SIGINT"):
         assert "Terminating processes on user request" in study.output("killed")
     if how == "group-SIGTERM":  # Snakemake's graceful stop, its job stopped by the signal
         assert "Will exit after finishing currently running jobs" in study.output("killed")

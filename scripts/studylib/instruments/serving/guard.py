@@ -267,7 +267,7 @@ class Guard:
 # ---------------------------------------------------------------- the job side
 
 
-def _comm(pid: int) -> str:
+def comm(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm") as f:
             return f.read().strip()
@@ -275,7 +275,7 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def _ppid(pid: int) -> int:
+def parent_pid(pid: int) -> int:
     fields = _stat(pid)
     return int(fields[1]) if fields else 0
 
@@ -364,8 +364,8 @@ def die_with_parent(sig: int = signal.SIGTERM, watch: str | None = None) -> int 
         _watch(id_pid(watch), sig)
         return id_pid(watch)
     ancestor = parent
-    while ancestor > 1 and _comm(ancestor) in SHELLS:
-        ancestor = _ppid(ancestor)
+    while ancestor > 1 and comm(ancestor) in SHELLS:
+        ancestor = parent_pid(ancestor)
     if ancestor <= 1:
         return None
     _watch(ancestor, sig)
