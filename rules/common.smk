@@ -53,6 +53,14 @@ from studylib.study_config import check_config  # noqa: E402
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
 
+# Snakemake 9 plans the study with --cores 0 (make study CORES=0) and then waits for a core
+# that never comes, printing nothing more.
+if workflow.resource_settings.cores == 0:
+    raise WorkflowError(
+        "--cores 0 runs no job: Snakemake would plan the study and wait for a core forever; "
+        "give --cores 1 or more, or --cores all (make study CORES=8)"
+    )
+
 # --config values typed once, by the schema, from the words given (Snakemake's own reading
 # drops quotes and leaves nested values strings): a quoted "0755" stays a string.
 try:

@@ -328,7 +328,8 @@ def key_problems(config, where: str = "") -> list[str]:
                       'false as a boolean)' if isinstance(key, bool) else f'("{key}")')  # fmt: skip
             problems.append(
                 f"config key {where or '(top level)'}: the key {key!r} is a "
-                f"{type(key).__name__}, not a name: quote it {quoted}"
+                f"{'boolean' if isinstance(key, bool) else 'number'}, not a name: quote it "
+                f"{quoted}"
             )
             continue
         problems += key_problems(value, path)

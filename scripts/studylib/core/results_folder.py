@@ -47,7 +47,7 @@ def results_problems(folder: str | os.PathLike = "results", folders=()) -> list[
             for d in dirs
             if not d.endswith(FILE_SUFFIXES) or os.path.normpath(Path(root, d)) in keep
         ]
-    return problems
+    return sorted(problems)  # in the order of their paths, whatever order the walk took
 
 
 def _link_problem(path: Path) -> str:

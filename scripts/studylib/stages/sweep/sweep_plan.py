@@ -81,7 +81,7 @@ def operand_problems(config: dict) -> list[str]:
     """An M grid whose largest M makes an operand that grows with M (the input, M x K, or the
     output, M x N, per group) larger than :data:`MAX_OPERAND` elements on a shape a case
     takes: a typo such as 1e20 ends the sweep in a Python error, a large one in memory
-    exhaustion. One line per grid (m_grid.<device>, or a case's own m)."""
+    exhaustion. One line per grid (m_grid.<device>, a case's own m, a kernel-power point's M)."""
     found = {}
     shapes = config.get("shapes", {})
     for backend in enabled_backends(config):
@@ -103,6 +103,21 @@ def operand_problems(config: dict) -> list[str]:
                             f"backends.{backend}.cases[{i}]), beyond the 2^31 (8 GiB in fp32) "
                             "a point's input or output may hold: a typo?"
                         )
+    power = config.get("kernel_power", {}).get("backends", {})
+    for backend in enabled_backends(config):
+        for i, point in enumerate(power.get(backend) or []):
+            if point.get("shape") not in shapes or not point.get("M"):
+                continue
+            shape = resolve_shape(point["shape"], shapes[point["shape"]])
+            m, g = max(point["M"]), point.get("G") or 1
+            elements = g * m * max(shape["N"], shape["K"])
+            if elements > MAX_OPERAND:
+                found[f"kernel_power.backends.{backend}[{i}].M"] = (
+                    f"kernel_power.backends.{backend}[{i}].M: M {m} makes an operand of "
+                    f"{elements:.3g} elements on shape {point['shape']} (N {shape['N']}, K "
+                    f"{shape['K']}), beyond the 2^31 (8 GiB in fp32) a point's input or output "
+                    "may hold: a typo?"
+                )
     return list(found.values())
 
 
