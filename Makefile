@@ -58,23 +58,28 @@ print-stack:
 
 # make study CONFIG=file.yaml: the file checked first (one line naming file and line), then
 # passed as --configfile.
+# SNAKEMAKE_ARGS go first: Snakemake reads every word after --configfile as a config file, so a
+# target there would be read as one.
 study: $(VENV)/.study-$(STACK)
 	$(if $(CONFIG),$(BIN)/python scripts/check_config.py $(CONFIG))
-	$(BIN)/snakemake --cores $(CORES) $(if $(CONFIG),--configfile $(CONFIG)) $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) $(if $(CONFIG),--configfile $(CONFIG))
 
 report: $(VENV)/.study-$(STACK)
 	$(BIN)/snakemake --cores $(CORES) report
 
-# Rerun one backend's sweep and what depends on it: make sweep BACKEND=flashinfer
+# Rerun one backend's sweep (or several: BACKEND='torch flashinfer') and what depends on it:
+# make sweep BACKEND=flashinfer. Each name is checked first against the backends and the
+# config (CONFIG too): an unknown or disabled one is named, not "No rule to produce ...".
 sweep: $(VENV)/.study-$(STACK)
 	@test -n "$(BACKEND)" || (echo "usage: make sweep BACKEND=torch|flashinfer|sgl_kernel" >&2; exit 2)
-	$(BIN)/snakemake --cores $(CORES) --forcerun results/sweeps/$(BACKEND).parquet $(SNAKEMAKE_ARGS)
+	@$(BIN)/python scripts/check_config.py --sweep-backends '$(subst ','\'',$(BACKEND))' $(CONFIG)
+	$(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_ARGS) --forcerun $(foreach b,$(BACKEND),results/sweeps/$(b).parquet) $(if $(CONFIG),--configfile $(CONFIG))
 
 # Before and after: this run's sweep against a baseline (a results folder, a sweep file or a
 # pattern of files), rendered into the report: make compare BASELINE=examples/h200x2-2026-11-29
 compare: $(VENV)/.study-$(STACK)
 	@test -n "$(BASELINE)" || (echo "usage: make compare BASELINE=results-folder|sweep-file|'files-pattern*.csv'" >&2; exit 2)
-	@$(BIN)/snakemake results/report/index.html --cores $(CORES) --config 'compare_baseline=$(BASELINE)' $(if $(CONFIG),--configfile $(CONFIG)) \
+	@$(BIN)/snakemake results/report/index.html --cores $(CORES) --config 'compare_baseline=$(subst ','\'',$(BASELINE))' $(if $(CONFIG),--configfile $(CONFIG)) \
 		|| { grep -h "ERROR study.compare" results/logs/compare.log 2>/dev/null | tail -n 1 >&2; exit 1; }
 	@tail -n 3 results/logs/compare.log
 

@@ -1,9 +1,24 @@
 # GEMM and power study of MoE inference kernels: hardware -> sweeps -> tables -> figures -> report.
 # Usage: `snakemake --cores 8` (everything), `snakemake report` (the HTML report),
 # `snakemake --forcerun sweep --allowed-rules sweep ...`: see docs/running.md.
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+# Snakemake reads the config and writes results/ relative to the folder it runs in: run from
+# elsewhere (snakemake -s path/Snakefile), it names no config but a path it checked.
+if (
+    not Path("config/config.yaml").is_file()
+    and Path(workflow.basedir, "config").is_dir()
+):
+    raise WorkflowError(
+        f"run the study from its own folder: this folder ({Path.cwd()}) has no "
+        f"config/config.yaml, and its results would be written here; cd {workflow.basedir} "
+        "and run snakemake there"
+    )
 
 
 configfile: "config/config.yaml"

@@ -2,7 +2,6 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
@@ -27,13 +26,17 @@ from studylib.core.config_cli import (  # noqa: E402
 from studylib.core.config import (  # noqa: E402
     ConfigFileError,
     config_keys,
+    config_text,
     config_warnings,
     empty_overrides,
     enabled_backends,
+    key_problems,
     read_config_file,
     schema_problem,
+    strict_schema_problem,
     study_device,
 )
+from studylib.core.results_folder import results_problems  # noqa: E402
 from studylib.stages.decode.decode_plan import (  # noqa: E402
     decode_plan,
     decode_variants,
@@ -42,7 +45,11 @@ from studylib.stages.decode.decode_plan import (  # noqa: E402
 from studylib.stages.kernel_power.kernel_power_plan import (  # noqa: E402
     kernel_power_plan,
 )
-from studylib.stages.sweep.sweep_plan import baseline_files, sweep_plan  # noqa: E402
+from studylib.stages.sweep.sweep_plan import (  # noqa: E402
+    baseline_files,
+    own_results_problem,
+    sweep_plan,
+)
 from studylib.study_config import check_config  # noqa: E402
 from studylib.snakemake_run import (  # noqa: E402
     check_before_jobs,
@@ -72,15 +79,30 @@ onstart:
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")
 
+# Snakemake 9 plans the study with --cores 0 (make study CORES=0) and then waits for a core
+# that never comes, printing nothing more.
+if workflow.resource_settings.cores == 0:
+    raise WorkflowError(
+        "--cores 0 runs no job: Snakemake would plan the study and wait for a core forever; "
+        "give --cores 1 or more, or --cores all (make study CORES=8)"
+    )
+
 # --config values typed once, by the schema, from the words given (Snakemake's own reading
 # drops quotes and leaves nested values strings): a quoted "0755" stays a string.
 try:
     apply_cli_values(config, cli_values(workflow.config_settings.config_args, SCHEMA))
 except CliValueError as exc:
     raise WorkflowError(f"invalid config: {exc}") from None
+# Keys that are no names (123:, on:) would fail deep in the workflow as a Python error.
+_problems = key_problems(config)
+if _problems:
+    raise WorkflowError("invalid config: " + "; ".join(_problems))
 # An override's `{}` removes nothing from the merged config: say so rather than ignore it.
+# Every config file is read again by the study's reader: a key given twice (which YAML keeps
+# the last of, silently) is refused with its lines.
 _CONFIG_KEYS = config_keys(SCHEMA)
 try:
+    read_config_file(Path(workflow.basedir, "config", "config.yaml"), _CONFIG_KEYS)
     _overrides = [
         (str(path), read_config_file(path, _CONFIG_KEYS))
         for path in workflow.config_settings.configfiles or []
@@ -100,6 +122,10 @@ try:
     validate(config, SCHEMA, set_default=True)
 except WorkflowError:
     raise WorkflowError(f"invalid config: {schema_problem(config, SCHEMA)}") from None
+# What JSON Schema lets through: M: 1.0 (a float reaching the kernels), .nan, .inf.
+_problem = strict_schema_problem(config, SCHEMA)
+if _problem:
+    raise WorkflowError(f"invalid config: {_problem}")
 _problems = check_config(config)
 if _problems:
     raise WorkflowError("invalid config: " + "; ".join(_problems))
@@ -115,7 +141,14 @@ SERVED_MODELS = served_models(config, STUDY_DEVICE)
 # Backends with kernel-power points (and enabled).
 POWER_BACKENDS = [b for b in BACKENDS if config["kernel_power"]["backends"].get(b)]
 CONFIG_HASH = stable_hash(config)
-CONFIG_TEXT = yaml.safe_dump(config, sort_keys=False)
+CONFIG_TEXT = config_text(config)
+# Entries of results/ no job can read or replace (a link that loops or points nowhere, a
+# folder where a file goes): one line each, before Snakemake plans (and trips over) them.
+_problems = results_problems(
+    "results", [f"results/decode/{variant}" for variant in DECODE_VARIANTS]
+)
+if _problems:
+    raise WorkflowError("results folder: " + "; ".join(_problems))
 # Every figure of the study (studylib/figure_list.py), drawn by rule plot (rules/figures.smk);
 # FIGURES places each in the report, FIGURE_SPECS are what the report embeds and `all` builds
 # (each with its HTML and PNG).
@@ -131,6 +164,9 @@ if config["compare_baseline"]:
         COMPARE_BASELINE_FILES = baseline_files(config["compare_baseline"])
     except FileNotFoundError as exc:
         raise WorkflowError(f"invalid config: compare_baseline: {exc}") from None
+    _problem = own_results_problem(COMPARE_BASELINE_FILES)
+    if _problem:
+        raise WorkflowError(f"invalid config: compare_baseline: {_problem}")
     COMPARE_TABLE = {"compare": "results/tables/compare.csv"}
     COMPARE_INPUTS = {
         **COMPARE_TABLE,

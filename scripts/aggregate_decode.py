@@ -6,6 +6,10 @@ bench_serving beside the study's load), and the pairs derived from the decode ta
 decode_graphs_pairs.csv (CUDA graphs on against off) and decode_tp_pairs.csv (TP against one
 GPU)."""
 
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
+
 from pathlib import Path
 
 import pandas as pd

@@ -2,6 +2,10 @@
 """Snakemake entry: every backend's kernel-power windows -> results/tables/kernel_power.csv and,
 with each window's group, limit and class, kernel_power_classes.csv."""
 
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
+
 from studylib.core.io import read_json
 from studylib.core.table_registry import check_plans
 from studylib.snakemake_job import setup_logging

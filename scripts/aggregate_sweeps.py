@@ -1,6 +1,10 @@
 # ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: every sweep -> results/tables/sweep.csv and support.csv."""
 
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
+
 from studylib.core.table_registry import check_plans
 from studylib.snakemake_job import setup_logging
 from studylib.stages.sweep.sweep_aggregate import aggregate

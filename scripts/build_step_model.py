@@ -3,6 +3,10 @@
 decode table, the kernel-power table and each variant's profiled breakdown, for the served
 model's geometry (``params.geometry``): see studylib.stages.step_model.step_model_build."""
 
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
+
 import pandas as pd
 from studylib.core.io import write_frame
 from studylib.core.table_registry import read_optional

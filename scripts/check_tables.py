@@ -3,6 +3,10 @@
 stops the run here, one line naming it, and the old report stays) -> the rows of each, in
 results/tables/checked.json."""
 
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
+
 from studylib.core.io import write_json
 from studylib.core.table_registry import check_inputs
 from studylib.snakemake_job import setup_logging

@@ -1,6 +1,10 @@
 # ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: this run's sweep against the configured baseline (compare_baseline)."""
 
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
+
 import sys
 
 from studylib.snakemake_job import setup_logging

@@ -4,6 +4,10 @@ studylib/figure_list.py). ``params.draw`` names its drawing function, ``params.r
 input roles (``input.<role>``: a table, or several) and ``params.args`` its constant keywords.
 Outputs: ``html``, ``png``, ``spec``."""
 
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
+
 from studylib.figure_drawing import draw_figure
 from studylib.snakemake_job import setup_logging
 

@@ -1,6 +1,9 @@
 # ruff: noqa: F821 - Snakemake passes `snakemake` to the script
 """Snakemake entry: render the self-contained HTML report from tables, figures and provenance."""
 
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
 import sys
 from pathlib import Path
 

@@ -2,6 +2,10 @@
 """Snakemake entry: every question of the study decided once -> results/tables/answers.csv,
 and the per-size rankings questions 1 and 2 state -> results/tables/fastest.csv."""
 
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
+
 from studylib.snakemake_job import setup_logging
 from studylib.stages.sweep.sweep_ranking import write_fastest
 from studylib.study_answers import write_answers

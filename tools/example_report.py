@@ -6,9 +6,10 @@
 Each example's README gives the command that renders its report. Reads, where the example
 keeps them:
 - its sweep CSVs (``--sweeps``, a pattern relative to the example; default ``sweeps/*.csv``,
-  and an example without any, decode only, renders without the kernel questions' tables; a
-  folder that kept only its sweep table passes ``--sweeps tables/sweep.csv``: its rows are
-  the sweep's, the roofline is computed again) with ``peaks.json``;
+  else a results folder's ``sweeps/*.parquet``; an example without any, decode only, renders
+  without the kernel questions' tables; a folder that kept only its sweep table passes
+  ``--sweeps tables/sweep.csv``: its rows are the sweep's, the roofline is computed again)
+  with ``peaks.json``;
 - ``hardware.json`` (or ``--hardware``: an example that kept none borrows the record of the
   same kind of machine from another, and the report's provenance says so; ``--peaks``
   likewise);
@@ -42,7 +43,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from studylib.core.charts import chart_spec  # noqa: E402
 from studylib.core.io import write_frame, write_text  # noqa: E402
-from studylib.core.table_registry import read_table  # noqa: E402
+from studylib.core.table_registry import DamagedFile, read_table  # noqa: E402
 from studylib.figure_drawing import draw_figure, figure_chart  # noqa: E402
 from studylib.figure_list import (  # noqa: E402
     BACKEND_SWEEP,
@@ -68,12 +69,17 @@ from studylib.stages.decode.decode_schema import (  # noqa: E402
 from studylib.stages.decode.expert_m import EXPERT_M_COLUMNS  # noqa: E402
 from studylib.stages.kernel_power.window_classes import classify_windows  # noqa: E402
 from studylib.stages.sweep.sweep_aggregate import aggregate  # noqa: E402
-from studylib.stages.sweep.sweep_compare import write_comparison  # noqa: E402
+from studylib.stages.sweep.sweep_compare import (  # noqa: E402
+    ComparisonRefused,
+    write_comparison,
+)
 from studylib.stages.sweep.sweep_ranking import write_fastest  # noqa: E402
 from studylib.study_answers import write_answers  # noqa: E402
 from studylib.study_tables import StudyTables  # noqa: E402
 
 DEFAULT_SWEEPS = "sweeps/*.csv"
+#: A results folder's sweeps (rule sweep's), read where the default pattern finds none.
+RESULTS_SWEEPS = "sweeps/*.parquet"
 #: The decode tables an example keeps under tables/, by report input: (file, the per-variant
 #: file under decode/<variant>/ it aggregates, that table's columns).
 DECODE_FILES = {
@@ -98,17 +104,31 @@ def borrowed(given: Path | None, own: Path) -> tuple[Path | None, str | None]:
 
 
 def sweep_files(example: Path, pattern: str | None) -> list[str]:
-    """The sweep files of ``pattern``; without one, the default pattern's files, if any (an
-    example of decode alone has none)."""
+    """The sweep files of ``pattern``; without one, the default pattern's files, else a
+    results folder's (``sweeps/*.parquet``), if any (an example of decode alone has none)."""
     files = sorted(glob.glob(str(example / (pattern or DEFAULT_SWEEPS))))
     if pattern and not files:
         raise Refused(f"{example / pattern} matches no file")
+    if not pattern and not files:
+        files = sorted(glob.glob(str(example / RESULTS_SWEEPS)))
     return files
+
+
+def read_sweep(path: str) -> pd.DataFrame:
+    """One sweep file: a CSV (an example's) or a parquet file (a results folder's, as the
+    sweep rule writes it); Refused naming a file that is neither."""
+    try:
+        return pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise Refused(f"{path}: not a readable sweep file ({why})") from None
 
 
 def split_by_backend(files: list[str], out: Path) -> list[Path]:
     """The sweep rows as the sweep rule writes them: one parquet file per backend."""
-    rows = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    rows = pd.concat([read_sweep(f) for f in files], ignore_index=True)
+    if "backend" not in rows.columns:
+        raise Refused(f"{files[0]}: not a sweep (no column backend)")
     parts = []
     for backend, frame in rows.groupby("backend"):
         path = out / "sweeps" / f"{backend}.parquet"
@@ -192,6 +212,12 @@ def render(args: argparse.Namespace) -> Path:
     example, out = args.example, args.out
     if not example.is_dir():
         raise Refused(f"no example folder {example}")
+    if out.exists() and not out.is_dir():
+        raise Refused(f"--out {out} is a file, not a folder to write into")
+    if out.resolve() == example.resolve():
+        raise Refused(f"--out {out} is the example itself: its own tables (tables/sweep.csv, "
+                      "...) would be overwritten by the rendered ones; give another "
+                      "folder")  # fmt: skip
     hardware, hardware_from = borrowed(args.hardware, example / "hardware.json")
     if hardware is None:
         # Without it every sentence would describe a machine without a GPU.
@@ -229,7 +255,11 @@ def render(args: argparse.Namespace) -> Path:
         baseline = args.baseline if Path(args.baseline).exists() else example / args.baseline
         inputs["compare"] = out / "tables" / "compare.csv"
         inputs["compare_spec"] = out / "figures" / "compare.vl.json"
-        write_comparison(baseline, tables["sweep"], inputs["compare"], inputs["compare_spec"])
+        try:
+            write_comparison(baseline, tables["sweep"], inputs["compare"],
+                             inputs["compare_spec"])  # fmt: skip
+        except (FileNotFoundError, ComparisonRefused) as exc:
+            raise Refused(f"--baseline {exc}") from None
     # Every question decided once, and the rankings per size, as rule answers does.
     inputs["answers"] = out / "tables" / "answers.csv"
     study = StudyTables.read(inputs)
@@ -271,6 +301,10 @@ def main() -> int:
         print(render(args))
     except Refused as refused:
         print(f"example_report: {refused}", file=sys.stderr)
+        return 2
+    except DamagedFile as damaged:
+        # A record given that is another (--hardware peaks.json), or a damaged table.
+        print(f"example_report: damaged input: {damaged}", file=sys.stderr)
         return 2
     return 0
 

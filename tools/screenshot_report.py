@@ -23,6 +23,23 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-sync"]  # fmt: skip
 
 
+def argument_problem(report: Path, png: Path) -> str | None:
+    """What makes the arguments no report and no PNG (checked before Chromium starts): a
+    report that is missing or is no HTML file (a Markdown file would be pictured as it is),
+    a picture path that is a folder or not a .png (Playwright picks the format by it)."""
+    if not report.is_file():
+        inside = report / "index.html"
+        hint = f" (the report is {inside})" if inside.is_file() else ""
+        return f"no report {report}{hint}"
+    if report.suffix.lower() not in (".html", ".htm"):
+        return f"{report} is not a rendered report (an .html file such as report/index.html)"
+    if png.is_dir():
+        return f"{png} is a folder: give the PNG file to write (e.g. {png / 'report.png'})"
+    if png.suffix.lower() != ".png":
+        return f"{png}: the picture is written as PNG: give a path ending in .png"
+    return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -30,13 +47,14 @@ def main() -> int:
     parser.add_argument("report", type=Path, help="a rendered report (index.html)")
     parser.add_argument("png", type=Path, help="the PNG to write")
     args = parser.parse_args()
+    problem = argument_problem(args.report, args.png)
+    if problem:
+        print(f"screenshot_report: {problem}", file=sys.stderr)
+        return 2
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         print("screenshot_report: no Chromium on this machine (Debian: apt-get install chromium)",
               file=sys.stderr)  # fmt: skip
-        return 2
-    if not args.report.is_file():
-        print(f"screenshot_report: no report {args.report}", file=sys.stderr)
         return 2
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=FLAGS)

@@ -65,7 +65,8 @@ class StudyTables:
         found = {}
         for name, (spec, _) in STUDY_FILES.items():
             path = paths.get(name) if hasattr(paths, "get") else None
-            if path is None or not Path(path).is_file():
+            # Checked, a folder where a table goes is refused, not read as absent.
+            if path is None or not (Path(path).is_file() or checked and Path(path).is_dir()):
                 continue
             if checked:
                 reader = read_record if spec in RECORDS else read_table

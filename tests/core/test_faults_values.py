@@ -14,7 +14,12 @@ import json
 import pytest
 from helpers import ROOT
 from helpers import default_config as _load_default_config
-from studylib.core.config import config_warnings, schema_problem
+from studylib.core.config import (
+    config_warnings,
+    key_problems,
+    schema_problem,
+    strict_schema_problem,
+)
 from studylib.core.config_cli import CliValueError, apply_cli_values, cli_values
 from studylib.core.table_registry import DamagedFile, check_inputs
 from studylib.study_config import check_config
@@ -295,3 +300,115 @@ def test_a_negative_compute_peak_is_refused_too_and_an_unmeasured_one_is_fine(tm
         check_inputs([str(peaks)])
     peaks.write_text('{"device": "cpu", "copy_gbps": 10.0, "bf16_tflops": 0.5, "fp8_tflops": null}')
     assert check_inputs([str(peaks)]) == {str(peaks): 1}
+
+
+# --- a hostile user's values (rows 166-173) -------------------------------------------------
+
+
+def _strict(mutate) -> str | None:
+    config = default_config()
+    mutate(config)
+    assert schema_problem(config, SCHEMA) == "the config does not match config/schema.yaml"
+    return strict_schema_problem(config, SCHEMA)
+
+
+STRICT = [
+    # (id, mutation, message): JSON Schema passes each; the study cannot mean it
+    ("whole-float-m", _set("m_grid.cpu", [1.0, 16]),
+     "config key m_grid.cpu[0]: 1.0 is not a whole number as the study reads one (it would "
+     "reach the kernels as a float): write 1"),
+    ("nan", _set("timing.min_time_s", float("nan")),
+     "config key timing.min_time_s: nan is not a finite number: NaN or infinity measures "
+     "nothing, or never ends; give a number"),
+    ("inf-max-time", _set("timing.max_time_s.cpu", float("inf")),
+     "config key timing.max_time_s.cpu: inf is not a finite number"),
+    ("inf-loop", _set("kernel_power.seconds.cpu", float("inf")),
+     "config key kernel_power.seconds.cpu: inf is not a finite number"),
+    ("whole-float-port", _set("decode.port", 30000.0),
+     "config key decode.port: 30000.0 is not a whole number as the study reads one"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mutate, message", [s[1:] for s in STRICT], ids=[s[0] for s in STRICT])
+def test_what_json_schema_lets_through_is_refused_before_any_job(mutate, message):
+    problem = _strict(mutate)
+    assert problem is not None and problem.startswith(message), problem
+
+
+def test_the_default_config_is_strict_already():
+    assert strict_schema_problem(default_config(), SCHEMA) is None
+
+
+@pytest.mark.parametrize("key, shown", [(123, "the key 123 is a number, not a name: quote it "
+                                         '("123")'),
+                                        (True, 'the key True is a boolean, not a name: quote it '
+                                         'as written, e.g. "on"')])  # fmt: skip
+def test_a_key_that_is_no_name_is_refused_before_anything_hashes_it(key, shown):
+    config = default_config()
+    config["decode"]["variants"]["transformers"]["env"] = {key: "x", "OK": "y"}
+    assert key_problems(config) == [
+        f"config key decode.variants.transformers.env: {shown}"
+        + (" (YAML reads an unquoted yes, no, on, off, true or false as a boolean)"
+           if key is True else "")
+    ]  # fmt: skip
+    assert key_problems(default_config()) == []
+
+
+def test_an_m_that_makes_an_operand_beyond_2_to_the_31_is_refused():
+    config = default_config()
+    config["m_grid"]["cpu"] = [1, 10**20]
+    assert check_config(config) == [
+        "m_grid.cpu: M 100000000000000000000 makes an operand of 6.14e+23 elements on shape "
+        "down (N 6144, K 2048; backends.torch.cases[1]), beyond the 2^31 (8 GiB in fp32) a "
+        "point's input or output may hold: a typo?"
+    ]
+    config = default_config()
+    config["kernel_power"]["backends"]["torch"][0]["M"] = [10**12]
+    (problem,) = check_config(config)
+    assert problem.startswith("kernel_power.backends.torch[0].M: M 1000000000000 makes an "
+                              "operand of")  # fmt: skip
+    # the largest grids the examples measure pass (grouped weights are not bounded: G x K x N)
+    assert check_config(default_config()) == []
+
+
+def test_a_variant_name_too_long_for_a_file_name_is_refused():
+    config = default_config()
+    name = "v" + "0123456789abcdef" * 19  # 305 characters, as a path component: ENAMETOOLONG
+    config["decode"]["variants"][name] = dict(config["decode"]["variants"]["transformers"])
+    (problem,) = [p for p in check_config(config) if "a name of" in p]
+    assert problem == (f"decode.variants.{name[:20]}...: a name of 305 characters; a variant's "
+                       "name names its folder and files (results/decode/<name>/, results/logs/"
+                       "decode/<name>.log): give at most 100")  # fmt: skip
+
+
+SCHEMA_REFUSED = [
+    ("duplicate-m", _set("m_grid.cpu", [1, 1]), "config key m_grid.cpu: [1, 1] has non-unique "
+     "elements"),
+    ("duplicate-concurrency", _set("decode.concurrency.cpu", [2, 2]),
+     "config key decode.concurrency.cpu: [2, 2] has non-unique elements"),
+    ("negative-m", _set("m_grid.cpu", [-4]), "config key m_grid.cpu[0]: -4 is less than the "
+     "minimum of 1"),
+    ("k-zero", _set("shapes.down.K", 0), "config key shapes.down.K: 0 is less than the minimum "
+     "of 1"),
+    ("concurrency-zero", _set("decode.concurrency.cpu", [0]),
+     "config key decode.concurrency.cpu[0]: 0 is less than the minimum of 1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mutate, message", [s[1:] for s in SCHEMA_REFUSED],
+                         ids=[s[0] for s in SCHEMA_REFUSED])  # fmt: skip
+def test_grids_and_shapes_out_of_range_are_named_by_the_schema(mutate, message):
+    config = default_config()
+    mutate(config)
+    assert schema_problem(config, SCHEMA) == message
+
+
+def test_a_dtype_an_op_does_not_take_and_no_backend_at_all_are_named():
+    config = default_config()
+    config["backends"]["torch"]["cases"][0]["dtypes"] = ["nvfp4"]
+    assert ("backends.torch.cases[0].dtypes: torch matmul does not take 'nvfp4'; known: "
+            in " ".join(check_config(config)))  # fmt: skip
+    config = default_config()
+    for spec in config["backends"].values():
+        spec["enabled"] = False
+    assert "backends: every backend is disabled; enable at least one" in check_config(config)

@@ -7,6 +7,7 @@ device the workflow plans for. Each stage's plan and checks live in its stage
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from pathlib import Path
 
@@ -36,11 +37,89 @@ def config_keys(schema_path: str | Path) -> set[str]:
     return set(yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))["properties"])
 
 
+class _DuplicateKey(Exception):
+    """A key given twice in one mapping of a YAML file (its 1-based lines)."""
+
+    def __init__(self, key, first: int, again: int):
+        super().__init__(key, first, again)
+        self.key, self.first, self.again = key, first, again
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping: the safe loader keeps
+    the last one silently, so the first value would be dropped without a word."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *anchor` entries may be overridden on purpose
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(key, seen[key], line)
+                    seen[key] = line
+                except TypeError:
+                    pass  # an unhashable key: the constructor below names it
+        return super().construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, UniqueKeyLoader.construct_mapping
+)
+
+
+def read_yaml_text(text: str, where: str):
+    """``text`` read as YAML with :class:`UniqueKeyLoader`; ConfigFileError naming ``where``
+    (and the line) on a syntax error, a Python tag or a key given twice."""
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a safe loader
+    except _DuplicateKey as dup:
+        raise ConfigFileError(
+            f"{where}:{dup.again}: key {dup.key} is given twice (lines {dup.first} and "
+            f"{dup.again}): YAML keeps the last silently, dropping the first; give it once"
+        ) from None
+    except yaml.constructor.ConstructorError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigFileError(
+            f"{where}{line}: not plain YAML: {exc.problem} (a config file holds plain values: "
+            "no tags such as !!python/...)"
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigFileError(
+            f"{where}{line}: YAML syntax error: {exc.problem or exc.context}"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(f"{where}: not YAML: {exc}") from None
+
+
+def _decoded(path: Path) -> str:
+    """The file's text; ConfigFileError naming the line and column of a byte that is not
+    UTF-8 (a file saved as Latin-1 or Windows-1252)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise ConfigFileError(
+            f"config file {path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+            f"line {line}, column {column}): save it as UTF-8"
+        ) from None
+
+
 def read_config_file(path: str | Path, known_keys=None) -> dict:
     """The mapping in a config file, or ConfigFileError naming the file (and the line of a
-    YAML syntax error). With ``known_keys`` (the config's top-level keys), a mapping whose
-    keys are mostly others (3 or more) is refused too: a target written after --configfile
-    that exists (e.g. results/hardware.json) is read as a config file."""
+    YAML syntax error, of a key given twice or of a byte that is not UTF-8). With
+    ``known_keys`` (the config's top-level keys), a mapping whose keys are mostly others (3
+    or more) is refused too: a target written after --configfile that exists (e.g.
+    results/hardware.json) is read as a config file."""
     path = Path(path)
     if not path.is_file():
         why = (
@@ -49,16 +128,7 @@ def read_config_file(path: str | Path, known_keys=None) -> dict:
             else ("not found (a target written after --configfile is read as a config file)")
         )
         raise ConfigFileError(f"config file {path}: {why}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigFileError(
-            f"config file {path}{line}: YAML syntax error: {exc.problem or exc.context}"
-        ) from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigFileError(f"config file {path}: not YAML: {exc}") from None
+    data = read_yaml_text(_decoded(path), f"config file {path}")
     if data is None:
         raise ConfigFileError(f"config file {path}: empty; a config file is a mapping of keys")
     if not isinstance(data, dict):
@@ -90,6 +160,31 @@ def load_config(path: str | Path) -> dict:
 
 def enabled_backends(config: dict) -> list[str]:
     return [name for name, spec in config["backends"].items() if spec.get("enabled", True)]
+
+
+def merged_config(base: dict, override: dict) -> dict:
+    """``override`` merged into ``base`` as Snakemake merges a --configfile into the config:
+    mappings key by key, anything else replaced."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merged_config(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def sweep_backend_problems(names, config: dict, known) -> list[str]:
+    """What ``make sweep BACKEND=...`` cannot sweep: a name that is no backend (``known``,
+    the schema's), or a backend the config disables. One line each."""
+    problems = []
+    for name in names:
+        if name not in known:
+            problems.append(f"BACKEND={name} is not a backend; the backends: {', '.join(known)}")
+        elif not config.get("backends", {}).get(name, {}).get("enabled", True):
+            problems.append(f"BACKEND={name} is disabled (backends.{name}.enabled: false in "
+                            "config/config.yaml or CONFIG): enable it to sweep it")  # fmt: skip
+    return problems
 
 
 #: Samples a time's spread needs (its quartiles: timing.summarize).
@@ -217,6 +312,36 @@ def empty_overrides(override: dict, config: dict, where: str = "") -> list[str]:
     return found
 
 
+def key_problems(config, where: str = "") -> list[str]:
+    """Mapping keys that are not text (``123:``, or ``on:`` / ``yes:``, which YAML reads as
+    true): the config's keys are names (of variables, variants, shapes); such a key would
+    fail later, deep in the workflow, as a Python error."""
+    if not isinstance(config, (dict, list)):
+        return []
+    problems = []
+    items = config.items() if isinstance(config, dict) else enumerate(config)
+    for key, value in items:
+        path = f"{where}[{key}]" if isinstance(config, list) else (
+            f"{where}.{key}" if where else str(key))  # fmt: skip
+        if isinstance(config, dict) and not isinstance(key, str):
+            quoted = ('as written, e.g. "on" (YAML reads an unquoted yes, no, on, off, true or '
+                      'false as a boolean)' if isinstance(key, bool) else f'("{key}")')  # fmt: skip
+            problems.append(
+                f"config key {where or '(top level)'}: the key {key!r} is a "
+                f"{'boolean' if isinstance(key, bool) else 'number'}, not a name: quote it "
+                f"{quoted}"
+            )
+            continue
+        problems += key_problems(value, path)
+    return problems
+
+
+def _where(error) -> str:
+    return ".".join(
+        f"[{p}]" if isinstance(p, int) else str(p) for p in error.absolute_path
+    ).replace(".[", "[")
+
+
 def schema_problem(config: dict, schema_path: str) -> str:
     """One line naming the most relevant schema violation of ``config`` (for users)."""
     with open(schema_path, encoding="utf-8") as f:
@@ -225,12 +350,51 @@ def schema_problem(config: dict, schema_path: str) -> str:
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is None:
         return "the config does not match config/schema.yaml"
-    where = ".".join(
-        f"[{p}]" if isinstance(p, int) else str(p) for p in error.absolute_path
-    ).replace(".[", "[")
+    where = _where(error)
     if error.validator == "additionalProperties":
         return f"config{'.' + where if where else ''}: {error.message}"
     return f"config key {where or '(top level)'}: {error.message}"
+
+
+def _whole(checker, value) -> bool:
+    """An integer as the config means one: not a bool, not a float (1.0 passes JSON
+    Schema's integer, and reaches torch as a float)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(checker, value) -> bool:
+    """A number that is one: not NaN, not infinite (YAML's .nan and .inf pass JSON Schema's
+    number and every minimum)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))  # fmt: skip
+
+
+def strict_schema_problem(config: dict, schema_path: str) -> str | None:
+    """What JSON Schema lets through that the config cannot mean: a float where an integer
+    goes (``M: 1.0``), a NaN or an infinity where a number goes. One line, or None."""
+    with open(schema_path, encoding="utf-8") as f:
+        schema = yaml.safe_load(f)
+    base = jsonschema.Draft202012Validator
+    strict = jsonschema.validators.extend(
+        base, type_checker=base.TYPE_CHECKER.redefine_many({"integer": _whole, "number": _finite})
+    )
+    error = jsonschema.exceptions.best_match(strict(schema).iter_errors(config))
+    if error is None:
+        return None
+    where, value = _where(error) or "(top level)", error.instance
+    if error.validator == "type" and isinstance(value, float) and not math.isfinite(value):
+        return (f"config key {where}: {value} is not a finite number: NaN or infinity "
+                "measures nothing, or never ends; give a number")  # fmt: skip
+    if error.validator == "type" and isinstance(value, float) and value.is_integer():
+        return (f"config key {where}: {value} is not a whole number as the study reads one "
+                f"(it would reach the kernels as a float): write {int(value)}")  # fmt: skip
+    return f"config key {where}: {error.message}"
+
+
+def config_text(config: dict) -> str:
+    """The config as the report shows it: YAML, in the key order given, its text as written
+    (non-ASCII characters as themselves, not ``\\xFC`` escapes; long strings unfolded)."""
+    return yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=10**9)
 
 
 def study_device(config: dict) -> str:

@@ -121,6 +121,8 @@ def read_table(name: str, path: str | os.PathLike, plan: str | None = None) -> p
     :class:`DamagedFile`. A file read once and unchanged since is not read or checked again
     (the caller gets its own copy)."""
     spec, path = table(name), Path(path)
+    if path.is_dir():
+        _fail(path, f"a folder, not a file ({spec.what} is expected here)")
     if not path.is_file():
         _fail(path, f"missing ({spec.what} is expected here)")
     stat = path.stat()
@@ -240,6 +242,8 @@ def read_record(name: str, path: str | os.PathLike) -> dict:
     kind (num and text may be null); else :class:`DamagedFile`."""
     what, required, optional = RECORDS[name]
     path = Path(path)
+    if path.is_dir():
+        _fail(path, f"a folder, not a file ({what} is expected here)")
     if not path.is_file():
         _fail(path, f"missing ({what} is expected here)")
     try:
@@ -296,8 +300,8 @@ def check_inputs(paths) -> dict[str, int]:
     checked = {}
     for path in _flat(paths):
         kind = kind_of(path)
-        if kind is None or Path(path).is_dir():
-            continue
+        if kind is None:
+            continue  # a folder (the decode model) or a file of no table: not checked here
         if kind[0] == "record":
             read_record(kind[1], path)
             checked[str(path)] = 1

@@ -10,7 +10,13 @@ from .decode_schema import SUMMARY_COLUMNS
 
 def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     frames = [f for f in frames if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    # Every frame's columns in their order; a column empty in one frame (a variant without
+    # the recorder) takes its kind from the frames that have values, not from its NaNs.
+    order = list(dict.fromkeys(c for f in frames for c in f.columns))
+    kept = [f.dropna(axis=1, how="all") for f in frames]
+    return pd.concat(kept, ignore_index=True).reindex(columns=order)
 
 
 def decode_table(summaries: list[pd.DataFrame], peaks: dict | None) -> pd.DataFrame:

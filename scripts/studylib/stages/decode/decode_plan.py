@@ -12,6 +12,9 @@ from ...instruments.serving.engines.base import arg_problems, flag_name
 from ...instruments.serving.served_model import geometry_positions, model_positions
 
 DEVICES = ("cuda", "cpu")
+#: A variant's name is a path component of its files (at most 255 bytes on Linux, with room
+#: for the suffixes the study adds).
+MAX_VARIANT_NAME = 100
 #: What the study adds to an SGLang server's arguments itself: a dummy model's load format,
 #: and on the recorder pass the expert-distribution recorder.
 DUMMY_ARGS = ["--load-format", "dummy"]
@@ -133,6 +136,12 @@ def check_decode(config: dict) -> list[str]:
                             "give 0 or architecture glm4_moe")  # fmt: skip
     variants = {name: spec for name, spec in (decode.get("variants") or {}).items()
                 if spec.get("enabled", True)}  # fmt: skip
+    for name in variants:
+        if len(name) > MAX_VARIANT_NAME:
+            problems.append(f"decode.variants.{name[:20]}...: a name of {len(name)} characters; "
+                            "a variant's name names its folder and files (results/decode/"
+                            f"<name>/, results/logs/decode/<name>.log): give at most "
+                            f"{MAX_VARIANT_NAME}")  # fmt: skip
     for device in DEVICES:
         recording = [name for name, spec in variants.items()
                      if spec.get("expert_distribution") and spec.get("engine") == "sglang"

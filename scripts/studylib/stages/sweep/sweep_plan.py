@@ -66,8 +66,59 @@ def check_sweep_config(config: dict) -> list[str]:
                 problems.append(f"{where}.groups: {backend} {op} is not a grouped GEMM")
             if known["grouped"] and not case.get("groups"):
                 problems.append(f"{where}.groups: {backend} {op} is grouped and needs groups")
+    problems += operand_problems(config)
     problems += check_shapes(shapes)
     return problems
+
+
+#: The most elements an operand that grows with M may hold: 2^31 (8 GiB in fp32), beyond the
+#: activations of any decode step (256 experts x 512 tokens x 6144 is 8e8) and beyond what
+#: kernels index with 32-bit offsets.
+MAX_OPERAND = 2**31
+
+
+def operand_problems(config: dict) -> list[str]:
+    """An M grid whose largest M makes an operand that grows with M (the input, M x K, or the
+    output, M x N, per group) larger than :data:`MAX_OPERAND` elements on a shape a case
+    takes: a typo such as 1e20 ends the sweep in a Python error, a large one in memory
+    exhaustion. One line per grid (m_grid.<device>, a case's own m, a kernel-power point's M)."""
+    found = {}
+    shapes = config.get("shapes", {})
+    for backend in enabled_backends(config):
+        for i, case in enumerate(config["backends"][backend]["cases"]):
+            for device, grid in {**config.get("m_grid", {}), **case.get("m", {})}.items():
+                key = (f"backends.{backend}.cases[{i}].m.{device}" if device in case.get("m", {})
+                       else f"m_grid.{device}")  # fmt: skip
+                m, g = max(grid), max(case.get("groups") or [1])
+                for name in case["shapes"]:
+                    if key in found or name not in shapes:
+                        continue
+                    shape = resolve_shape(name, shapes[name])
+                    elements = g * m * max(shape["N"], shape["K"])
+                    if elements > MAX_OPERAND:
+                        found[key] = (
+                            f"{key}: M {m} makes an operand of {elements:.3g} elements on "
+                            f"shape {name} (N {shape['N']}, K {shape['K']}"
+                            f"{f', G {g}' if case.get('groups') else ''}; "
+                            f"backends.{backend}.cases[{i}]), beyond the 2^31 (8 GiB in fp32) "
+                            "a point's input or output may hold: a typo?"
+                        )
+    power = config.get("kernel_power", {}).get("backends", {})
+    for backend in enabled_backends(config):
+        for i, point in enumerate(power.get(backend) or []):
+            if point.get("shape") not in shapes or not point.get("M"):
+                continue
+            shape = resolve_shape(point["shape"], shapes[point["shape"]])
+            m, g = max(point["M"]), point.get("G") or 1
+            elements = g * m * max(shape["N"], shape["K"])
+            if elements > MAX_OPERAND:
+                found[f"kernel_power.backends.{backend}[{i}].M"] = (
+                    f"kernel_power.backends.{backend}[{i}].M: M {m} makes an operand of "
+                    f"{elements:.3g} elements on shape {point['shape']} (N {shape['N']}, K "
+                    f"{shape['K']}), beyond the 2^31 (8 GiB in fp32) a point's input or output "
+                    "may hold: a typo?"
+                )
+    return list(found.values())
 
 
 def shape_kind(shape: dict) -> str:
@@ -294,3 +345,16 @@ def baseline_files(source: str | Path) -> list[str]:
             return [str(f) for f in files]
         raise FileNotFoundError(f"{source}: no tables/sweep.csv and no sweeps/*.parquet|csv")
     raise FileNotFoundError(f"{source}: no such file or folder")
+
+
+def own_results_problem(files, results: str | Path = "results") -> str | None:
+    """A baseline inside this run's own results folder: the run compared with itself (every
+    point "the same within noise"), or with files the run is rewriting."""
+    own = Path(results).resolve()
+    for file in files:
+        if Path(file).resolve().is_relative_to(own):
+            return (f"{file} is inside this run's own results folder ({results}/), which this "
+                    "run rewrites: a run compared with itself shows no change; copy the "
+                    "earlier run aside first (cp -r results results-before) and compare with "
+                    "the copy")  # fmt: skip
+    return None
