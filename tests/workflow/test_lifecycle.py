@@ -21,9 +21,18 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT
+import yaml
+from helpers import ROOT, tiny_config
+from studylib import snakemake_run
 from studylib.instruments.gpu_slots import holder
-from studylib.instruments.serving.guard import RUN_ENV, SHELLS, cmdline, group_alive, pid_alive
+from studylib.instruments.serving.guard import (
+    RUN_ENV,
+    SHELLS,
+    cmdline,
+    group_alive,
+    pid_alive,
+    process_id,
+)
 from test_serving import STANDIN, free_port
 
 SCRIPTS = str(ROOT / "scripts")
@@ -300,8 +309,8 @@ def test_a_measuring_worker_dies_with_its_job(tmp_path, sig):
 #
 # The real workflow in a scratch folder (the tiny CPU config), killed at points defined by its
 # progress: a journal holding its first points while the worker hangs on the next
-# (STUDY_INJECT_FAULTS, a hang of an hour), the decode server ready with a 30 s window
-# ahead, the peaks job holding the CPU with seconds of measuring ahead. Every process of the
+# (STUDY_INJECT_FAULTS, a hang of an hour), the decode load under way with 30 s of it ahead,
+# the peaks job holding the CPU with seconds of measuring ahead. Every process of the
 # study runs in that folder: none may be left KILL_GONE_S after Snakemake is killed (the
 # issue's target, polled), and the next plain run keeps every finished point.
 
@@ -316,8 +325,6 @@ DECODE = "results/decode/transformers/summary.csv"
 
 
 def lifecycle_config(port: int) -> dict:
-    from helpers import tiny_config
-
     config = tiny_config()
     config["timing"]["point_timeout_s"] = 600  # a hung point is not given up while we wait
     for point in config["kernel_power"]["backends"]["torch"]:
@@ -330,8 +337,6 @@ def lifecycle_config(port: int) -> dict:
 
 
 def write_config(folder: Path, port: int | None = None) -> None:
-    import yaml
-
     port = port if port is not None else free_port()
     (folder / "config" / "config.yaml").write_text(
         yaml.safe_dump(lifecycle_config(port), sort_keys=False)
@@ -401,11 +406,10 @@ class Study:
         else:
             proc.send_signal(getattr(signal, how))
         started = time.monotonic()
-        poll(
-            lambda: not study_processes(self.dir),
-            f"every study process gone ({study_processes(self.dir)})",
-            KILL_GONE_S,
-        )
+        while left := study_processes(self.dir):
+            if time.monotonic() - started > KILL_GONE_S:
+                raise AssertionError(f"{KILL_GONE_S:g} s after {how}, still running: {left}")
+            time.sleep(0.05)
         gone = time.monotonic() - started
         proc.wait(timeout=DEADLINE_S)
         print(f"{how}: no study process after {gone:.2f} s")
@@ -587,8 +591,6 @@ HOLDER = textwrap.dedent(
 
 def gone_snakemake() -> str:
     """The process id of a process that has ended (a Snakemake that was killed)."""
-    from studylib.instruments.serving.guard import process_id
-
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     ident = process_id(child.pid)
     child.kill()
@@ -667,8 +669,6 @@ def test_two_snakemakes_in_one_folder_never_time_side_by_side(study):
 
 
 def test_snakemakes_locks_are_removed_only_where_no_snakemake_runs(tmp_path, monkeypatch):
-    from studylib import snakemake_run
-
     def join(main=True):
         said = snakemake_run.join_run(main)
         for handle in snakemake_run._HELD:  # as if this Snakemake had ended
