@@ -3,6 +3,7 @@
 import base64
 import json
 import re
+import shutil
 from pathlib import Path
 
 import yaml
@@ -131,3 +132,18 @@ def packed_rows(html: str, table_id: str) -> list[dict]:
                      re.S)  # fmt: skip
     assert body, f"no packed table {table_id}"
     return json.loads(packed_payloads(html)[body.group(1)])
+
+
+#: What a scratch copy of the workflow needs (the end-to-end tests run it there).
+WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "config", "report", "profiles", "envs"]
+
+
+def copy_workflow(folder: Path) -> Path:
+    """The workflow's files copied into ``folder`` (no caches), to run Snakemake there."""
+    for name in WORKFLOW_FILES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, folder / name)
+    return folder

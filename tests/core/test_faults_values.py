@@ -23,6 +23,7 @@ from studylib.core.config import (
 from studylib.core.config_cli import CliValueError, apply_cli_values, cli_values
 from studylib.core.table_registry import DamagedFile, check_inputs
 from studylib.study_config import check_config
+from test_faults import _set
 
 SCHEMA = str(ROOT / "config" / "schema.yaml")
 
@@ -139,17 +140,6 @@ def test_a_value_the_schema_refuses_is_left_as_written_for_it_to_name(entry, mes
 
 
 # --- values that measure nothing or garbage ---------------------------------------------------
-
-
-def _set(path, value):
-    def mutate(config):
-        *parents, last = path.split(".")
-        node = config
-        for key in parents:
-            node = node[key]
-        node[last] = value
-
-    return mutate
 
 
 def _args(variant, device, args):

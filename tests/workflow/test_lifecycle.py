@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from helpers import ROOT, tiny_config
+from helpers import ROOT, copy_workflow, tiny_config
 from studylib import snakemake_run
 from studylib.instruments.gpu_slots import holder
 from studylib.instruments.serving.guard import (
@@ -315,7 +315,6 @@ def test_a_measuring_worker_dies_with_its_job(tmp_path, sig):
 # issue's target, polled), and the next plain run keeps every finished point.
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
-WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "config", "report", "profiles", "envs"]
 KILL_GONE_S = 10.0  # issue 33: no study process 10 s after Snakemake is killed
 HANG = {"matmul:16": "hang"}  # the worker hangs (an hour) on its first matmul at M = 16
 SWEEP = "results/sweeps/torch.parquet"
@@ -432,12 +431,7 @@ def built_study(tmp_path_factory):
     """The workflow with the decode model built once (each test copies it)."""
     pytest.importorskip("snakemake")
     folder = tmp_path_factory.mktemp("lifecycle-study")
-    for name in WORKFLOW_FILES:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, folder / name)
+    copy_workflow(folder)
     write_config(folder, port=30000)
     proc = subprocess.run([SNAKEMAKE, "--cores", "2", "results/decode/model"], cwd=folder,
                           capture_output=True, text=True)  # fmt: skip

@@ -12,11 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from helpers import ROOT, tiny_config
+from helpers import ROOT, copy_workflow, tiny_config
 
 pytestmark = pytest.mark.e2e
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
-WORKFLOW_FILES = ["Snakefile", "rules", "scripts", "config", "report", "profiles", "envs"]
 
 
 def snakemake(workdir, *args, check=True, env=None):
@@ -51,12 +50,7 @@ def write_config(workdir, config):
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("study")
-    for name in WORKFLOW_FILES:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, workdir / name)
+    copy_workflow(workdir)
     write_config(workdir, tiny_config())
     started = time.monotonic()
     snakemake(workdir)
@@ -549,12 +543,7 @@ def unrun(tmp_path_factory):
     """The workflow in a scratch folder with the tiny config, no job ever run: what is
     refused before planning needs no study."""
     workdir = tmp_path_factory.mktemp("unrun")
-    for name in WORKFLOW_FILES:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, workdir / name)
+    copy_workflow(workdir)
     write_config(workdir, tiny_config())
     return workdir
 
