@@ -1,6 +1,7 @@
-"""A long job's journal of finished work (a sweep's points, kernel-power windows): one JSON
-line per finished item, appended as each ends, so an interrupted job resumes where it stopped.
-Its name is keyed by the plan and by what measures it, so nothing measured otherwise is reused."""
+"""A long job's journal of finished work (a sweep's points, kernel-power windows, a decode
+job's concurrencies, the peaks): one JSON line per finished item, appended as each ends, so an
+interrupted job resumes where it stopped. Its name is keyed by the plan and by what measures
+it, so nothing measured otherwise is reused."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def journal_path(work_dir: Path, plan: dict, hello: dict) -> Path:
 
 
 def read_journal(progress: Path) -> dict:
-    """{point key: row} of a journal; a line cut short by a kill mid-write is dropped."""
+    """{point key: row} of a journal; a line cut short by a kill mid-write is dropped (and
+    the next line written after it stays whole: see ``Journal.record``)."""
     done = {}
     if progress.exists():
         for line in progress.read_text(encoding="utf-8").splitlines():
@@ -37,3 +39,36 @@ def read_journal(progress: Path) -> dict:
                 done[row.pop("_key")] = row
         log.info("resuming: %d points already measured", len(done))
     return done
+
+
+class Journal:
+    """A job's journal of finished items, each a JSON line of its key and what it produced,
+    appended and flushed as the item ends (a decode job's concurrencies, the peaks job's
+    ceilings). ``done`` holds the items a killed earlier attempt finished; ``finish`` removes
+    the journal once the job's outputs are written."""
+
+    def __init__(self, work_dir: Path, plan, measured_by: dict):
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.path = journal_path(self.work_dir, plan, measured_by)
+        self.done = read_journal(self.path)
+        self.reused: list[str] = sorted(self.done)
+        # A last line a kill cut short: the next record starts on a line of its own.
+        tail = self.path.read_bytes()[-1:] if self.path.exists() else b""
+        self._cut = tail not in (b"", b"\n")
+
+    def get(self, key: str) -> dict | None:
+        return self.done.get(key)
+
+    def record(self, key: str, payload: dict) -> None:
+        self.done[key] = payload
+        line = json.dumps({**payload, "_key": key}, default=str) + "\n"
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(("\n" if self._cut else "") + line)
+            out.flush()
+        self._cut = False
+
+    def finish(self) -> None:
+        for stale in self.work_dir.iterdir():
+            stale.unlink()
+        self.work_dir.rmdir()

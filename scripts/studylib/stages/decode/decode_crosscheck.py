@@ -1,13 +1,12 @@
-"""The cross-check pass of a decode job: SGLang's own client, bench_serving
+"""The cross-check of a decode job: SGLang's own client, bench_serving
 (instruments.serving.bench_serving), at each C against the same server right after the main
-pass's windows, one crosscheck.csv row per C beside the study's figures."""
+pass's window at that C, one crosscheck.csv row per C beside the study's figures."""
 
 from __future__ import annotations
 
 import logging
 import math
 import sys
-import time
 from pathlib import Path
 
 from ...instruments.serving.bench_serving import (
@@ -26,55 +25,56 @@ from .decode_server import ServerPass, drain_server
 log = logging.getLogger("study.decode")
 
 
-def crosscheck_pass(pas: ServerPass, main_rows: list[dict], out_dir: Path,
-                     crosscheck: list) -> dict:  # fmt: skip
-    """SGLang's bench_serving (instruments.serving.bench_serving) at each C against the same
-    server: one row per C into ``crosscheck``; the record for run.json. A failed run is that
-    C's ``bench_error``; nothing else is lost."""
-    plan = pas.plan
+def crosscheck_skipped(plan: dict) -> dict | None:
+    """run.json's record when no cross-check runs for this plan; None when it runs."""
     if not plan.get("crosscheck"):
         return {"enabled": False}
     if plan["engine"] != "sglang":
         why = f"bench_serving drives SGLang's own API; the {plan['engine']} engine is not checked"
-        log.info("cross-check skipped: %s", why)
         return {"enabled": True, "skipped": why}
+    return None
+
+
+def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
+    """SGLang's bench_serving (instruments.serving.bench_serving) at C against the same
+    server, right after the study's window at C (the engine's own speed drifts between
+    windows minutes apart: on the H200 its scheduler's rate at C = 1 moved 13 % within one
+    server's life): the crosscheck.csv row of C. A failed run is its ``bench_error``;
+    nothing else is lost."""
+    plan = pas.plan
     folder = out_dir / "crosscheck"
     folder.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    for c, row in zip(plan["concurrency"], main_rows, strict=True):
-        out = {key: row.get(key) for key in ("engine", "variant", "weights", "cuda_graphs",
-               "concurrency", "tpot_ms", "output_tok_s", "server_tok_s_median", "avg_w_per_gpu",
-               "valid")}  # fmt: skip
-        prompts = bench_prompts(c, plan["min_steady_s"], plan["output_len"], row.get("tpot_ms"))
-        out["bench_prompts"] = prompts
-        if not pas.server.alive():
-            out["bench_error"] = "the server is no longer running"
-            crosscheck.append(out)
-            continue
-        drain_server(pas)
-        result_file = folder / f"bench_c{c}.jsonl"
-        argv = bench_serving_argv(sys.executable, url_host(pas.host), pas.port, plan["model"], c,
-                                  plan["input_len"], plan["output_len"], prompts, c,
-                                  result_file)  # fmt: skip
-        # Its expected time at the study's TPOT, twice, and its start (imports, tokenizer).
-        expected = prompts / c * plan["output_len"] * (row.get("tpot_ms") or 100.0) / 1e3
-        result = run_bench_serving(argv, result_file, 2 * expected + TIMEOUT_MARGIN_S,
-                                   folder / "bench_serving.log")  # fmt: skip
-        t0, t1 = result.pop("t0"), result.pop("t1")
-        out.update(result)
-        # The scheduler's rate over bench_serving's steady part (not its start's prefills or
-        # its end's stragglers), as over the study's steady window.
-        steady = server_window_of(pas.server.log_path, t0, t1, math.ceil(STEADY_FRACTION * c), c)
-        out["bench_server_tok_s_median"] = steady["server_tok_s_median"]
-        out.update(ratios(out))
-        crosscheck.append(out)
-        if out.get("bench_error"):
-            log.warning("C=%d: cross-check failed: %s", c, out["bench_error"])
-        else:
-            log.info("C=%d: bench_serving TPOT %.2f ms, %.0f tok/s (study %.2f ms, %.0f tok/s)",
-                     c, out.get("bench_tpot_ms") or 0, out.get("bench_output_tok_s") or 0,
-                     out.get("tpot_ms") or 0, out.get("output_tok_s") or 0)  # fmt: skip
-    return {"enabled": True, "pass_s": time.monotonic() - started}
+    out = {key: row.get(key) for key in ("engine", "variant", "weights", "cuda_graphs",
+           "concurrency", "tpot_ms", "output_tok_s", "server_tok_s_median", "avg_w_per_gpu",
+           "valid")}  # fmt: skip
+    prompts = bench_prompts(c, plan["min_steady_s"], plan["output_len"], row.get("tpot_ms"))
+    out["bench_prompts"] = prompts
+    if not pas.server.alive():
+        out["bench_error"] = "the server is no longer running"
+        return out
+    drain_server(pas)
+    result_file = folder / f"bench_c{c}.jsonl"
+    argv = bench_serving_argv(sys.executable, url_host(pas.host), pas.port, plan["model"], c,
+                              plan["input_len"], plan["output_len"], prompts, c,
+                              result_file)  # fmt: skip
+    # Its expected time at the study's TPOT, twice, and its start (imports, tokenizer).
+    expected = prompts / c * plan["output_len"] * (row.get("tpot_ms") or 100.0) / 1e3
+    result = run_bench_serving(argv, result_file, 2 * expected + TIMEOUT_MARGIN_S,
+                               folder / "bench_serving.log")  # fmt: skip
+    t0, t1 = result.pop("t0"), result.pop("t1")
+    out.update(result)
+    # The scheduler's rate over bench_serving's steady part (not its start's prefills or
+    # its end's stragglers), as over the study's steady window.
+    steady = server_window_of(pas.server.log_path, t0, t1, math.ceil(STEADY_FRACTION * c), c)
+    out["bench_server_tok_s_median"] = steady["server_tok_s_median"]
+    out.update(ratios(out))
+    if out.get("bench_error"):
+        log.warning("C=%d: cross-check failed: %s", c, out["bench_error"])
+    else:
+        log.info("C=%d: bench_serving TPOT %.2f ms, %.0f tok/s (study %.2f ms, %.0f tok/s)",
+                 c, out.get("bench_tpot_ms") or 0, out.get("bench_output_tok_s") or 0,
+                 out.get("tpot_ms") or 0, out.get("output_tok_s") or 0)  # fmt: skip
+    return out
 
 
 def ratios(row: dict) -> dict:

@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from ...core.journal import Journal
 from ...instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
@@ -41,11 +42,21 @@ PROFILE_PREFIX = "decode"
 PROFILE_TIMEOUT_S = 120.0
 
 
+def profile_left(plan: dict, journal: Journal) -> list[int]:
+    """The concurrencies whose profile a stopped run had not finished (none when the plan
+    profiles nothing)."""
+    if int(plan.get("profile_steps") or 0) <= 0 or plan["engine"] != "sglang":
+        return []
+    return [c for c in plan["concurrency"] if journal.get(f"profile:{c}") is None]
+
+
 def profile_pass(pas: ServerPass, main_rows: list[dict], model_facts, out_dir: Path,
-                  breakdown: list) -> dict:  # fmt: skip
+                 breakdown: list, journal: Journal | None = None) -> dict:  # fmt: skip
     """Profile ``profile_steps`` decode steps at each C (module docstring): the breakdown
     rows go into ``breakdown``; the record for run.json is returned. Never raises for a
-    failed profile: its reason is the C's entry under ``errors``."""
+    failed profile: its reason is the C's entry under ``errors``. A C whose profile the
+    ``journal`` holds (a stopped run's) is kept, not profiled again; each finished one is
+    added to it."""
     plan = pas.plan
     steps = int(plan.get("profile_steps") or 0)
     if steps <= 0:
@@ -68,8 +79,16 @@ def profile_pass(pas: ServerPass, main_rows: list[dict], model_facts, out_dir: P
               "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or [])}  # fmt: skip
     started = time.monotonic()
     for c, main_row in zip(plan["concurrency"], main_rows, strict=True):
+        kept = journal.get(f"profile:{c}") if journal is not None else None
+        if kept is not None:
+            breakdown.extend(kept["breakdown"])
+            record["traces"] += kept["traces"]
+            if kept.get("warnings"):
+                record["warnings"][str(c)] = kept["warnings"]
+            continue
         folder = out_dir / "profile" / f"c{c}"
         profile_id = f"c{c}-{stamp}"
+        first_row = len(breakdown)
         try:
             if not pas.server.alive():
                 raise RuntimeError("the server is no longer running")
@@ -90,9 +109,15 @@ def profile_pass(pas: ServerPass, main_rows: list[dict], model_facts, out_dir: P
             log.info("C=%d: %.1f decode steps profiled at KV length %s: busy %.0f us, idle "
                      "%.0f us per step%s", c, first["steps"], context,
                      first["busy_us_per_step"], first["idle_us_per_step"], flag)  # fmt: skip
-        for path in sorted(folder.glob(f"{PROFILE_PREFIX}-{profile_id}-*")):
-            record["traces"].append({"concurrency": c, "file": str(path.relative_to(out_dir)),
-                                     "bytes": path.stat().st_size})  # fmt: skip
+        traces = [{"concurrency": c, "file": str(path.relative_to(out_dir)),
+                   "bytes": path.stat().st_size}
+                  for path in sorted(folder.glob(f"{PROFILE_PREFIX}-{profile_id}-*"))]  # fmt: skip
+        record["traces"] += traces
+        if journal is not None and str(c) not in record["errors"]:
+            # A failed profile is not kept: a resumed run tries it again.
+            kept = {"breakdown": breakdown[first_row:], "traces": traces,
+                    "warnings": record["warnings"].get(str(c))}  # fmt: skip
+            journal.record(f"profile:{c}", kept)
     record["trace_bytes"] = sum(t["bytes"] for t in record["traces"])
     record["profile_pass_s"] = time.monotonic() - started
     log.info("profile pass: %d trace files (%.1f MB) kept under %s", len(record["traces"]),

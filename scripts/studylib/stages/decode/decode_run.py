@@ -34,22 +34,19 @@ from pathlib import Path
 import pandas as pd
 
 from ...core.io import write_frame, write_json
+from ...core.journal import Journal
 from ...core.progress import Progress
 from ...instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
-from ...instruments.serving.decode_load import (
-    LoadSpec,
-    steady_window,
-    summarize_load,
-)
+from ...instruments.serving.decode_load import summarize_load
 from ...instruments.serving.engines import engine as get_engine
 from ...instruments.serving.engines.sglang_engine import (
     expert_recorder,
 )
 from ...instruments.serving.served_model import step_bytes
 from ...instruments.serving.server_log import server_window_of
-from .decode_crosscheck import crosscheck_pass
+from .decode_crosscheck import crosscheck_at, crosscheck_skipped
 from .decode_judgements import delivery_note
-from .decode_profile_pass import profile_pass
+from .decode_profile_pass import profile_left, profile_pass
 from .decode_schema import (
     BREAKDOWN_COLUMNS,
     CROSSCHECK_COLUMNS,
@@ -58,7 +55,7 @@ from .decode_schema import (
     cuda_graphs,
     expert_parallel,
 )
-from .decode_server import ServerPass, drain_server
+from .decode_server import ServerPass, steady_load
 from .expert_m import EXPERT_M_COLUMNS, expert_m, load_logical_count
 
 log = logging.getLogger("study.decode")
@@ -109,15 +106,6 @@ def _combine(windows: list[dict], tokens: int, idle_w_total: float | None, secon
     }
 
 
-def _specs(plan: dict, c: int, seconds: float) -> tuple[LoadSpec, LoadSpec]:
-    """The warm-up (C short requests, or ``warmup_requests``) and the timed steady load."""
-    common = {"concurrency": c, "input_len": plan["input_len"], "vocab_size": plan["vocab_size"],
-              "seed": c}  # fmt: skip
-    warm = LoadSpec(**common, output_len=min(plan["output_len"], 16),
-                    num_prompts=max(plan.get("warmup_requests") or c, 1))  # fmt: skip
-    return warm, LoadSpec(**common, output_len=plan["output_len"], duration_s=seconds)
-
-
 def run_decode(
     plan: dict, out_dir: str | Path, model_facts: dict | None = None, rule_plan: dict | None = None
 ) -> pd.DataFrame:
@@ -130,6 +118,10 @@ def run_decode(
     profile pass), profile_timeout_s, layers (else the model's). ``model_facts``: the served
     model's geometry (for the HBM bytes of a step), when the study built the model.
     ``rule_plan``: the rule's plan, as the job got it (its hash is in each table's record).
+
+    Each finished concurrency of each pass (with its windows, requests, cross-check row and
+    power samples) goes to a journal beside ``out_dir``: a job killed mid-way resumes there,
+    on a new server start, measuring only what it had not finished (run.json's ``resumed``).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -137,52 +129,84 @@ def run_decode(
     readers, source, why = open_readers(visible_nvml_indices())
     if why:
         log.info("power source %s (%s)", source, why)
+    measured_by = {"engine_version": eng.version(), "power_source": source,
+                   "devices": [getattr(r, "name", type(r).__name__) for r in readers]}  # fmt: skip
+    journal = Journal(out_dir.parent / f".{out_dir.name}.work", rule_plan or plan, measured_by)
     sampler = Sampler(readers, rate_hz=plan["sample_hz"])
     main = ServerPass(plan, eng, out_dir, "server.log")
-    rows, windows, requests, recorder_rows, breakdown, crosscheck = [], [], [], [], [], []
-    expert_frames = []
+    runs = _Runs(journal, sampler)
+    recorder_rows, breakdown, expert_frames = [], [], []
     facts = {"argv": main.argv, "served_name": main.served_name,
              "engine_version": eng.version(), "power_source": source}  # fmt: skip
+    if journal.reused:
+        facts["resumed"] = journal.reused
+        log.info("resuming a stopped run: %d finished items kept (%s)", len(journal.reused),
+                 ", ".join(journal.reused))  # fmt: skip
+    skipped = crosscheck_skipped(plan)
+    facts["crosscheck"] = skipped or {"enabled": True}
+    if skipped and skipped.get("skipped"):
+        log.info("cross-check skipped: %s", skipped["skipped"])
+    recorder_on = bool(plan.get("expert_distribution")) and plan["engine"] == "sglang"
+    concurrency = plan["concurrency"]
     with sampler:
-        time.sleep(0.2)
-        t0 = time.monotonic()
-        time.sleep(plan["idle_s"])
-        idle = sampler.window(t0, time.monotonic())
-        windows += [{"label": "idle", "concurrency": 0, **w} for w in idle]
-        idle_w = [w["avg_w"] for w in idle if w.get("avg_w") is not None]
-        idle_w_total = sum(idle_w) if idle and len(idle_w) == len(idle) else None
+        idle_w_total = runs.idle(plan["idle_s"])
+        progress = Progress((2 if recorder_on else 1) * len(concurrency))
         started = time.monotonic()
-        passes = 2 if plan.get("expert_distribution") and plan["engine"] == "sglang" else 1
-        progress = Progress(passes * len(plan["concurrency"]))
-        with main.server:
-            facts["ready_s"] = main.server.wait_ready()
-            progress.last = time.monotonic()  # the server's start is not a step
-            for c in plan["concurrency"]:
-                rows.append(_one_concurrency(main, c, sampler, source, windows, requests,
-                                             idle_w_total, model_facts))  # fmt: skip
-                log.info("%s main pass, C=%d done", progress.step(), c)
-            # Before the profile pass: no measured window follows a trace.
-            facts["crosscheck"] = crosscheck_pass(main, rows, out_dir, crosscheck)
-            facts["profile"] = profile_pass(main, rows, model_facts, out_dir, breakdown)
-        facts["teardown"] = main.server.stop_result
+        main_left = [c for c in concurrency if journal.get(f"main:{c}") is None]
+        if main_left or profile_left(plan, journal):
+            with main.server:
+                facts["ready_s"] = main.server.wait_ready()
+                progress.last = time.monotonic()  # the server's start is not a step
+                for c in concurrency:
+                    if runs.restore_main(c):
+                        progress.skip()
+                        continue
+                    mark = runs.mark()
+                    row = _one_concurrency(main, c, sampler, source, runs.windows,
+                                           runs.requests, idle_w_total, model_facts)  # fmt: skip
+                    runs.rows.append(row)
+                    if skipped is None:
+                        runs.crosscheck.append(crosscheck_at(main, c, row, out_dir))
+                    runs.record_main(c, mark)
+                    log.info("%s main pass, C=%d done", progress.step(), c)
+                # After every measured window: no measured window follows a trace.
+                facts["profile"] = profile_pass(main, runs.rows, model_facts, out_dir,
+                                                breakdown, journal)  # fmt: skip
+            facts["teardown"] = main.server.stop_result
+        else:
+            for c in concurrency:
+                runs.restore_main(c)
+                progress.skip()
+            facts["profile"] = profile_pass(main, runs.rows, model_facts, out_dir, breakdown,
+                                            journal)  # fmt: skip
         facts["main_pass_s"] = time.monotonic() - started
-        if plan.get("expert_distribution") and plan["engine"] == "sglang":
+        if recorder_on:
             shared = (model_facts or {}).get("shared_experts", 0)
             rec = ServerPass(plan, eng, out_dir, "server_recorder.log", recorder=True,
                         shared_experts=shared)  # fmt: skip
             started = time.monotonic()
+            left = [c for c in concurrency if journal.get(f"recorder:{c}") is None]
             try:
-                with rec.server:
-                    facts["recorder_ready_s"] = rec.server.wait_ready()
-                    progress.last = time.monotonic()
-                    for c, main_row in zip(plan["concurrency"], rows, strict=True):
-                        counts, row = _recorder_concurrency(rec, c, sampler, main_row)
-                        recorder_rows.append(row)
-                        log.info("%s recorder pass, C=%d done", progress.step(), c)
-                        if counts is not None:
-                            frame = expert_m(counts, c, int(plan["top_k"]))
-                            frame.insert(0, "concurrency", c)
-                            expert_frames.append(frame)
+                for c in concurrency:
+                    if c not in left:
+                        runs.restore_recorder(c, recorder_rows, expert_frames)
+                        progress.skip()
+                if left:
+                    with rec.server:
+                        facts["recorder_ready_s"] = rec.server.wait_ready()
+                        progress.last = time.monotonic()
+                        main_rows = dict(zip(concurrency, runs.rows, strict=True))
+                        for c in left:
+                            mark = runs.mark()
+                            counts, row = _recorder_concurrency(rec, c, sampler, main_rows[c])
+                            recorder_rows.append(row)
+                            log.info("%s recorder pass, C=%d done", progress.step(), c)
+                            frame = None
+                            if counts is not None:
+                                frame = expert_m(counts, c, int(plan["top_k"]))
+                                frame.insert(0, "concurrency", c)
+                                expert_frames.append(frame)
+                            runs.record_recorder(c, mark, row, frame)
             except Exception as exc:  # noqa: BLE001 - the main pass's results stand without it
                 why = _failure_text(exc, out_dir / "server_recorder.log")
                 log.warning("the recorder pass failed (main pass kept): %s", why)
@@ -191,48 +215,119 @@ def run_decode(
                                       "error": why})  # fmt: skip
             facts["recorder_teardown"] = rec.server.stop_result
             facts["recorder_pass_s"] = time.monotonic() - started
-    summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
+    summary = pd.DataFrame(runs.rows).reindex(columns=SUMMARY_COLUMNS)
 
     def write(frame, path):
         write_frame(frame, path, f"decode {plan['variant']}", rule_plan)
 
     write(summary, out_dir / "summary.csv")
-    write(pd.DataFrame(recorder_rows).reindex(columns=RECORDER_COLUMNS),
-          out_dir / "recorder.csv")  # fmt: skip
+    recorder = pd.DataFrame(recorder_rows).reindex(columns=RECORDER_COLUMNS)
+    if "concurrency" in recorder and recorder["concurrency"].notna().all():
+        recorder = recorder.sort_values("concurrency", kind="stable")
+    write(recorder, out_dir / "recorder.csv")
     experts = (pd.concat(expert_frames, ignore_index=True) if expert_frames
                else pd.DataFrame(columns=EXPERT_M_COLUMNS))  # fmt: skip
+    if not experts.empty:
+        experts = experts.sort_values("concurrency", kind="stable")
     write(experts.reindex(columns=EXPERT_M_COLUMNS), out_dir / "expert_m.csv")
-    write(pd.DataFrame(crosscheck).reindex(columns=CROSSCHECK_COLUMNS),
+    write(pd.DataFrame(runs.crosscheck).reindex(columns=CROSSCHECK_COLUMNS),
           out_dir / "crosscheck.csv")  # fmt: skip
     write(pd.DataFrame(breakdown).reindex(columns=BREAKDOWN_COLUMNS),
           out_dir / "breakdown.csv")  # fmt: skip
-    write(pd.DataFrame(requests), out_dir / "requests.parquet")
-    write(pd.DataFrame(windows), out_dir / "windows.parquet")
-    timeline = pd.DataFrame(sampler.timeline())
+    write(pd.DataFrame(runs.requests), out_dir / "requests.parquet")
+    write(pd.DataFrame(runs.windows), out_dir / "windows.parquet")
+    timeline = pd.DataFrame(runs.timeline())
     write(timeline if not timeline.empty else pd.DataFrame({"gpu": []}),
           out_dir / "power_timeline.parquet")  # fmt: skip
     facts["sampler_cpu_pct"] = 100 * (sampler.cpu_fraction() or 0)
     facts["model"] = model_facts
     write_json(out_dir / "run.json", facts)
+    journal.finish()
     return summary
 
 
-def _steady(pas: ServerPass, c: int, seconds: float, sampler, windows: list, label: str):
-    """Warm up, then hold C in flight for ``seconds``: the load and its steady window."""
-    drain_server(pas)
-    warm, spec = _specs(pas.plan, c, seconds)
-    t_warm = time.monotonic()
-    pas.load(warm)
-    windows += [{"label": f"{label}warmup", "concurrency": c, **w}
-                for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
-    log.info("C=%d: %s pass warmed up; its load runs %g s", c, label.rstrip("-") or "main", seconds)
-    load = pas.load(spec)
-    return spec, load, steady_window(load.active, c, after=load.admitted)
+class _Runs:
+    """What the passes measured so far, in plan order, and the journal entry of each finished
+    concurrency: its rows, windows, requests and the power samples taken since the last
+    entry (a resumed job's timeline keeps the earlier attempt's samples)."""
+
+    def __init__(self, journal: Journal, sampler: Sampler):
+        self.journal, self.sampler = journal, sampler
+        self.rows, self.windows, self.requests, self.crosscheck = [], [], [], []
+        self.kept_samples: list[dict] = []  # an earlier attempt's, from the journal
+        self.samples_to = float("-inf")  # the journal holds this attempt's samples up to here
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.windows), len(self.requests)
+
+    def _new_samples(self) -> list[dict]:
+        rows = [r for r in self.sampler.timeline() if r["t"] > self.samples_to]
+        if rows:
+            self.samples_to = max(r["t"] for r in rows)
+        return rows
+
+    def _record(self, key: str, mark: tuple[int, int], **payload) -> None:
+        self.journal.record(key, {**payload, "windows": self.windows[mark[0]:],
+                                  "requests": self.requests[mark[1]:],
+                                  "samples": self._new_samples()})  # fmt: skip
+
+    def _restore(self, kept: dict) -> None:
+        self.windows += kept["windows"]
+        self.requests += kept["requests"]
+        self.kept_samples += kept["samples"]
+
+    def idle(self, seconds: float) -> float | None:
+        """The idle baseline before any server starts (once per run: kept on a resume)."""
+        kept = self.journal.get("idle")
+        if kept is None:
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            time.sleep(seconds)
+            idle = self.sampler.window(t0, time.monotonic())
+            watts = [w["avg_w"] for w in idle if w.get("avg_w") is not None]
+            total = sum(watts) if idle and len(watts) == len(idle) else None
+            mark = self.mark()
+            self.windows += [{"label": "idle", "concurrency": 0, **w} for w in idle]
+            self._record("idle", mark, idle_w_total=total)
+            return total
+        self._restore(kept)
+        return kept["idle_w_total"]
+
+    def restore_main(self, c: int) -> bool:
+        kept = self.journal.get(f"main:{c}")
+        if kept is None:
+            return False
+        self._restore(kept)
+        self.rows.append(kept["row"])
+        if kept.get("crosscheck") is not None:
+            self.crosscheck.append(kept["crosscheck"])
+        log.info("C=%d: main pass kept from the stopped run", c)
+        return True
+
+    def record_main(self, c: int, mark: tuple[int, int]) -> None:
+        cross = self.crosscheck[-1] if self.crosscheck and \
+            self.crosscheck[-1].get("concurrency") == c else None  # fmt: skip
+        self._record(f"main:{c}", mark, row=self.rows[-1], crosscheck=cross)
+
+    def restore_recorder(self, c: int, recorder_rows: list, expert_frames: list) -> None:
+        kept = self.journal.get(f"recorder:{c}")
+        self._restore(kept)
+        recorder_rows.append(kept["row"])
+        if kept.get("expert_m"):
+            expert_frames.append(pd.DataFrame(kept["expert_m"]))
+        log.info("C=%d: recorder pass kept from the stopped run", c)
+
+    def record_recorder(self, c: int, mark, row: dict, frame: pd.DataFrame | None) -> None:
+        experts = frame.to_dict("records") if frame is not None else None
+        self._record(f"recorder:{c}", mark, row=row, expert_m=experts)
+
+    def timeline(self) -> list[dict]:
+        return self.kept_samples + self.sampler.timeline()
 
 
 def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, model_facts):
     plan = pas.plan
-    spec, load, window = _steady(pas, c, plan["min_steady_s"], sampler, windows, "")
+    spec, load, window = steady_load(pas, c, plan["min_steady_s"], sampler, windows, "")
     for r in load.records:
         requests.append({"concurrency": c, "index": r.index, "start": r.start,
                          "first_token": r.first_token, "end": r.end, "tokens": len(r.token_times),
@@ -281,7 +376,7 @@ def _recorder_concurrency(pas: ServerPass, c: int, sampler, main_row: dict):
     plan = pas.plan
     expert_recorder(pas.base_url, "start")
     windows: list = []
-    spec, load, window = _steady(pas, c, plan["expert_distribution_s"], sampler, windows,
+    spec, load, window = steady_load(pas, c, plan["expert_distribution_s"], sampler, windows,
                                  "recorder-")  # fmt: skip
     expert_recorder(pas.base_url, "stop")
     before = set(pas.record_dir.glob("*"))

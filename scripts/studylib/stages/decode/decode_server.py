@@ -1,5 +1,5 @@
-"""One server start of a decode variant (its argv, env, served name and log) and the wait for it to
-drop a finished load's requests."""
+"""One server start of a decode variant (its argv, env, served name and log), the wait for it to
+drop a finished load's requests, and a warmed-up steady load at one C against it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ...instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
     run_load,
+    steady_window,
 )
 from ...instruments.serving.engines.base import arg_problems, run_served_name
 from ...instruments.serving.engines.sglang_engine import (
@@ -120,3 +121,25 @@ def drain_server(pas: ServerPass, timeout: float = DRAIN_TIMEOUT_S) -> int | Non
                         "runs beside them", held, timeout)  # fmt: skip
             return held
         time.sleep(0.25)
+
+
+def load_specs(plan: dict, c: int, seconds: float) -> tuple[LoadSpec, LoadSpec]:
+    """The warm-up (C short requests, or ``warmup_requests``) and the timed steady load."""
+    common = {"concurrency": c, "input_len": plan["input_len"], "vocab_size": plan["vocab_size"],
+              "seed": c}  # fmt: skip
+    warm = LoadSpec(**common, output_len=min(plan["output_len"], 16),
+                    num_prompts=max(plan.get("warmup_requests") or c, 1))  # fmt: skip
+    return warm, LoadSpec(**common, output_len=plan["output_len"], duration_s=seconds)
+
+
+def steady_load(pas: ServerPass, c: int, seconds: float, sampler, windows: list, label: str):
+    """Warm up, then hold C in flight for ``seconds``: the load and its steady window."""
+    drain_server(pas)
+    warm, spec = load_specs(pas.plan, c, seconds)
+    t_warm = time.monotonic()
+    pas.load(warm)
+    windows += [{"label": f"{label}warmup", "concurrency": c, **w}
+                for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
+    log.info("C=%d: %s pass warmed up; its load runs %g s", c, label.rstrip("-") or "main", seconds)
+    load = pas.load(spec)
+    return spec, load, steady_window(load.active, c, after=load.admitted)
