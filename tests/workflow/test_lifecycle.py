@@ -309,10 +309,10 @@ def test_a_measuring_worker_dies_with_its_job(tmp_path, sig):
 #
 # The real workflow in a scratch folder (the tiny CPU config), killed at points defined by its
 # progress: a journal holding its first points while the worker hangs on the next
-# (STUDY_INJECT_FAULTS, a hang of an hour), the decode load under way with 30 s of it ahead,
-# the peaks job holding the CPU with seconds of measuring ahead. Every process of the
-# study runs in that folder: none may be left KILL_GONE_S after Snakemake is killed (the
-# issue's target, polled), and the next plain run keeps every finished point.
+# (STUDY_INJECT_FAULTS, a hang of an hour), the decode job's journal holding C = 1 with the
+# load of C = 4 ahead, the peaks job holding the CPU with seconds of measuring ahead. Every
+# process of the study runs in that folder: none may be left KILL_GONE_S after Snakemake is
+# killed (the issue's target, polled), and the next plain run keeps every finished point.
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 KILL_GONE_S = 10.0  # issue 33: no study process 10 s after Snakemake is killed
@@ -329,8 +329,8 @@ def lifecycle_config(port: int) -> dict:
     for point in config["kernel_power"]["backends"]["torch"]:
         if point.get("devices") == ["cpu"]:
             point["M"] = [1, 16]  # M = 1's windows journaled, then the hang at M = 16
-    # 30 s of load per level, started once the server is ready and warmed up
-    config["decode"].update(idle_s={"cuda": 1, "cpu": 0}, min_steady_s={"cuda": 1, "cpu": 30},
+    # 12 s of load per level, started once the server is ready and warmed up
+    config["decode"].update(idle_s={"cuda": 1, "cpu": 0}, min_steady_s={"cuda": 1, "cpu": 12},
                             port=port)  # fmt: skip
     return config
 
@@ -468,8 +468,9 @@ STAGES = {
                           "results/kernel_power/.torch.work/progress-*", "journal", at=3),
     # seconds of measuring ahead (the GEMMs and the copy) once the job holds the CPU
     "peaks": Stage(PEAKS, "peaks.log", None, "holding the CPU"),
-    # C = 1's 30 s of load under way, requests streaming
-    "decode": Stage(DECODE, "decode/transformers.log", None, "C=1: main pass warmed up"),
+    # the idle window and C = 1 journaled, C = 4's 12 s of load ahead
+    "decode": Stage(DECODE, "decode/transformers.log",
+                    "results/decode/.transformers.work/progress-*", "journal", at=2),
 }  # fmt: skip
 
 
@@ -509,8 +510,8 @@ def test_snakemake_killed_mid_stage_leaves_no_process_and_the_rerun_keeps_every_
         assert "Terminating processes on user request" in study.output("killed")
     if how == "group-SIGTERM":  # Snakemake's graceful stop, its job stopped by the signal
         assert "Will exit after finishing currently running jobs" in study.output("killed")
-    if name == "decode" or (how == "SIGHUP" and name != "sweep"):
-        return  # decode keeps no journal: a killed variant runs again whole (test_workflow)
+    if how == "SIGHUP" and name != "sweep":
+        return
     kept = journal_rows(stage.journal, study.dir) if stage.journal else []
     rc, output = study.run(stage.target)  # a plain run: no --unlock, no --rerun-incomplete
     assert rc == 0, output
@@ -519,6 +520,14 @@ def test_snakemake_killed_mid_stage_leaves_no_process_and_the_rerun_keeps_every_
     if not stage.journal:
         return
     assert kept and f"resuming: {len(kept)} points already measured" in study.log(stage.log)
+    if name == "decode":  # its journal keeps whole concurrencies: C = 1's row as measured
+        summary = pd.read_csv(study.dir / stage.target).set_index("concurrency")
+        kept_rows = [row["row"] for row in kept if row["_key"].startswith("main:")]
+        assert [row["concurrency"] for row in kept_rows] == [1]
+        for column in ("tpot_ms", "output_tok_s", "steady_s", "requests", "valid"):
+            assert plain(summary.loc[1, column]) == pytest.approx(kept_rows[0][column]), column
+        assert "C=1: main pass kept from the stopped run" in study.log(stage.log)
+        return
     if name == "sweep":
         keys, values = (
             ["impl", "op", "dtype", "shape", "M", "N", "K"],

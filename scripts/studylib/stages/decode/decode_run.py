@@ -4,7 +4,9 @@ Windows per concurrency C, on the sampler's clock: an idle baseline before the s
 (once), a discarded warm-up, the steady window (at least 0.85 × C requests in flight, held
 for ``min_steady_s`` by the timed closed-loop load, so its length does not depend on the
 server's speed; a shorter one, which only errors can cause, is flagged ``valid = false``)
-and the ramp-down. The server is always torn down, leaving no process behind.
+and the ramp-down, then (``crosscheck``, SGLang) SGLang's own client at the same C
+(decode_crosscheck). The server is always torn down, leaving no process behind; every
+finished concurrency is journaled, so a stopped job resumes (``run_decode``).
 
 SGLang's expert-distribution recorder is not free (with CUDA graphs its hooks are captured
 into every replayed step), so the power and latency windows run with it off, and the
