@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 import threading
@@ -193,3 +194,73 @@ def test_gpus_held_by_another_snakemakes_jobs(tmp_path, monkeypatch):
     finally:
         first.kill()
         first.wait()
+
+
+MAKE_THEN_END = (
+    "import sys, time; sys.path.insert(0, {scripts!r})\n"
+    "from pathlib import Path\n"
+    "from studylib.instruments.gpu_slots import acquire\n"
+    "acquire(1, ['cpu'], Path('.snakemake/gpu-slots'), job='rule peaks of results/peaks.json',"
+    " outputs=['results/peaks.json'])\n"
+    "print('held', flush=True); sys.stdin.readline()\n"
+    "if {writes}: Path('results').mkdir(); Path('results/peaks.json').write_text('{{}}')\n"
+)
+
+
+@pytest.mark.parametrize("writes", [True, False], ids=["made", "failed"])
+def test_a_job_whose_outputs_another_snakemakes_job_is_making_waits_for_it(
+    tmp_path, monkeypatch, writes
+):
+    # Two Snakemakes asked for one target and both jobs started (the check before the first
+    # job could not see the other yet): the second waits, rather than fail and have its
+    # Snakemake remove the first's finished output; it then measures nothing, or measures
+    # the output the first did not make.
+    from studylib.instruments.serving.guard import RUN_ENV, process_id
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(RUN_ENV, "1:1")  # this job's Snakemake
+    monkeypatch.setattr(gpu_slots, "TWIN_POLL_S", 0.05)
+    code = MAKE_THEN_END.format(scripts=str(ROOT / "scripts"), writes=writes)
+    other = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                             env={**os.environ, RUN_ENV: process_id()})  # fmt: skip
+    assert other.stdout.readline().strip() == "held"
+    smk = SimpleNamespace(resources=SimpleNamespace(gpu=1), config={"device": "cpu"},
+                          rule="peaks", output=["results/peaks.json"])  # fmt: skip
+    outcome = []
+
+    def job():
+        try:
+            outcome.append(gpu_slots.pin_gpus(smk))
+        except SystemExit as exc:
+            outcome.append(exc)
+
+    waiting = threading.Thread(target=job)
+    waiting.start()
+    time.sleep(0.3)
+    assert waiting.is_alive() and outcome == []  # waits while the other job runs
+    other.stdin.write("\n")
+    other.stdin.flush()
+    other.wait(timeout=30)
+    waiting.join(timeout=30)
+    if writes:  # made by the other job: this one exits at once, successfully
+        assert isinstance(outcome[0], SystemExit) and outcome[0].code == 0
+    else:  # the other failed: this one holds the CPU and measures
+        assert outcome == [None]
+        assert gpu_slots.holder(tmp_path / ".snakemake/gpu-slots/cpu.lock")["pid"] == process_id()
+
+
+def test_a_device_held_for_other_outputs_still_stops_the_job(tmp_path, monkeypatch):
+    from studylib.instruments.serving.guard import RUN_ENV, process_id
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(RUN_ENV, "1:1")
+    other = hold(tmp_path / ".snakemake" / "gpu-slots", process_id())  # a sweep's outputs
+    try:
+        smk = SimpleNamespace(resources=SimpleNamespace(gpu=1), config={"device": "cpu"},
+                              rule="peaks", output=["results/peaks.json"])  # fmt: skip
+        with pytest.raises(gpu_slots.DeviceBusy):
+            gpu_slots.pin_gpus(smk)
+    finally:
+        other.kill()
+        other.wait()

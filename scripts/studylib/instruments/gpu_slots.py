@@ -12,7 +12,8 @@ Each lock file records its holder: pid, command, job and the Snakemake it belong
 held by a job of another Snakemake (a second run in this folder with other targets, or a job
 left running by a Snakemake that was killed) stops the job at once, in one line naming the
 holder: two timing jobs on one device spoil both, and Snakemake's one-job-at-a-time rule
-does not reach across runs. The job takes its devices before it touches anything: stopped
+does not reach across runs. The one exception: a job of another Snakemake making this job's
+very outputs is waited for (``_acquire_unless_made_meanwhile``). The job takes its devices before it touches anything: stopped
 there, it has written nothing and removed nothing (the journal of a killed sweep stays for
 the rerun).
 """
@@ -36,7 +37,12 @@ _SLOT: list[int] = []  # position of this job's first GPU among the machine's
 
 
 class DeviceBusy(RuntimeError):
-    """A device this job needs is held by a job of another Snakemake (the message names it)."""
+    """A device this job needs is held by a job of another Snakemake (the message names it;
+    ``holders``: (device, record) of each such job)."""
+
+    def __init__(self, message: str, holders: list[tuple[str, dict]] = ()):
+        super().__init__(message)
+        self.holders = list(holders)
 
 
 def machine_gpus() -> list[str]:
@@ -144,7 +150,7 @@ def acquire(count: int, gpus: list[str], lock_dir: Path = LOCK_DIR, timeout_s: f
             handle.close()
         foreign = [(gpu, record) for gpu, record in busy if _foreign(record)]
         if len(gpus) - len(foreign) < count:
-            raise DeviceBusy(busy_message(foreign))
+            raise DeviceBusy(busy_message(foreign), foreign)
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"no {count} free GPUs among {gpus} after {timeout_s} s")
         time.sleep(poll_s)
@@ -168,14 +174,49 @@ def pin_gpus(smk) -> list[str] | None:
     outputs = [str(path) for path in getattr(smk, "output", []) or []]
     job = f"rule {getattr(smk, 'rule', '?')}" + (f" of {outputs[0]}" if outputs else "")
     if not gpus:
-        acquire(1, [CPU], job=job, outputs=outputs)
+        _acquire_unless_made_meanwhile(1, [CPU], job, outputs)
         log.info("holding the CPU (%s)", lock_path(LOCK_DIR, CPU))
         return None
-    ids = acquire(count, gpus, job=job, outputs=outputs)
+    ids = _acquire_unless_made_meanwhile(count, gpus, job, outputs)
     _SLOT[:] = [min(gpus.index(g) for g in ids)]
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
     log.info("pinned to GPU(s) %s of %s", ",".join(ids), ",".join(gpus))
     return ids
+
+
+#: How often a job waiting for its twin (below) looks whether it has ended.
+TWIN_POLL_S = 1.0
+
+
+def _acquire_unless_made_meanwhile(count: int, gpus: list[str], job: str,
+                                   outputs: list[str]) -> list[str]:  # fmt: skip
+    """``acquire``; where a device is held by another Snakemake's job making these very
+    outputs (two Snakemakes asked for one target and the check before their first jobs
+    could not see it: the holder had not taken its device yet), wait for that job rather than
+    stop: Snakemake removes a failed job's outputs, which would be the other job's finished
+    work. Once it has ended, its outputs present: this job exits at once, measuring nothing
+    twice; absent (it failed): this job measures them."""
+    try:
+        return acquire(count, gpus, job=job, outputs=outputs)
+    except DeviceBusy as busy:
+        twins = [
+            r
+            for _, r in busy.holders
+            if outputs and sorted(r.get("outputs") or []) == sorted(outputs)
+        ]
+        if not twins:
+            raise
+        pid = id_pid(twins[0]["pid"])
+        log.warning("%s: made now by pid %s (%s), a job of another Snakemake in this folder; "
+                    "waiting for it to end rather than measuring it twice", outputs[0], pid,
+                    twins[0].get("job") or "a job")  # fmt: skip
+        while process_alive(twins[0]["pid"]):
+            time.sleep(TWIN_POLL_S)
+    if all(Path(path).exists() for path in outputs):
+        log.info("%s: made by that job; this one measures nothing", outputs[0])
+        raise SystemExit(0)
+    log.warning("%s: that job ended without it; this job measures it", outputs[0])
+    return acquire(count, gpus, job=job, outputs=outputs)
 
 
 def running_holders(lock_dir: Path = LOCK_DIR) -> list[tuple[str, dict]]:
