@@ -163,4 +163,6 @@ CROSSCHECK_SHOWN = {
     "bench_output_tok_s": Column("bench_serving tok/s", ",.0f"),
     "bench_prompts": Column("bench prompts", ".0f"),
     "bench_error": Column("error"),
+    "agreement": Column("verdict", tip="the two clients against the noise, and the engine's "
+                        "own change of speed between their runs"),
 }  # fmt: skip
