@@ -7,28 +7,46 @@ import sys
 import time
 import types
 
+import pandas as pd
 import pytest
 from studylib.instruments.serving import bench_serving as crosscheck
 from studylib.instruments.serving.bench_serving import (
     bench_prompts,
     bench_serving_argv,
+    bench_timeout_s,
     read_bench_result,
     run_bench_serving,
 )
+from studylib.instruments.serving.bench_steady import bench_requests, bench_steady_tpot_ms
 from studylib.instruments.serving.decode_load import LoadSpec
 from studylib.stages.decode.decode_crosscheck import ratios
+from studylib.stages.decode.decode_noise import (
+    crosscheck_sentence,
+    engine_moved,
+    noise_of,
+    noise_table,
+)
 from studylib.stages.decode.decode_schema import CROSSCHECK_COLUMNS
 from test_decode_load import load_against_standin
 
 
-def test_prompts_are_whole_waves_lasting_about_the_window():
+def test_prompts_are_whole_waves_lasting_about_the_window_and_at_least_two():
     # C = 1 at 1.44 ms per token: a request lasts 1.47 s, so 11 of them for 15 s.
     assert bench_prompts(1, 15, 1024, 1.44) == 11
-    # C = 512 at 31 ms: one wave already lasts 32 s.
-    assert bench_prompts(512, 15, 1024, 31.0) == 512
-    assert bench_prompts(16, 15, 1024, None) == 16  # no TPOT: one wave
+    # C = 512 at 31 ms: one wave already lasts 32 s; two, so its start burst is not all.
+    assert bench_prompts(512, 15, 1024, 31.0) == 2 * 512
+    assert bench_prompts(16, 15, 1024, None) == 2 * 16  # no TPOT: two waves
     assert bench_prompts(1, 1e6, 1024, 0.01) == 64  # at most MAX_WAVES waves
-    assert crosscheck.MAX_WAVES == 64
+    assert (crosscheck.MIN_WAVES, crosscheck.MAX_WAVES) == (2, 64)
+
+
+def test_the_timeout_allows_every_wave_twice_over():
+    # Two waves of 1,024 tokens at 31 ms: 63.5 s expected, so 127 s and the start's margin.
+    assert bench_timeout_s(1024, 512, 1024, 31.0) == pytest.approx(
+        2 * 2 * 1024 * 0.031 + crosscheck.TIMEOUT_MARGIN_S
+    )
+    # No TPOT known: 100 ms per token.
+    assert bench_timeout_s(32, 16, 100, None) == pytest.approx(40 + crosscheck.TIMEOUT_MARGIN_S)
 
 
 def test_argv_asks_for_random_ids_of_the_study_lengths(tmp_path):
@@ -43,6 +61,90 @@ def test_argv_asks_for_random_ids_of_the_study_lengths(tmp_path):
              "--random-range-ratio", "--max-concurrency", "--num-prompts")  # fmt: skip
     assert [value(f) for f in flags] == ["random-ids", "128", "1024", "1.0", "64", "128"]
     assert "--tokenize-prompt" in argv and "--disable-ignore-eos" not in argv
+    assert "--output-details" in argv  # the per-request arrays the steady TPOT reads
+
+
+def fake_bench_details(concurrency: int, requests: int, output_len: int) -> dict:
+    """bench_serving's --output-details of a fake engine (no clock: a step counter): C slots,
+    each refilled at once by the next request; a step prefills one waiting request (100 ms,
+    its first token) or else decodes one token of every running one (10 ms). Each step a
+    microsecond longer than the last, so no two gaps are equal (bench_serving's float gaps)."""
+    t, step, sent = 0.0, 0, 0
+    waiting, running, times = [], [], {}
+    while sent < min(concurrency, requests):
+        waiting.append(sent)
+        sent += 1
+    while waiting or running:
+        step += 1
+        if waiting:
+            t += 0.1 + 1e-6 * step
+            index = waiting.pop(0)
+            times[index] = [t]
+            running.append(index)
+            continue
+        t += 0.01 + 1e-6 * step
+        for index in list(running):
+            times[index].append(t)
+            if len(times[index]) == output_len:
+                running.remove(index)
+                if sent < requests:
+                    waiting.append(sent)
+                    sent += 1
+    starts = {}  # as bench_serving would have started them: at a slot's free time
+    free = [0.0] * concurrency
+    for index in range(requests):
+        free.sort()
+        starts[index] = free.pop(0)
+        free.append(times[index][-1])
+    return {
+        "ttfts": [times[i][0] - starts[i] for i in range(requests)],
+        "itls": [[b - a for a, b in zip(times[i], times[i][1:], strict=False)]
+                 for i in range(requests)],
+        "output_lens": [output_len] * requests,
+        "errors": [""] * requests,
+    }  # fmt: skip
+
+
+def plain_median_tpot_ms(details: dict) -> float:
+    """bench_serving's own median TPOT: (latency - TTFT) / (output tokens - 1) per request."""
+    tpots = [sum(gaps) / (n - 1) for gaps, n in zip(details["itls"], details["output_lens"],
+                                                    strict=True)]  # fmt: skip
+    return 1e3 * float(pd.Series(tpots).median())
+
+
+def test_steady_tpot_leaves_the_start_burst_out_as_the_studys_own_does():
+    # Two waves of C = 4 requests of 50 tokens: each wave starts with 4 prefills of 100 ms, in
+    # which the requests already streaming wait. bench_serving's median TPOT holds them.
+    details = fake_bench_details(4, 8, 50)
+    assert plain_median_tpot_ms(details) == pytest.approx(13.0, abs=0.2)
+    # Over a window as long as the study's (0.3 s) after the first wave's admission: decode
+    # steps only, 10 ms each, as the study's window at high C holds.
+    assert bench_steady_tpot_ms(details, 4, 50, steady_s=0.3) == pytest.approx(10.0, abs=0.1)
+
+
+def test_requests_are_rebuilt_on_one_clock_from_the_slots():
+    details = fake_bench_details(2, 4, 5)
+    records, active = bench_requests(details, 2)
+    # The first wave starts at 0; the next requests as a slot frees, at its last token.
+    assert [r.start for r in records[:2]] == [0.0, 0.0]
+    assert records[2].start == pytest.approx(records[0].end)
+    assert all(len(r.token_times) == 5 for r in records)
+    # Both slots in flight until the last request of each ends.
+    assert [n for _, n in active] == [2, 1, 0]
+    # A chunk of two tokens (bench_serving halves its gap over them): both at the chunk.
+    one = {"ttfts": [0.1], "itls": [[0.02, 0.005, 0.005]], "output_lens": [4], "errors": [""]}
+    (record,), _ = bench_requests(one, 1)
+    assert record.token_times == pytest.approx([0.1, 0.12, 0.13, 0.13])
+
+
+def test_a_failed_request_or_missing_details_give_no_steady_tpot_from_them():
+    assert bench_steady_tpot_ms({}, 4, 50) is None  # a result line without --output-details
+    details = fake_bench_details(2, 4, 20)
+    details["ttfts"][3], details["itls"][3] = 0.0, []
+    details["errors"][3] = "connection reset"
+    records, _ = bench_requests(details, 2)
+    assert records[3].error and records[3].first_token is None
+    assert bench_steady_tpot_ms(details, 2, 20) == pytest.approx(10.0, abs=0.5)
 
 
 def test_a_run_gives_its_numbers_or_one_error(tmp_path):
@@ -53,6 +155,13 @@ def test_a_run_gives_its_numbers_or_one_error(tmp_path):
     got = run_bench_serving([sys.executable, "-c", write], out, 30, tmp_path / "log")
     assert got["bench_tpot_ms"] == 1.44 and got["bench_itl_ms"] == 1.42
     assert got["bench_error"] == "" and got["t1"] >= got["t0"]
+    assert got["details"] == {}  # a result line without --output-details
+    # With them: the per-request timings come back, the generated texts leave the file.
+    result |= {"ttfts": [0.02], "itls": [[0.0014]], "generated_texts": ["many tokens"]}
+    write = f"import json; open({str(out)!r}, 'a').write(json.dumps({result!r}) + '\\n')"
+    got = run_bench_serving([sys.executable, "-c", write], out, 30, tmp_path / "log")
+    assert got["details"] == {"ttfts": [0.02], "itls": [[0.0014]]}
+    assert "generated_texts" not in read_bench_result(out) and "itls" in read_bench_result(out)
     fail = [sys.executable, "-c", "import sys; print('no server at 127.0.0.1:1'); sys.exit(3)"]
     got = run_bench_serving(fail, out, 30, tmp_path / "log")
     assert got["bench_error"] == "bench_serving exit 3: no server at 127.0.0.1:1"
@@ -70,10 +179,69 @@ def test_ratios_name_what_differs():
            "output_tok_s": 630.9, "bench_output_tok_s": 678.5}  # fmt: skip
     got = ratios(row)
     assert got["tpot_ratio"] == pytest.approx(1.055, abs=1e-3)
+    assert got["tpot_ratio_steady"] is None  # no steady TPOT recorded
+    assert ratios({**row, "bench_tpot_steady_ms": 1.5})["tpot_ratio_steady"] == pytest.approx(
+        1.516 / 1.5
+    )
     # The scheduler itself ran 5.8 % faster during bench_serving: the engine, not the load.
     assert got["engine_ratio"] == pytest.approx(1.058, abs=1e-3)
     assert ratios({"tpot_ms": 1.0})["tpot_ratio"] is None
     assert set(got) <= set(CROSSCHECK_COLUMNS)
+
+
+def test_the_verdict_says_when_the_engine_moved_not_the_load():
+    # bf16 graphs at C = 1 on the H200: 5.5 % apart, the scheduler itself 5.8 % faster.
+    c1 = {"concurrency": 1, "tpot_ratio": 1.055, "engine_ratio": 1.058}
+    assert engine_moved(c1)
+    assert crosscheck_sentence(c1) == (
+        "At C = 1 the study's TPOT is 1.055× bench_serving's TPOT, about the engine's own "
+        "change of speed between the two runs (its scheduler 1.058× as fast during "
+        "bench_serving): the engine's speed moved, not the load.")  # fmt: skip
+    # The steady ratio judges where recorded: 0.960 plain, 1.004 like for like.
+    c512 = {"concurrency": 512, "tpot_ratio": 0.960, "tpot_ratio_steady": 1.004,
+            "engine_ratio": 0.999}  # fmt: skip
+    assert not engine_moved(c512)
+    assert "1.004× bench_serving's steady TPOT: the two clients agree within the 3.0 % noise" in (
+        crosscheck_sentence(c512)
+    )
+    # Apart beyond the noise, and the engine moved the other way: the load, not the engine.
+    apart = {"concurrency": 16, "tpot_ratio_steady": 0.92, "engine_ratio": 1.259}
+    assert not engine_moved(apart)
+    assert "beyond the 3.0 % noise and not by the engine's change of speed" in (
+        crosscheck_sentence(apart)
+    )
+    # bf16 graphs at C = 512 by the plain median: 4.0 % apart, the scheduler 2.7 % slower:
+    # within the noise itself, so it explains nothing (the wave's start burst did it).
+    assert not engine_moved({"concurrency": 512, "tpot_ratio": 0.960, "engine_ratio": 0.973})
+    # No scheduler rate: nothing said of the engine.
+    assert not engine_moved({"concurrency": 1, "tpot_ratio": 1.055})
+
+
+def test_the_noise_names_the_engine_where_it_moved():
+    decode = pd.DataFrame(
+        [
+            {
+                "engine": "sglang",
+                "variant": "bf16",
+                "concurrency": c,
+                "output_tok_s": 100.0,
+                "server_tok_s": 100.0,
+            }
+            for c in (1, 512)
+        ]
+    )
+    check = pd.DataFrame([{"engine": "sglang", "variant": "bf16", "concurrency": 1,
+                           "tpot_ratio": 1.055, "engine_ratio": 1.058, "bench_error": ""},
+                          {"engine": "sglang", "variant": "bf16", "concurrency": 512,
+                           "tpot_ratio": 0.960, "tpot_ratio_steady": 0.995,
+                           "engine_ratio": 0.973, "bench_error": ""}])  # fmt: skip
+    noise = noise_table(decode, check)
+    at1 = noise_of(noise, "bf16", 1)
+    assert at1.share == pytest.approx(0.055)
+    assert at1.source == ("bench_serving's TPOT at C = 1: the engine's speed moved, not the "
+                          "load (scheduler 1.058× during bench_serving)")  # fmt: skip
+    # C = 512: the steady ratio (0.5 %) is within the floor, so the floor is the noise.
+    assert noise_of(noise, "bf16", 512).share == pytest.approx(0.03)
 
 
 def test_runner_stands_in_for_a_missing_datasets(monkeypatch):

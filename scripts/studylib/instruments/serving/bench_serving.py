@@ -3,14 +3,16 @@
 ``python -m sglang.bench_serving`` (the client SGLang's benchmarks use) runs against the same
 server, right after the study's window at each C: random token ids of the study's input
 length (``--dataset-name random-ids --tokenize-prompt``, exact lengths), the study's output
-length with EOS ignored, ``--max-concurrency C`` and enough prompts for the study's window
-(whole waves of C). Its median TPOT (per request: (latency - TTFT) / (output tokens - 1)) and
-output tok/s stand beside the study's in ``decode_crosscheck.csv``, with its median ITL (a
-chunk's gap shared by its tokens): at high C one wave of C requests starts at once, and an
-early request's TPOT then holds the others' prefills (on the H200 at C = 512, 1.3 s of median
-TTFT), which its median ITL leaves out. ``engine_ratio`` is the scheduler's own tok/s during
-bench_serving's run over that during the study's window (SGLang's log): where the two clients'
-TPOTs differ by that ratio, the engine ran at a different speed, not the load.
+length with EOS ignored, ``--max-concurrency C`` and enough prompts for the study's window,
+in whole waves of C and at least :data:`MIN_WAVES` (at high C one wave outlasts the window,
+and a run of one wave is all start burst). Its median TPOT (per request: (latency - TTFT) /
+(output tokens - 1)), median ITL and output tok/s stand beside the study's in
+``decode_crosscheck.csv``. That median TPOT is not like for like at high C: the first wave's
+C requests start at once, and an early request's TPOT holds the others' prefills (on the
+H200 at C = 512, 1.3 s of median TTFT). So bench_serving also writes its per-request details
+(``--output-details``), from which :mod:`.bench_steady` computes its TPOT over its steady
+part as the study computes its own. This module runs as bench_serving's runner script too,
+so it imports nothing of the study's.
 
 bench_serving imports Hugging Face ``datasets`` at start, for its MMMU dataset alone. An
 offline box does not carry that library's closure (pyarrow, fsspec, multiprocess, xxhash,
@@ -31,6 +33,9 @@ import time
 import types
 from pathlib import Path
 
+#: The fewest waves of C prompts one cross-check sends: with one, its first wave's start
+#: burst (C prefills at once) is the whole run.
+MIN_WAVES = 2
 #: The most prompts one cross-check sends (a slow server at C = 1 would otherwise get many).
 MAX_WAVES = 64
 #: How long one bench_serving run may take beyond its expected time.
@@ -38,13 +43,23 @@ TIMEOUT_MARGIN_S = 120.0
 
 
 def bench_prompts(concurrency: int, seconds: float, output_len: int, tpot_ms: float | None) -> int:
-    """Whole waves of C prompts lasting about ``seconds`` at the study's TPOT (one wave when
-    the TPOT is unknown or one wave already lasts that long)."""
+    """Whole waves of C prompts lasting about ``seconds`` at the study's TPOT, never fewer
+    than :data:`MIN_WAVES` (that many when the TPOT is unknown or one wave already lasts
+    that long) nor more than :data:`MAX_WAVES`."""
     if not tpot_ms or tpot_ms <= 0:
-        return concurrency
+        return concurrency * MIN_WAVES
     request_s = output_len * tpot_ms / 1e3
-    waves = max(1, min(MAX_WAVES, math.ceil(seconds / request_s)))
+    waves = max(MIN_WAVES, min(MAX_WAVES, math.ceil(seconds / request_s)))
     return concurrency * waves
+
+
+def bench_timeout_s(prompts: int, concurrency: int, output_len: int,
+                    tpot_ms: float | None) -> float:  # fmt: skip
+    """How long one run may take: its waves one after the other at the study's TPOT (100 ms
+    where unknown), twice, and :data:`TIMEOUT_MARGIN_S` for its start (imports, tokenizer)."""
+    waves = math.ceil(prompts / concurrency)
+    expected_s = waves * output_len * (tpot_ms or 100.0) / 1e3
+    return 2 * expected_s + TIMEOUT_MARGIN_S
 
 
 def bench_serving_argv(python: str, host: str, port: int, model_dir: str, concurrency: int,
@@ -59,7 +74,9 @@ def bench_serving_argv(python: str, host: str, port: int, model_dir: str, concur
             "--random-range-ratio", "1.0", "--num-prompts", str(num_prompts),
             "--max-concurrency", str(concurrency), "--request-rate", "inf",
             "--seed", str(seed), "--warmup-requests", "1", "--disable-tqdm",
-            "--output-file", str(output_file)]  # fmt: skip
+            # Per-request ttfts, itls, output_lens, errors in the result line (SGLang 0.5.16,
+            # python/sglang/benchmark/serving.py: "--output-details", result_details).
+            "--output-details", "--output-file", str(output_file)]  # fmt: skip
 
 
 def bench_env(base: dict | None = None) -> dict:
@@ -77,10 +94,23 @@ def read_bench_result(path: str | Path) -> dict:
     return json.loads(lines[-1])
 
 
+def _without_texts(path: Path, result: dict) -> None:
+    """The result line without the generated texts (megabytes of random tokens at C = 512
+    that nothing reads); its per-request timings stay."""
+    if "generated_texts" in result:
+        kept = {k: v for k, v in result.items() if k != "generated_texts"}
+        path.write_text(json.dumps(kept) + "\n")
+
+
+#: The per-request arrays of bench_serving's ``--output-details`` that the steady TPOT reads.
+DETAIL_KEYS = ("ttfts", "itls", "output_lens", "errors")
+
+
 def run_bench_serving(argv: list[str], output_file: str | Path, timeout_s: float,
                       log_path: str | Path) -> dict:  # fmt: skip
-    """Run bench_serving; its numbers as ``bench_*`` fields and the run's monotonic span
-    (``t0``, ``t1``), or ``bench_error`` naming what went wrong (the log's last line)."""
+    """Run bench_serving; its numbers as ``bench_*`` fields, its per-request ``details``
+    (:data:`DETAIL_KEYS`, empty without them) and the run's monotonic span (``t0``, ``t1``),
+    or ``bench_error`` naming what went wrong (the log's last line)."""
     output_file = Path(output_file)
     output_file.unlink(missing_ok=True)
     t0 = time.monotonic()
@@ -103,7 +133,9 @@ def run_bench_serving(argv: list[str], output_file: str | Path, timeout_s: float
         result = read_bench_result(output_file)
     except (OSError, ValueError) as exc:
         return {**out, "bench_error": f"{type(exc).__name__}: {exc}"}
-    return {**out, "bench_tpot_ms": result.get("median_tpot_ms"),
+    _without_texts(output_file, result)
+    return {**out, "details": {k: result[k] for k in DETAIL_KEYS if k in result},
+            "bench_tpot_ms": result.get("median_tpot_ms"),
             "bench_output_tok_s": result.get("output_throughput"),
             "bench_ttft_ms": result.get("median_ttft_ms"),
             "bench_itl_ms": result.get("median_itl_ms"),

@@ -315,7 +315,7 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
         t_full = state["deadline"] - spec.duration_s
         t_start = t_full
         while not state["failed"] and time.monotonic() < t_full + spec.timeout_s:
-            admitted = _admitted(records, spec.concurrency)
+            admitted = admitted_at(records, spec.concurrency)
             if admitted is not None:
                 t_start = admitted
                 break
@@ -355,10 +355,10 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
     for helper in helpers:
         helper.cancel()
     records.sort(key=lambda r: r.index)
-    return LoadResult(records, active, 0.0, 0.0, _admitted(records, spec.concurrency))
+    return LoadResult(records, active, 0.0, 0.0, admitted_at(records, spec.concurrency))
 
 
-def _admitted(records: list[RequestRecord], concurrency: int) -> float | None:
+def admitted_at(records: list[RequestRecord], concurrency: int) -> float | None:
     """When each of the first ``concurrency`` requests (by index) had its first token or had
     ended, or None while one has neither."""
     first = [r for r in records if r.index < concurrency]

@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 
 from ...instruments.serving.bench_serving import (
-    TIMEOUT_MARGIN_S,
     bench_prompts,
     bench_serving_argv,
+    bench_timeout_s,
     run_bench_serving,
 )
+from ...instruments.serving.bench_steady import bench_steady_tpot_ms
 from ...instruments.serving.decode_load import (
     STEADY_FRACTION,
 )
@@ -57,11 +58,13 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
     argv = bench_serving_argv(sys.executable, url_host(pas.host), pas.port, plan["model"], c,
                               plan["input_len"], plan["output_len"], prompts, c,
                               result_file)  # fmt: skip
-    # Its expected time at the study's TPOT, twice, and its start (imports, tokenizer).
-    expected = prompts / c * plan["output_len"] * (row.get("tpot_ms") or 100.0) / 1e3
-    result = run_bench_serving(argv, result_file, 2 * expected + TIMEOUT_MARGIN_S,
-                               folder / "bench_serving.log")  # fmt: skip
+    timeout_s = bench_timeout_s(prompts, c, plan["output_len"], row.get("tpot_ms"))
+    result = run_bench_serving(argv, result_file, timeout_s, folder / "bench_serving.log")
     t0, t1 = result.pop("t0"), result.pop("t1")
+    # Its TPOT over a window as long as the study's, after its own admission: like for like.
+    details = result.pop("details", {})
+    out["bench_tpot_steady_ms"] = bench_steady_tpot_ms(details, c, plan["output_len"],
+                                                       row.get("steady_s"))  # fmt: skip
     out.update(result)
     # The scheduler's rate over bench_serving's steady part (not its start's prefills or
     # its end's stragglers), as over the study's steady window.
@@ -71,21 +74,24 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
     if out.get("bench_error"):
         log.warning("C=%d: cross-check failed: %s", c, out["bench_error"])
     else:
-        log.info("C=%d: bench_serving TPOT %.2f ms, %.0f tok/s (study %.2f ms, %.0f tok/s)",
-                 c, out.get("bench_tpot_ms") or 0, out.get("bench_output_tok_s") or 0,
+        log.info("C=%d: bench_serving TPOT %.2f ms (steady %.2f), %.0f tok/s (study %.2f ms, "
+                 "%.0f tok/s)", c, out.get("bench_tpot_ms") or 0,
+                 out.get("bench_tpot_steady_ms") or 0, out.get("bench_output_tok_s") or 0,
                  out.get("tpot_ms") or 0, out.get("output_tok_s") or 0)  # fmt: skip
     return out
 
 
 def ratios(row: dict) -> dict:
-    """The study's TPOT over bench_serving's median TPOT and median ITL, the scheduler's
-    tok/s during bench_serving over during the study, the study's tok/s over bench_serving's."""
+    """The study's TPOT over bench_serving's median TPOT, its steady TPOT (the like-for-like
+    one) and its median ITL, the scheduler's tok/s during bench_serving over during the
+    study, the study's tok/s over bench_serving's."""
 
     def ratio(a, b):
         return a / b if a and b else None
 
     return {
         "tpot_ratio": ratio(row.get("tpot_ms"), row.get("bench_tpot_ms")),
+        "tpot_ratio_steady": ratio(row.get("tpot_ms"), row.get("bench_tpot_steady_ms")),
         "itl_ratio": ratio(row.get("tpot_ms"), row.get("bench_itl_ms")),
         "engine_ratio": ratio(row.get("bench_server_tok_s_median"), row.get("server_tok_s_median")),
         "tok_s_ratio": ratio(row.get("output_tok_s"), row.get("bench_output_tok_s")),

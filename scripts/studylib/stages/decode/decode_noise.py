@@ -5,9 +5,13 @@ A window's TPOT is measured once, so its spread comes from what checked it:
 
 * the cross-check: SGLang's own client (bench_serving) against the same server at the same C
   right after the window (tables/decode_crosscheck.csv); the study's TPOT over bench_serving's
-  median TPOT, taken the larger way round. Where this variant has no cross-check at that C,
-  the largest disagreement of another variant of the same engine at that C stands in (the
-  engine's own drift between two runs is most of it: 5.8 % at C = 1 on the H200, 2026-12-02);
+  steady TPOT (``tpot_ratio_steady``, like for like) or, in tables from before it, its median
+  TPOT (``tpot_ratio``), taken the larger way round. Where the two differ by about the
+  engine's own change of speed between the two runs (``engine_ratio``, the scheduler's
+  log), the source says the engine moved, not the load (:func:`crosscheck_sentence`). Where
+  this variant has no cross-check at that C, the largest disagreement of another variant of
+  the same engine at that C stands in (the engine's own drift between two runs is most of
+  it: 5.8 % at C = 1 on the H200, 2026-12-02);
 * the scheduler's own count: the tokens/s SGLang's scheduler logged over the window against
   the client's;
 * :data:`~studylib.core.verdicts.NOISE_FLOOR`, below which no decision goes.
@@ -24,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from ...core.finding_records import _ok, field_getter, num_of, text_of
-from ...core.verdicts import NOISE_FLOOR, run_to_run
+from ...core.verdicts import NOISE_FLOOR, beyond, decision_noise, run_to_run
 
 
 @dataclass(frozen=True)
@@ -51,30 +55,87 @@ def largest(*noises: Noise) -> Noise:
     return max([FLOOR, *known], key=lambda n: n.share)
 
 
+def crosscheck_ratio(row: Any) -> tuple[float, str]:
+    """The study's TPOT over bench_serving's, and which of bench_serving's TPOTs: its steady
+    one where the row has it (like for like), else its median over the whole run."""
+    get = field_getter(row)
+    steady = num_of(get("tpot_ratio_steady"))
+    if _ok(steady):
+        return steady, "steady TPOT"
+    return num_of(get("tpot_ratio")), "TPOT"
+
+
+def engine_moved(row: Any) -> bool:
+    """Whether the two clients' TPOTs differ beyond the noise by about the engine's own change
+    of speed between the two runs: ``engine_ratio`` (the scheduler's tok/s during
+    bench_serving over during the study) itself beyond the noise, and the TPOT ratio not
+    beyond the noise of it (an engine that moved less than the noise explains nothing)."""
+    ratio, _ = crosscheck_ratio(row)
+    engine = num_of(field_getter(row)("engine_ratio"))
+    noise = decision_noise()
+    return (beyond(run_to_run(ratio, 1.0), noise) and beyond(run_to_run(engine, 1.0), noise)
+            and not beyond(run_to_run(ratio, engine), noise))  # fmt: skip
+
+
+def crosscheck_sentence(row: Any) -> str:
+    """The cross-check at one C in words: the two clients agree within the noise, or differ
+    and the engine's speed moved by about as much (not the load), or differ beyond it."""
+    get = field_getter(row)
+    ratio, which = crosscheck_ratio(row)
+    if not _ok(ratio):
+        return ""
+    engine = num_of(get("engine_ratio"))
+    said = (f"At C = {num_of(get('concurrency')):.0f} the study's TPOT is {ratio:.3f}× "
+            f"bench_serving's {which}")  # fmt: skip
+    scheduler = (f"its scheduler {engine:.3f}× as fast during bench_serving"
+                 if _ok(engine) else "the scheduler's rate not known")  # fmt: skip
+    noise = pct(decision_noise())
+    if not beyond(run_to_run(ratio, 1.0), decision_noise()):
+        return f"{said}: the two clients agree within the {noise} noise ({scheduler})."
+    if engine_moved(row):
+        return (f"{said}, about the engine's own change of speed between the two runs "
+                f"({scheduler}): the engine's speed moved, not the load.")  # fmt: skip
+    return (
+        f"{said}, beyond the {noise} noise and not by the engine's change of speed ({scheduler})."
+    )
+
+
+def _crosscheck_source(row: Any, c: float, variant: str = "") -> str:
+    _, which = crosscheck_ratio(row)
+    source = f"bench_serving's {which} at C = {c:.0f}" + (f" ({variant})" if variant else "")
+    if engine_moved(row):
+        engine = num_of(field_getter(row)("engine_ratio"))
+        source += (f": the engine's speed moved, not the load (scheduler {engine:.3f}× during "
+                   "bench_serving)")  # fmt: skip
+    return source
+
+
 def _crosscheck_rows(crosscheck: pd.DataFrame | None) -> pd.DataFrame:
+    columns = ["engine", "variant", "concurrency", "disagreement", "row"]
     if crosscheck is None or crosscheck.empty or "tpot_ratio" not in crosscheck.columns:
-        return pd.DataFrame(columns=["engine", "variant", "concurrency", "disagreement"])
+        return pd.DataFrame(columns=columns)
     check = crosscheck.copy()
     for column in ("engine", "variant", "bench_error"):
         check[column] = check[column].map(text_of) if column in check.columns else ""
     check["concurrency"] = pd.to_numeric(check["concurrency"], errors="coerce")
-    ratio = pd.to_numeric(check["tpot_ratio"], errors="coerce")
-    check["disagreement"] = [run_to_run(r, 1.0) for r in ratio]
+    check["row"] = check.to_dict("records")
+    check["disagreement"] = [run_to_run(crosscheck_ratio(r)[0], 1.0) for r in check["row"]]
     ok = check["disagreement"].notna() & (check["bench_error"] == "")
-    return check.loc[ok, ["engine", "variant", "concurrency", "disagreement"]]
+    return check.loc[ok, columns]
 
 
 def _crosscheck_noise(checks: pd.DataFrame, engine: str, variant: str, c: float) -> Noise | None:
     at_c = checks[checks["concurrency"] == c]
     own = at_c[at_c["variant"] == variant]
     if len(own):
-        return Noise(float(own["disagreement"].max()), f"bench_serving's TPOT at C = {c:.0f}")
+        worst = own.loc[own["disagreement"].idxmax()]
+        return Noise(float(worst["disagreement"]), _crosscheck_source(worst["row"], c))
     other = at_c[at_c["engine"] == engine]
     if other.empty:
         return None
     worst = other.loc[other["disagreement"].idxmax()]
     return Noise(float(worst["disagreement"]),
-                 f"bench_serving's TPOT at C = {c:.0f} ({worst['variant']})")  # fmt: skip
+                 _crosscheck_source(worst["row"], c, worst["variant"]))  # fmt: skip
 
 
 def _scheduler_noise(row: Any) -> Noise | None:

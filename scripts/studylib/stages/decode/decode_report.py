@@ -22,6 +22,7 @@ from .decode_figures import TEXT_COLUMNS as DECODE_TEXT
 from .decode_figures import graphs_label
 from .decode_judgements import dummy_weights_note, graphs_pairs, invalid_note, tp_pairs
 from .decode_judgements import power_sources as decode_power_sources
+from .decode_noise import crosscheck_sentence
 from .decode_tables import (
     CROSSCHECK_SHOWN,
     DECODE_SHOWN,
@@ -118,6 +119,8 @@ def decode_section(
         check = clean_text_columns(check, ("variant", "bench_error"))
         check["_c"] = pd.to_numeric(check.get("concurrency"), errors="coerce")
         check = check.sort_values(["variant", "_c"], kind="stable")
+        # The verdict on the two clients, at each C (tables from before the steady TPOT too).
+        check["agreement"] = [crosscheck_sentence(r) for r in check.to_dict("records")]
     downloads = embedded_downloads([path, expert_m_csv, recorder_csv, crosscheck_csv], out_html)
     return {
         "columns": [(c, col.label) for c, col in columns],

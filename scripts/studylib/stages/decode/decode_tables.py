@@ -9,6 +9,7 @@ from ...core.formats import CLOCKS_SHOWN, ENERGY_GAP_SHOWN, Column, shown_as_tex
 from ...core.table_registry import Table, register_shown, register_tables
 from .decode_schema import (
     BREAKDOWN_COLUMNS,
+    CROSSCHECK_ADDED,
     CROSSCHECK_COLUMNS,
     PAIR_COLUMNS,
     RECORDER_COLUMNS,
@@ -46,13 +47,15 @@ register_tables(
     Table("breakdown", "a variant's measured decode-step breakdown",
           "results/decode/{variant}/breakdown.csv", _any(*BREAKDOWN_COLUMNS)),
     Table("crosscheck", "a variant's decode cross-check",
-          "results/decode/{variant}/crosscheck.csv", _any(*CROSSCHECK_COLUMNS)),
+          "results/decode/{variant}/crosscheck.csv", _any(*CROSSCHECK_COLUMNS),
+          added=CROSSCHECK_ADDED),
     Table("graphs_pairs_table", "the CUDA graphs on/off pairs",
           "results/tables/decode_graphs_pairs.csv", _any(*PAIR_COLUMNS)),
     Table("tp_pairs_table", "the tensor-parallel pairs", "results/tables/decode_tp_pairs.csv",
           _any(*TP_COLUMNS)),
     Table("crosscheck_table", "the decode cross-check table",
-          "results/tables/decode_crosscheck.csv", _any("variant", *CROSSCHECK_COLUMNS)),
+          "results/tables/decode_crosscheck.csv", _any("variant", *CROSSCHECK_COLUMNS),
+          added=CROSSCHECK_ADDED),
 )  # fmt: skip
 
 DECODE_SHOWN = {
@@ -146,8 +149,12 @@ CROSSCHECK_SHOWN = {
     **shown_as_text("variant"), "concurrency": Column("C", ".0f"),
     "tpot_ms": Column("TPOT ms", ".2f", tip="the study's TPOT"),
     "bench_tpot_ms": Column("bench_serving TPOT ms", ".2f", tip="bench_serving's median TPOT"),
+    "bench_tpot_steady_ms": Column("bench_serving steady TPOT ms", ".2f",
+                                   tip="bench_serving's TPOT over a window as long as the "
+                                   "study's after its admission, computed as the study's"),
     "bench_itl_ms": Column("bench_serving ITL ms", ".2f", tip="bench_serving's median ITL"),
     "tpot_ratio": Column("TPOT ÷ bench TPOT", ".3f", "×"),
+    "tpot_ratio_steady": Column("TPOT ÷ bench steady TPOT", ".3f", "×"),
     "itl_ratio": Column("TPOT ÷ bench ITL", ".3f", "×"),
     "engine_ratio": Column("scheduler during bench ÷ during study", ".3f", "×",
                            tip="the scheduler's median log line, bench_serving's run over "
@@ -156,4 +163,6 @@ CROSSCHECK_SHOWN = {
     "bench_output_tok_s": Column("bench_serving tok/s", ",.0f"),
     "bench_prompts": Column("bench prompts", ".0f"),
     "bench_error": Column("error"),
+    "agreement": Column("verdict", tip="the two clients against the noise, and the engine's "
+                        "own change of speed between their runs"),
 }  # fmt: skip

@@ -1,0 +1,89 @@
+"""bench_serving's TPOT over its steady part, computed as the study computes its own.
+
+bench_serving (:mod:`.bench_serving`) reports a median TPOT per request over its whole run. At
+high C its first wave of C requests starts at once, and every request's TPOT then holds the
+other requests' prefills; the study's TPOT leaves its own load's admission out
+(:mod:`.decode_load`: ``steady_window``, ``summarize_load``). From bench_serving's per-request
+details (``--output-details``: ``ttfts``, ``itls``, ``output_lens``, ``errors``, in the order
+sent; SGLang 0.5.16, python/sglang/benchmark/serving.py, ``result_details``) its requests are
+rebuilt on one clock and measured by the study's own code.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from .decode_load import LoadSpec, RequestRecord, admitted_at, steady_window, summarize_load
+
+
+def _gap_runs(itls: list[float]) -> list[tuple[float, int]]:
+    """(gap, tokens) per chunk after the first: bench_serving splits a chunk's gap evenly over
+    its tokens, so one chunk is a run of equal gaps."""
+    runs: list[tuple[float, int]] = []
+    for gap in itls:
+        if runs and runs[-1][0] == gap:
+            runs[-1] = (gap, runs[-1][1] + 1)
+        else:
+            runs.append((gap, 1))
+    return [(gap * n, n) for gap, n in runs]
+
+
+def bench_requests(details: dict, concurrency: int) -> tuple[list[RequestRecord], list]:
+    """bench_serving's requests on one clock (0: the run's start), with the in-flight count
+    over time, as the study's load records its own (decode_load.RequestRecord, ``active``).
+
+    Its details give each request's TTFT, inter-token gaps, output length and error, in the
+    order sent, but no start time: a request starts when one of the C slots of its
+    ``--max-concurrency`` semaphore frees (FIFO, requests in order; the first C at 0) and
+    ends at its last chunk. So, unlike the study's own records: a request's end leaves out
+    bench_serving's closing ``[DONE]`` and the next request's start its connection set-up
+    (both small against a chunk); a chunk is a run of equal gaps (two chunks with the very
+    same gap read as one); a failed request ends at its last token."""
+    ttfts, itls = details.get("ttfts") or [], details.get("itls") or []
+    lens = details.get("output_lens") or [0] * len(ttfts)
+    errors = details.get("errors") or [""] * len(ttfts)
+    free = [0.0] * min(concurrency, len(ttfts))  # when each slot is next free
+    records = []
+    for index, (ttft, gaps, tokens, error) in enumerate(zip(ttfts, itls, lens, errors,
+                                                            strict=False)):  # fmt: skip
+        start = heapq.heappop(free)
+        record = RequestRecord(index=index, start=start, completion_tokens=tokens or None,
+                               error=error or "")  # fmt: skip
+        if ttft:  # bench_serving leaves 0 where no token came
+            t = record.first_token = start + ttft
+            # The first chunk's tokens: those the gaps after it do not account for.
+            record.token_times = [t] * max(1, (tokens or 0) - len(gaps))
+            for gap, n in _gap_runs(gaps or []):
+                t += gap
+                record.token_times += [t] * n
+        record.end = record.token_times[-1] if record.token_times else start
+        heapq.heappush(free, record.end)
+        records.append(record)
+    # A slot is in flight from its first request to its last (the next starts as one ends):
+    # the count falls only as each slot's last request ends.
+    active = [(0.0, len(free))]
+    for k, end in enumerate(sorted(free), 1):
+        active.append((end, len(free) - k))
+    return records, active
+
+
+def bench_steady_tpot_ms(details: dict, concurrency: int, output_len: int,
+                         steady_s: float | None = None) -> float | None:  # fmt: skip
+    """bench_serving's TPOT as the study computes its own (decode_load.summarize_load): the
+    median over requests of their tokens' pace inside the steady window, the span from the
+    first C requests' admission (each has its first token) with at least STEADY_FRACTION x C
+    in flight, cut to the study's window length ``steady_s`` where given (at high C the
+    study's window holds no replacement's prefill when a request outlasts it; this one then
+    holds none either). None when the details are missing or no window is found."""
+    if not details.get("ttfts") or not details.get("itls"):
+        return None
+    records, active = bench_requests(details, concurrency)
+    window = steady_window(active, concurrency, after=admitted_at(records, concurrency))
+    if window is None:
+        return None
+    t0, t1 = window
+    if steady_s and steady_s > 0:
+        t1 = min(t1, t0 + steady_s)
+    spec = LoadSpec(concurrency=concurrency, input_len=1, output_len=output_len,
+                    num_prompts=len(records))  # fmt: skip
+    return summarize_load(records, spec, t0, t1)["tpot_ms"]
