@@ -13,9 +13,9 @@ held by a job of another Snakemake (a second run in this folder with other targe
 left running by a Snakemake that was killed) stops the job at once, in one line naming the
 holder: two timing jobs on one device spoil both, and Snakemake's one-job-at-a-time rule
 does not reach across runs. The one exception: a job of another Snakemake making this job's
-very outputs is waited for (``_acquire_unless_made_meanwhile``). The job takes its devices before it touches anything: stopped
-there, it has written nothing and removed nothing (the journal of a killed sweep stays for
-the rerun).
+very outputs is waited for (``_acquire_unless_made_meanwhile``). The job takes its devices
+before it touches anything: stopped there, it has written nothing and removed nothing (the
+journal of a killed sweep stays for the rerun).
 """
 
 from __future__ import annotations

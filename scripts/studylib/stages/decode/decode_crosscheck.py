@@ -63,8 +63,12 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
     t0, t1 = result.pop("t0"), result.pop("t1")
     # Its TPOT over a window as long as the study's, after its own admission: like for like.
     details = result.pop("details", {})
-    out["bench_tpot_steady_ms"] = bench_steady_tpot_ms(details, c, plan["output_len"],
-                                                       row.get("steady_s"))  # fmt: skip
+    try:
+        out["bench_tpot_steady_ms"] = bench_steady_tpot_ms(details, c, plan["output_len"],
+                                                           row.get("steady_s"))  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - details it cannot read: the plain ratio stands
+        log.warning("C=%d: no steady TPOT from bench_serving's details: %s: %s", c,
+                    type(exc).__name__, exc)  # fmt: skip
     out.update(result)
     # The scheduler's rate over bench_serving's steady part (not its start's prefills or
     # its end's stragglers), as over the study's steady window.
