@@ -36,7 +36,7 @@ def test_server_window_takes_the_lines_stamped_inside():
     assert got == {"server_tok_s": pytest.approx((22623.93 + 20874.52) / 2),
                    "server_tok_s_median": pytest.approx((22623.93 + 20874.52) / 2),
                    "server_running_min": 256, "server_running_median": 256,
-                   "server_lines": 2}  # fmt: skip
+                   "server_lines": 2, "server_drift": None}  # fmt: skip
     # The scheduler ran out of requests inside a longer window: its fewest running say so.
     assert server_window(LOG, _t("14:26:35"), _t("14:26:48"))["server_running_min"] == 8
     # min_running keeps a run's steady lines only (not the straggler line).
@@ -83,3 +83,19 @@ def test_invalid_note_names_a_delivery_bound_window():
         "invalid: the server generated 21,362 tok/s, the client received 12,268: its "
         "streaming path set the pace"
     )
+
+
+def test_drift_compares_the_last_third_of_the_lines_with_the_first():
+    # SGLang's C = 1 lines after a server start on the H200 (2026-12-02): still speeding up.
+    rates = [480, 490, 500, 560, 590, 600, 590, 594, 600]
+    log = "".join(f"[2026-12-02 08:01:{10 + i:02d}] Decode batch, #running-req: 1, "
+                  f"gen throughput (token/s): {r:.2f}, #queue-req: 0\n"
+                  for i, r in enumerate(rates))  # fmt: skip
+    got = server_window(log, _t2("08:01:09"), _t2("08:01:20"))
+    assert got["server_lines"] == 9 and got["server_drift"] == pytest.approx(594 / 490)
+    few = server_window(log, _t2("08:01:09"), _t2("08:01:15"))  # 5 lines: not enough
+    assert few["server_lines"] == 5 and few["server_drift"] is None
+
+
+def _t2(hms: str) -> float:
+    return datetime.strptime(f"2026-12-02 {hms}", "%Y-%m-%d %H:%M:%S").timestamp()

@@ -32,7 +32,11 @@ COLUMNS = [
     "server_running_min",
     "server_running_median",
     "server_lines",
+    "server_drift",
 ]
+
+#: The fewest lines of one rank a window's drift is read from (two thirds of at least two).
+DRIFT_MIN_LINES = 6
 
 _LINE = re.compile(
     r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>[^\]]*)\] Decode batch"
@@ -84,7 +88,24 @@ def server_window(text: str, wall0: float, wall1: float, min_running: int = 0,
     median = sum(statistics.median(x[2] for x in lines if x[1] == r) for r in ranks)
     return {"server_tok_s": tok_s, "server_tok_s_median": tok_s_median,
             "server_running_min": running, "server_running_median": median,
-            "server_lines": len(lines)}  # fmt: skip
+            "server_lines": len(lines), "server_drift": drift(lines, ranks)}  # fmt: skip
+
+
+def drift(lines: list[tuple[float, str, int, float]], ranks: list[str]) -> float | None:
+    """The scheduler's median rate over the window's last third of lines over that of its
+    first third (ranks added): 1 for an engine at one speed. On the H200 a C = 1 window
+    right after a server start read 1.21 (491 to 594 tok/s: the engine warming up); in a
+    window of requests all started together the rate falls as their contexts grow. None
+    with fewer than DRIFT_MIN_LINES lines of a rank."""
+    first = last = 0.0
+    for rank in ranks:
+        rates = [x[3] for x in sorted(lines) if x[1] == rank]
+        if len(rates) < DRIFT_MIN_LINES:
+            return None
+        third = len(rates) // 3
+        first += statistics.median(rates[:third])
+        last += statistics.median(rates[-third:])
+    return last / first if first else None
 
 
 def server_window_of(log_path: str | Path, t0: float, t1: float, min_running: int = 0,

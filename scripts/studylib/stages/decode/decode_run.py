@@ -38,6 +38,7 @@ import pandas as pd
 from ...core.io import write_frame, write_json
 from ...core.journal import Journal
 from ...core.progress import Progress
+from ...core.verdicts import NOISE_FLOOR, beyond
 from ...instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
 from ...instruments.serving.decode_load import summarize_load
 from ...instruments.serving.engines import engine as get_engine
@@ -362,6 +363,10 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
     row["idle_w_per_gpu"] = idle_w_total / len(stats) if idle_w_total and stats else None
     if plan["engine"] == "sglang":
         row.update(server_window_of(pas.server.log_path, s0, s1))
+        drift = row.get("server_drift")
+        if drift and beyond(abs(drift - 1), NOISE_FLOOR):
+            log.warning("C=%d: the engine's own rate moved %+.1f %% within the window (SGLang's "
+                        "log, last third over first third)", c, 100 * (drift - 1))  # fmt: skip
     delivery = delivery_note(row)
     if delivery:
         log.warning("C=%d: %s", c, delivery)

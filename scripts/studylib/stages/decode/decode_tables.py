@@ -20,7 +20,7 @@ from .expert_m import EXPERT_M_COLUMNS
 
 #: Summary columns newer than the committed examples' tables (2026-12-02: the scheduler's
 #: median running requests, which the delivery gate reads).
-ADDED_COLUMNS = ("server_tok_s_median", "server_running_median")
+ADDED_COLUMNS = ("server_tok_s_median", "server_running_median", "server_drift")
 
 #: The decode table's columns after a variant's summary's (decode_aggregate.decode_table).
 FLOOR_COLUMNS = ("hbm_floor_ms", "tpot_over_floor")
