@@ -183,7 +183,7 @@ def test_ratios_name_what_differs():
     assert ratios({**row, "bench_tpot_steady_ms": 1.5})["tpot_ratio_steady"] == pytest.approx(
         1.516 / 1.5
     )
-    # The scheduler itself ran 5.8 % faster during bench_serving: the engine, not the load.
+    # The scheduler itself ran 5.8 % faster during bench_serving: the engine's own speed.
     assert got["engine_ratio"] == pytest.approx(1.058, abs=1e-3)
     assert ratios({"tpot_ms": 1.0})["tpot_ratio"] is None
     assert set(got) <= set(CROSSCHECK_COLUMNS)
@@ -196,7 +196,7 @@ def test_the_verdict_says_when_the_engine_moved_not_the_load():
     assert crosscheck_sentence(c1) == (
         "At C = 1 the study's TPOT is 1.055× bench_serving's TPOT, about the engine's own "
         "change of speed between the two runs (its scheduler 1.058× as fast during "
-        "bench_serving): the engine's speed moved, not the load.")  # fmt: skip
+        "bench_serving): the engine itself ran at another speed.")  # fmt: skip
     # The steady ratio judges where recorded: 0.960 plain, 1.004 like for like.
     c512 = {"concurrency": 512, "tpot_ratio": 0.960, "tpot_ratio_steady": 1.004,
             "engine_ratio": 0.999}  # fmt: skip
@@ -238,8 +238,8 @@ def test_the_noise_names_the_engine_where_it_moved():
     noise = noise_table(decode, check)
     at1 = noise_of(noise, "bf16", 1)
     assert at1.share == pytest.approx(0.055)
-    assert at1.source == ("bench_serving's TPOT at C = 1: the engine's speed moved, not the "
-                          "load (scheduler 1.058× during bench_serving)")  # fmt: skip
+    assert at1.source == ("bench_serving's TPOT at C = 1: the engine itself ran at another "
+                          "speed (scheduler 1.058× during bench_serving)")  # fmt: skip
     # C = 512: the steady ratio (0.5 %) is within the floor, so the floor is the noise.
     assert noise_of(noise, "bf16", 512).share == pytest.approx(0.03)
 

@@ -8,10 +8,11 @@ A window's TPOT is measured once, so its spread comes from what checked it:
   steady TPOT (``tpot_ratio_steady``, like for like) or, in tables from before it, its median
   TPOT (``tpot_ratio``), taken the larger way round. Where the two differ by about the
   engine's own change of speed between the two runs (``engine_ratio``, the scheduler's
-  log), the source says the engine moved, not the load (:func:`crosscheck_sentence`). Where
-  this variant has no cross-check at that C, the largest disagreement of another variant of
-  the same engine at that C stands in (the engine's own drift between two runs is most of
-  it: 5.8 % at C = 1 on the H200, 2026-12-02);
+  log), the source says the engine itself ran at another speed (:func:`crosscheck_sentence`):
+  the clients read what it did; what slowed it (a warm-up, drift, the load) the two runs alone
+  do not say. Where this variant has no cross-check at that C, the largest disagreement of
+  another variant of the same engine at that C stands in (the engine's own change of speed
+  between two runs is most of it: 5.8 % at C = 1 on the H200, 2026-12-02);
 * the scheduler's own count: the tokens/s SGLang's scheduler logged over the window against
   the client's;
 * :data:`~studylib.core.verdicts.NOISE_FLOOR`, below which no decision goes.
@@ -79,7 +80,7 @@ def engine_moved(row: Any) -> bool:
 
 def crosscheck_sentence(row: Any) -> str:
     """The cross-check at one C in words: the two clients agree within the noise, or differ
-    and the engine's speed moved by about as much (not the load), or differ beyond it."""
+    and the engine itself ran at another speed by about as much, or differ beyond it."""
     get = field_getter(row)
     ratio, which = crosscheck_ratio(row)
     if not _ok(ratio):
@@ -94,7 +95,7 @@ def crosscheck_sentence(row: Any) -> str:
         return f"{said}: the two clients agree within the {noise} noise ({scheduler})."
     if engine_moved(row):
         return (f"{said}, about the engine's own change of speed between the two runs "
-                f"({scheduler}): the engine's speed moved, not the load.")  # fmt: skip
+                f"({scheduler}): the engine itself ran at another speed.")  # fmt: skip
     return (
         f"{said}, beyond the {noise} noise and not by the engine's change of speed ({scheduler})."
     )
@@ -105,7 +106,7 @@ def _crosscheck_source(row: Any, c: float, variant: str = "") -> str:
     source = f"bench_serving's {which} at C = {c:.0f}" + (f" ({variant})" if variant else "")
     if engine_moved(row):
         engine = num_of(field_getter(row)("engine_ratio"))
-        source += (f": the engine's speed moved, not the load (scheduler {engine:.3f}× during "
+        source += (f": the engine itself ran at another speed (scheduler {engine:.3f}× during "
                    "bench_serving)")  # fmt: skip
     return source
 
