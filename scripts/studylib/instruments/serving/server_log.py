@@ -94,7 +94,7 @@ def server_window(text: str, wall0: float, wall1: float, min_running: int = 0,
 def drift(lines: list[tuple[float, str, int, float]], ranks: list[str]) -> float | None:
     """The scheduler's median rate over the window's last third of lines over that of its
     first third (ranks added): 1 for an engine at one speed. On the H200 a C = 1 window
-    right after a server start read 1.21 (491 to 594 tok/s: the engine warming up); in a
+    right after a server start read 1.37 (the engine warming up); in a
     window of requests all started together the rate falls as their contexts grow. None
     with fewer than DRIFT_MIN_LINES lines of a rank."""
     first = last = 0.0
