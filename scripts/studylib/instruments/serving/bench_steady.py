@@ -12,8 +12,16 @@ rebuilt on one clock and measured by the study's own code.
 from __future__ import annotations
 
 import heapq
+import math
 
-from .decode_load import LoadSpec, RequestRecord, admitted_at, steady_window, summarize_load
+from .decode_load import (
+    STEADY_FRACTION,
+    LoadSpec,
+    RequestRecord,
+    admitted_at,
+    steady_window,
+    summarize_load,
+)
 
 
 def _gap_runs(itls: list[float]) -> list[tuple[float, int]]:
@@ -67,18 +75,34 @@ def bench_requests(details: dict, concurrency: int) -> tuple[list[RequestRecord]
     return records, active
 
 
+def first_wave_admitted(records: list[RequestRecord], concurrency: int) -> float | None:
+    """When STEADY_FRACTION x C of the first C requests had their first token. The study's
+    window waits for all C (``admitted_at``); bench_serving's first wave can hold a
+    straggler that waits for a whole request: at C = 512 = the server's
+    ``--max-running-requests`` on the H200 (2026-12-02) one of its first 512 requests got
+    its first token after 35 s, as the first wave ended (a slot held by another request when
+    the wave started), and waiting for it would put the window in the second wave's start
+    burst. Requests that ended without a token count as admitted when they ended."""
+    first = sorted(r.first_token if r.first_token is not None else r.end
+                   for r in records if r.index < concurrency)  # fmt: skip
+    needed = max(1, math.ceil(STEADY_FRACTION * concurrency))
+    if len(first) < concurrency or any(t is None for t in first[:needed]):
+        return admitted_at(records, concurrency)
+    return first[needed - 1]
+
+
 def bench_steady_tpot_ms(details: dict, concurrency: int, output_len: int,
                          steady_s: float | None = None) -> float | None:  # fmt: skip
     """bench_serving's TPOT as the study computes its own (decode_load.summarize_load): the
     median over requests of their tokens' pace inside the steady window, the span from the
-    first C requests' admission (each has its first token) with at least STEADY_FRACTION x C
+    first wave's admission (:func:`first_wave_admitted`) with at least STEADY_FRACTION x C
     in flight, cut to the study's window length ``steady_s`` where given (at high C the
     study's window holds no replacement's prefill when a request outlasts it; this one then
     holds none either). None when the details are missing or no window is found."""
     if not details.get("ttfts") or not details.get("itls"):
         return None
     records, active = bench_requests(details, concurrency)
-    window = steady_window(active, concurrency, after=admitted_at(records, concurrency))
+    window = steady_window(active, concurrency, after=first_wave_admitted(records, concurrency))
     if window is None:
         return None
     t0, t1 = window
