@@ -4,7 +4,13 @@ from datetime import datetime
 
 import pytest
 from studylib.instruments.serving.server_log import decode_lines, server_window
-from studylib.stages.decode.decode_judgements import DELIVERY_TOLERANCE, delivery_note, invalid_note
+from studylib.stages.decode.decode_judgements import (
+    DELIVERY_TOLERANCE,
+    delivery_note,
+    engine_account,
+    invalid_note,
+)
+from studylib.stages.decode.decode_run import use_engine_account
 
 LOG = """\
 [2026-12-01 14:26:33] Decode batch, #running-req: 64, #token: 55681, token usage: 0.01, cuda graph: True, gen throughput (token/s): 6659.47, #queue-req: 0
@@ -99,3 +105,26 @@ def test_drift_compares_the_last_third_of_the_lines_with_the_first():
 
 def _t2(hms: str) -> float:
     return datetime.strptime(f"2026-12-02 {hms}", "%Y-%m-%d %H:%M:%S").timestamp()
+
+
+def test_a_row_whose_client_count_differs_from_the_engines_is_the_engines_account():
+    # bf16, C = 256 on the H200 (2026-12-02): the client counted 3.5 % more tokens than the
+    # scheduler made (a backlog of chunks reaching it in bursts) and read TPOT 3.3 % short.
+    row = {"concurrency": 256, "output_tok_s": 12820.7, "tpot_ms": 19.99, "server_tok_s": 12387.4,
+           "server_tok_s_median": 12387.4, "server_running_median": 256, "server_running_min": 256,
+           "j_per_token": 0.0542, "j_per_token_net": 0.04, "tpot_source": "client"}  # fmt: skip
+    assert engine_account(row)
+    assert not engine_account({**row, "output_tok_s": 12387.4 * 1.02})  # within the noise
+    assert not engine_account({**row, "server_tok_s": None})  # nothing logged: the client's
+    use_engine_account(row)
+    assert row["tpot_source"] == "engine" and row["output_tok_s"] == 12387.4
+    assert row["tpot_ms"] == pytest.approx(1e3 * 256 / 12387.4)  # 20.67 ms
+    assert (row["client_tpot_ms"], row["client_tok_s"]) == (19.99, 12820.7)
+    # The window's joules over the tokens the engine made, not the client's count.
+    assert row["j_per_token"] == pytest.approx(0.0542 * 12820.7 / 12387.4)
+    assert row["tok_s_over_c_tpot"] == pytest.approx(1.0)
+    # The client's shortfall is no delivery verdict on the engine's account; an idle
+    # scheduler still is.
+    short = {**row, "client_tok_s": 9000.0}
+    assert delivery_note(short) == ""
+    assert "a median 100 of C = 256" in delivery_note({**short, "server_running_median": 100})

@@ -46,8 +46,8 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
     folder = out_dir / "crosscheck"
     folder.mkdir(parents=True, exist_ok=True)
     out = {key: row.get(key) for key in ("engine", "variant", "weights", "cuda_graphs",
-           "concurrency", "tpot_ms", "output_tok_s", "server_tok_s_median", "avg_w_per_gpu",
-           "valid")}  # fmt: skip
+           "concurrency", "tpot_ms", "tpot_source", "output_tok_s", "server_tok_s_median",
+           "avg_w_per_gpu", "valid")}  # fmt: skip
     prompts = bench_prompts(c, plan["min_steady_s"], plan["output_len"], row.get("tpot_ms"))
     out["bench_prompts"] = prompts
     if not pas.server.alive():

@@ -48,7 +48,7 @@ from ...instruments.serving.engines.sglang_engine import (
 from ...instruments.serving.served_model import step_bytes
 from ...instruments.serving.server_log import server_window_of
 from .decode_crosscheck import crosscheck_at, crosscheck_skipped
-from .decode_judgements import delivery_note
+from .decode_judgements import delivery_note, engine_account
 from .decode_profile_pass import profile_left, profile_pass
 from .decode_schema import (
     BREAKDOWN_COLUMNS,
@@ -336,7 +336,7 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
                          "first_token": r.first_token, "end": r.end, "tokens": len(r.token_times),
                          "completion_tokens": r.completion_tokens, "error": r.error,
                          "cut": r.cut, "ttft_s": r.ttft_s, "itl_s": r.itl_s()})  # fmt: skip
-    row = {"engine": plan["engine"], "variant": plan["variant"],
+    row = {"engine": plan["engine"], "variant": plan["variant"], "tpot_source": "client",
            "model_kind": plan.get("model_kind"), "weights": plan.get("weights"),
            "routing": plan.get("routing"),
            "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
@@ -367,6 +367,11 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
         if drift and beyond(abs(drift - 1), NOISE_FLOOR):
             log.warning("C=%d: the engine's own rate moved %+.1f %% within the window (SGLang's "
                         "log, last third over first third)", c, 100 * (drift - 1))  # fmt: skip
+        if engine_account(row):
+            log.warning("C=%d: the client counted %.0f tok/s where the scheduler made %.0f: "
+                        "tok/s and TPOT are the engine's own account (its log)", c,
+                        row["output_tok_s"], row["server_tok_s"])  # fmt: skip
+            use_engine_account(row)
     delivery = delivery_note(row)
     if delivery:
         log.warning("C=%d: %s", c, delivery)
@@ -376,6 +381,21 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
              c, summary["output_tok_s"] or 0, summary["tpot_ms"] or 0, summary["steady_s"],
              row["valid"], load.cpu_pct or 0)  # fmt: skip
     return row
+
+
+def use_engine_account(row: dict) -> None:
+    """The row's tok/s and TPOT from the engine's own log (decode_judgements.engine_account):
+    tok/s the scheduler's rate over the window, TPOT its step (its median running requests
+    over its median rate), J/token over the tokens it made; the client's figures kept as
+    ``client_tok_s`` and ``client_tpot_ms``."""
+    client_tok_s, engine_tok_s = row["output_tok_s"], row["server_tok_s"]
+    row.update(client_tok_s=client_tok_s, client_tpot_ms=row.get("tpot_ms"),
+               tpot_source="engine", output_tok_s=engine_tok_s,
+               tpot_ms=1e3 * row["server_running_median"] / row["server_tok_s_median"])  # fmt: skip
+    row["tok_s_over_c_tpot"] = engine_tok_s * row["tpot_ms"] / 1e3 / row["concurrency"]
+    for key in ("j_per_token", "j_per_token_net"):
+        if row.get(key) is not None:
+            row[key] *= client_tok_s / engine_tok_s  # the window's joules over its tokens
 
 
 def _recorder_concurrency(pas: ServerPass, c: int, sampler, main_row: dict):

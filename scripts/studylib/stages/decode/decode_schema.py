@@ -21,6 +21,7 @@ SUMMARY_COLUMNS = [
     "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
     "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
     "dram_util", "step_gb", "load_cpu_pct", *SERVER_COLUMNS, "first_error",
+    "tpot_source", "client_tok_s", "client_tpot_ms",
 ]  # fmt: skip
 
 
@@ -100,15 +101,16 @@ def model_layers(plan: dict, model_facts: dict | None) -> int | None:
 
 #: One row per variant and C of tables/decode_crosscheck.csv.
 CROSSCHECK_COLUMNS = [
-    "engine", "variant", "weights", "cuda_graphs", "concurrency", "tpot_ms", "output_tok_s",
-    "server_tok_s_median", "avg_w_per_gpu", "valid", "bench_tpot_ms", "bench_tpot_steady_ms",
+    "engine", "variant", "weights", "cuda_graphs", "concurrency", "tpot_ms", "tpot_source",
+    "output_tok_s", "server_tok_s_median", "avg_w_per_gpu", "valid", "bench_tpot_ms",
+    "bench_tpot_steady_ms",
     "bench_itl_ms", "bench_output_tok_s", "bench_ttft_ms", "bench_prompts", "bench_completed",
     "bench_duration_s", "bench_server_tok_s_median", "tpot_ratio", "tpot_ratio_steady",
     "itl_ratio", "engine_ratio", "tok_s_ratio", "bench_error",
 ]  # fmt: skip
-#: Cross-check columns newer than the committed examples' tables (2026-12-03: bench_serving's
-#: TPOT over its steady part).
-CROSSCHECK_ADDED = ("bench_tpot_steady_ms", "tpot_ratio_steady")
+#: Cross-check columns newer than the committed examples' tables (2026-12-02, session 14:
+#: bench_serving's TPOT over its steady part; whose account the study's TPOT is).
+CROSSCHECK_ADDED = ("bench_tpot_steady_ms", "tpot_ratio_steady", "tpot_source")
 
 
 #: tables/decode_tp_pairs.csv: a TP variant beside its one-GPU twin (decode_judgements.tp_pairs).

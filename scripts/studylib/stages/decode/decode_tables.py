@@ -20,7 +20,14 @@ from .expert_m import EXPERT_M_COLUMNS
 
 #: Summary columns newer than the committed examples' tables (2026-12-02: the scheduler's
 #: median running requests, which the delivery gate reads).
-ADDED_COLUMNS = ("server_tok_s_median", "server_running_median", "server_drift")
+ADDED_COLUMNS = (
+    "server_tok_s_median",
+    "server_running_median",
+    "server_drift",
+    "tpot_source",
+    "client_tok_s",
+    "client_tpot_ms",
+)
 
 #: The decode table's columns after a variant's summary's (decode_aggregate.decode_table).
 FLOOR_COLUMNS = ("hbm_floor_ms", "tpot_over_floor")
@@ -69,6 +76,10 @@ DECODE_SHOWN = {
     "valid": Column("valid"),
     "output_tok_s": Column("tok/s", ",.1f", tip="output tok/s"),
     "tpot_ms": Column("TPOT ms", ".2f", tip="TPOT (ms)"),
+    "tpot_source": Column("from", tip="whose account tok/s and TPOT are: the client's, or the "
+                          "engine's own log where the client's count differed from it"),
+    "client_tpot_ms": Column("client TPOT ms", ".2f", tip="the client's TPOT (ms), kept as a "
+                             "check where the row is the engine's account"),
     "hbm_floor_ms": Column("HBM floor ms", ".2f", tip="HBM floor of a step (ms)"),
     "tpot_over_floor": Column("TPOT ÷ floor", ".2f", tip="TPOT ÷ HBM floor"),
     "itl_p50_ms": Column("ITL p50 ms", ".2f", tip="ITL p50 (ms)"),
