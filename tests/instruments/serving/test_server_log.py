@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+import pandas as pd
 import pytest
 from studylib.instruments.serving.server_log import decode_lines, server_window
 from studylib.stages.decode.decode_judgements import (
@@ -80,6 +81,10 @@ def test_delivery_note():
     # Nothing logged (another engine, or an old table without the columns): no verdict.
     assert delivery_note({"concurrency": 256, "output_tok_s": 1.0}) == ""
     assert delivery_note({**row, "server_tok_s": float("nan"), "output_tok_s": 1.0}) == ""
+    # A table from before tpot_source reads it as NA: the client's account, judged as before.
+    assert delivery_note({**row, "output_tok_s": 12268.0, "tpot_source": pd.NA}).startswith(
+        "the server generated 21,362 tok/s"
+    )
 
 
 def test_invalid_note_names_a_delivery_bound_window():
