@@ -38,7 +38,7 @@ DECODE_FIGURES = in_section("decode")
 STEP_FIGURES = ("step_model",)
 
 
-#: Decode table columns shown only when the table has them (older tables lack them).
+#: Decode table columns shown only when the table has a value in them (older tables lack them).
 DECODE_OPTIONAL = frozenset(
     {"weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "idle_w_per_gpu",
      "j_per_token_net", "step_gb", "tok_s_over_c_tpot", "decoding_share", "load_cpu_pct",
@@ -75,7 +75,8 @@ def decode_section(
     dummy: list[str] = []
     dummy_note = ""
     columns = [c for c in labelled(DECODE_SHOWN)
-               if c[0] not in DECODE_OPTIONAL or c[0] in table.columns]  # fmt: skip
+               if c[0] not in DECODE_OPTIONAL
+               or (c[0] in table.columns and table[c[0]].notna().any())]  # fmt: skip
     if not table.empty:
         table = clean_text_columns(table.copy(), DECODE_TEXT)
         if "concurrency" in table.columns:
