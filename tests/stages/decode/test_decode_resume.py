@@ -47,6 +47,14 @@ def _count_and_stop(monkeypatch, name: str, stop_at: int | None, module=decode) 
     return seen
 
 
+def _stopped_run(monkeypatch, plan: dict, out, name: str, module=decode) -> None:
+    """Run ``plan`` until ``module.name`` reaches C = 4, where the job is stopped."""
+    with monkeypatch.context() as m:
+        _count_and_stop(m, name, stop_at=4, module=module)
+        with pytest.raises(Stopped):
+            run_decode(plan, out)
+
+
 def _journal_keys(out) -> list[str]:
     lines = []
     for path in out.parent.glob(f".{out.name}.work/progress-*.jsonl"):
@@ -57,10 +65,7 @@ def _journal_keys(out) -> list[str]:
 def test_a_job_stopped_in_its_main_pass_keeps_the_finished_concurrency(tmp_path, monkeypatch):
     _standin_sglang(monkeypatch)
     plan, out = _plan(), tmp_path / "out"
-    with monkeypatch.context() as m:
-        _count_and_stop(m, "_one_concurrency", stop_at=4)
-        with pytest.raises(Stopped):
-            run_decode(plan, out)
+    _stopped_run(monkeypatch, plan, out, "_one_concurrency")
     assert _journal_keys(out) == ["idle", "main:2"]
     assert not (out / "summary.csv").exists()
     first_server_log = (out / "server.log").read_text()
@@ -81,10 +86,7 @@ def test_a_job_stopped_in_its_main_pass_keeps_the_finished_concurrency(tmp_path,
 def test_the_kept_row_is_the_row_the_stopped_run_measured(tmp_path, monkeypatch):
     _standin_sglang(monkeypatch)
     plan, out = _plan(expert_distribution=False), tmp_path / "out"
-    with monkeypatch.context() as m:
-        _count_and_stop(m, "_one_concurrency", stop_at=4)
-        with pytest.raises(Stopped):
-            run_decode(plan, out)
+    _stopped_run(monkeypatch, plan, out, "_one_concurrency")
     kept = [json.loads(line) for path in tmp_path.glob(".out.work/progress-*.jsonl")
             for line in path.read_text().splitlines()]  # fmt: skip
     row = next(k["row"] for k in kept if k["_key"] == "main:2")
@@ -96,10 +98,7 @@ def test_the_kept_row_is_the_row_the_stopped_run_measured(tmp_path, monkeypatch)
 def test_a_job_stopped_in_its_recorder_pass_starts_no_main_server(tmp_path, monkeypatch):
     _standin_sglang(monkeypatch)
     plan, out = _plan(), tmp_path / "out"
-    with monkeypatch.context() as m:
-        _count_and_stop(m, "_recorder_concurrency", stop_at=4)
-        with pytest.raises(Stopped):
-            run_decode(plan, out)
+    _stopped_run(monkeypatch, plan, out, "_recorder_concurrency")
     assert _journal_keys(out) == ["idle", "main:2", "main:4", "recorder:2"]
     main_log = (out / "server.log").read_text()
 
@@ -119,10 +118,7 @@ def test_a_job_stopped_in_its_recorder_pass_starts_no_main_server(tmp_path, monk
 def test_a_finished_profile_is_kept_and_only_the_rest_is_profiled(tmp_path, monkeypatch):
     _standin_sglang(monkeypatch)
     plan, out = _profile_plan(tmp_path, ["--tp", "2", "--token-delay", "0.05"]), tmp_path / "out"
-    with monkeypatch.context() as m:
-        _count_and_stop(m, "_profile_concurrency", stop_at=4, module=profile_module)
-        with pytest.raises(Stopped):
-            run_decode(plan, out)
+    _stopped_run(monkeypatch, plan, out, "_profile_concurrency", profile_module)
     assert _journal_keys(out) == ["idle", "main:2", "main:4", "profile:2"]
 
     main = _count_and_stop(monkeypatch, "_one_concurrency", stop_at=None)
@@ -140,10 +136,7 @@ def test_another_plan_measures_again(tmp_path, monkeypatch):
     # The journal is keyed by the plan: a changed plan reuses nothing.
     _standin_sglang(monkeypatch)
     plan, out = _plan(expert_distribution=False), tmp_path / "out"
-    with monkeypatch.context() as m:
-        _count_and_stop(m, "_one_concurrency", stop_at=4)
-        with pytest.raises(Stopped):
-            run_decode(plan, out)
+    _stopped_run(monkeypatch, plan, out, "_one_concurrency")
     measured = _count_and_stop(monkeypatch, "_one_concurrency", stop_at=None)
     run_decode({**plan, "output_len": 10}, out)
     assert measured == [2, 4]
@@ -170,10 +163,7 @@ def test_the_power_samples_and_windows_of_the_stopped_run_are_kept(tmp_path, mon
     monkeypatch.setattr(decode, "open_readers",
                         lambda indices: ([FakeReader(time.monotonic)], "nvml", None))  # fmt: skip
     plan, out = _plan(expert_distribution=False), tmp_path / "out"
-    with monkeypatch.context() as m:
-        _count_and_stop(m, "_one_concurrency", stop_at=4)
-        with pytest.raises(Stopped):
-            run_decode(plan, out)
+    _stopped_run(monkeypatch, plan, out, "_one_concurrency")
     resumed_at = time.monotonic()
     summary = run_decode(plan, out)
     assert (summary["avg_w_per_gpu"].round(6) == 100.0).all()
