@@ -26,7 +26,7 @@ from studylib.core.config import (
 )
 from studylib.core.config_cli import apply_cli_values, cli_values
 from studylib.core.io import stable_hash, write_frame
-from studylib.core.journal import journal_path, read_journal
+from studylib.core.journal import append_to, journal_path, read_journal
 from studylib.core.table_records import PARQUET_KEY, sidecar
 from studylib.core.table_registry import (
     DamagedFile,
@@ -503,6 +503,10 @@ def test_a_journal_line_cut_by_a_kill_is_dropped(tmp_path):
     journal = tmp_path / "progress.jsonl"
     journal.write_text(json.dumps({"_key": "a", "status": "ok"}) + '\n{"_key": "b", "sta')
     assert read_journal(journal) == {"a": {"status": "ok"}}
+    # The resumed job's next point (sweep, kernel power, decode, peaks) is not lost with it.
+    with append_to(journal) as out:
+        out.write(json.dumps({"_key": "c", "status": "ok"}) + "\n")
+    assert read_journal(journal) == {"a": {"status": "ok"}, "c": {"status": "ok"}}
 
 
 @pytest.mark.parametrize("backend", sorted(BACKEND_PACKAGES))

@@ -41,6 +41,22 @@ def read_journal(progress: Path) -> dict:
     return done
 
 
+def append_to(path: Path):
+    """The journal opened for appending. A last line a kill cut short is ended first, so the
+    next record starts on a line of its own (appended to the cut line, it would be lost
+    with it)."""
+    path = Path(path)
+    cut = False
+    if path.exists() and path.stat().st_size:
+        with open(path, "rb") as last:
+            last.seek(-1, 2)
+            cut = last.read(1) != b"\n"
+    out = open(path, "a", encoding="utf-8")  # noqa: SIM115 - the caller's context manager
+    if cut:
+        out.write("\n")
+    return out
+
+
 class Journal:
     """A job's journal of finished items, each a JSON line of its key and what it produced,
     appended and flushed as the item ends (a decode job's concurrencies, the peaks job's
@@ -53,20 +69,15 @@ class Journal:
         self.path = journal_path(self.work_dir, plan, measured_by)
         self.done = read_journal(self.path)
         self.reused: list[str] = sorted(self.done)
-        # A last line a kill cut short: the next record starts on a line of its own.
-        tail = self.path.read_bytes()[-1:] if self.path.exists() else b""
-        self._cut = tail not in (b"", b"\n")
 
     def get(self, key: str) -> dict | None:
         return self.done.get(key)
 
     def record(self, key: str, payload: dict) -> None:
         self.done[key] = payload
-        line = json.dumps({**payload, "_key": key}, default=str) + "\n"
-        with open(self.path, "a", encoding="utf-8") as out:
-            out.write(("\n" if self._cut else "") + line)
+        with append_to(self.path) as out:
+            out.write(json.dumps({**payload, "_key": key}, default=str) + "\n")
             out.flush()
-        self._cut = False
 
     def finish(self) -> None:
         for stale in self.work_dir.iterdir():

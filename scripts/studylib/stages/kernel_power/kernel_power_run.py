@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...core.io import write_frame
-from ...core.journal import journal_path, read_journal
+from ...core.journal import append_to, journal_path, read_journal
 from ...core.progress import Progress
 from ...instruments.gpu_slots import machine_gpus
 from ...instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
@@ -85,7 +85,7 @@ class KernelPowerRun:
         for key, row in read_journal(journal).items():
             done.setdefault(key.rsplit("#", 1)[0], []).append(row)
         try:
-            with self.sampler, open(journal, "a", encoding="utf-8") as self.journal:
+            with self.sampler, append_to(journal) as self.journal:
                 time.sleep(0.2)  # a few samples before the first window opens
                 t0 = time.monotonic()
                 time.sleep(plan["idle_s"][device])

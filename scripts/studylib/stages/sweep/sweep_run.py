@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...core.io import write_frame
-from ...core.journal import journal_path, point_key, read_journal
+from ...core.journal import append_to, journal_path, point_key, read_journal
 from ...core.progress import Progress
 from ...instruments.worker_client import WorkerClient, WorkerGone
 from .sweep_plan import ATTENTION_POINT_KEYS, expand_points
@@ -78,7 +78,7 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
         # would repeat on each of them, costing the whole timeout every time.
         timed_out: dict[tuple, tuple[int, str]] = {}
         counter = Progress(len(points))
-        with open(progress, "a", encoding="utf-8") as progress_file:
+        with append_to(progress) as progress_file:
             for point in points:
                 key = point_key(point)
                 if key in done:
