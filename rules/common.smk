@@ -55,6 +55,7 @@ from studylib.snakemake_run import (  # noqa: E402
     check_before_jobs,
     join_run,
     pass_interrupts_on,
+    term_stops_gracefully,
 )
 
 # This Snakemake named to its jobs (each dies with it and records it beside the device it
@@ -75,6 +76,7 @@ onstart:
     if _busy:
         raise WorkflowError(_busy)
     pass_interrupts_on()  # `kill -INT` of Snakemake reaches its jobs, as Ctrl-C does
+    term_stops_gracefully(workflow.scheduler)  # `kill -TERM` never hangs Snakemake
 
 
 SCHEMA = str(Path(workflow.basedir) / "config" / "schema.yaml")

@@ -16,7 +16,8 @@ before its first job.
   to end removes every run's lock files); a job left running by a Snakemake that is gone,
   holding a device, is waited for (it stops by itself in seconds), and one still there
   stops the run. One line naming the job, nothing run and nothing removed. ``kill -INT`` of
-  Snakemake alone is passed on to its jobs, as a terminal's Ctrl-C would reach them.
+  Snakemake alone is passed on to its jobs, as a terminal's Ctrl-C would reach them, and
+  ``kill -TERM`` (Snakemake's graceful stop) can no longer hang Snakemake.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -166,3 +168,17 @@ def pass_interrupts_on() -> None:
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, handler)
+
+
+def term_stops_gracefully(scheduler) -> None:
+    """``kill -TERM`` of Snakemake: finish the running jobs, start no other (Snakemake's own
+    graceful stop), without the hang its own handler risks. Snakemake's handler takes the
+    scheduler's lock, a plain ``threading.Lock``, inside the signal handler: a signal that
+    lands while the main thread holds that lock (finishing a job, selecting the next) waits
+    for itself forever, and Snakemake never exits. Here the handler only starts a thread that
+    does the same once the lock is free. Called before the first job, in the main thread."""
+
+    def handler(signum, frame):
+        threading.Thread(target=scheduler.exit_gracefully, name="sigterm", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, handler)
