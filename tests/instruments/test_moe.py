@@ -130,3 +130,45 @@ def test_flashinfer_moe_tactics_are_tuned_at_the_points_tokens(monkeypatch):
     monkeypatch.setitem(sys.modules, "flashinfer.autotuner", None)  # no autotuner: ImportError
     assert tune_tactics(lambda: calls.append("untuned"), 64) == "default"
     assert calls == [(True, (64,))]  # nothing run: the timed calls use the default tactic
+
+
+def test_flashinfer_moe_without_its_module_is_unsupported_at_once(monkeypatch, tmp_path):
+    # A fresh box: FlashInfer's sm_90 MoE module neither installed ahead of time nor in its
+    # JIT cache. The point is unsupported at once (its first call would build for hours),
+    # naming the module, where it was looked for and the build; installed (AOT) or cached
+    # (JIT), the point runs; an arch FlashInfer has no module for is left to the library.
+    import sys
+    import types
+
+    from studylib.instruments.backends.flashinfer_backend import moe_module_missing
+
+    made = []
+
+    class Spec:  # flashinfer.jit.core.JitSpec's properties the check reads
+        name = "fused_moe_90"
+        aot_path = tmp_path / "aot" / "fused_moe_90" / "fused_moe_90.so"
+        jit_library_path = tmp_path / "cache" / "fused_moe_90" / "fused_moe_90.so"
+
+        @property
+        def is_aot(self):
+            return self.aot_path.exists()
+
+    jit = types.ModuleType("flashinfer.jit.fused_moe")
+    jit.gen_cutlass_fused_moe_sm90_module = lambda: made.append("sm90") or Spec()
+    package = types.ModuleType("flashinfer.jit")
+    package.__path__, package.fused_moe = [], jit
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+    monkeypatch.setitem(sys.modules, "flashinfer.jit", package)
+    monkeypatch.setitem(sys.modules, "flashinfer.jit.fused_moe", jit)
+
+    why = moe_module_missing("90")
+    assert made == ["sm90"]
+    assert "fused_moe_90 is not built on this machine" in why
+    assert str(tmp_path / "cache" / "fused_moe_90") in why and str(tmp_path / "aot") in why
+    assert "tools/prebuild_flashinfer_moe.py" in why and "make sweep BACKEND=flashinfer" in why
+    for built in (Spec.jit_library_path, Spec.aot_path):
+        built.parent.mkdir(parents=True)
+        built.write_bytes(b"\x7fELF")
+        assert moe_module_missing("90") is None
+        built.unlink()
+    assert moe_module_missing("80") is None and made == ["sm90"] * 3

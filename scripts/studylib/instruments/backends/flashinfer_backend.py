@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from . import attention, moe
 from .backend_interface import (
@@ -276,6 +277,10 @@ def _fused_moe(point: dict) -> Prepared:
     except ImportError as exc:
         raise Unsupported(f"flashinfer has no fused_moe.cutlass_fused_moe: {exc}") from None
     geo = moe.require_moe_cuda(point, "cuda")
+    major, minor = torch.cuda.get_device_capability()
+    missing = moe_module_missing(f"{major * 10 + minor}")
+    if missing:
+        raise Unsupported(missing)
     fp8 = point["dtype"] == "fp8_e4m3"
     ids, weights = moe.routing(point, "cuda")
 
@@ -319,6 +324,39 @@ def _fused_moe(point: dict) -> Prepared:
 
     return moe.prepared(point, ids, fp8, make, call, args, reference,
                         extra={"tactics": tactics})  # fmt: skip
+
+
+#: FlashInfer's CUTLASS fused-MoE module per compute capability, as
+#: ``flashinfer.fused_moe.core.get_cutlass_fused_moe_module`` picks it.
+MOE_MODULES = {"89": "sm89", "90": "sm90", "100": "sm100", "110": "sm100", "103": "sm103",
+               "120": "sm120", "121": "sm120"}  # fmt: skip
+PREBUILD = "python3 tools/prebuild_flashinfer_moe.py --jobs $(nproc)"
+
+
+def moe_module_missing(arch: str) -> str | None:
+    """Why the fused-MoE points cannot run here, when FlashInfer's CUTLASS MoE module for
+    ``arch`` is neither installed ahead of time (FlashInfer's AOT folder, where
+    tools/install_gpu_bundle.sh puts a cross-built one) nor in its JIT cache; else None.
+    The first call would build it: about 14 core-hours (tools/prebuild_flashinfer_moe.py),
+    far beyond a point's timeout, so each point would wait out timing.point_timeout_s and
+    end as a timeout. The point is unsupported at once instead, naming the build."""
+    try:
+        from flashinfer.jit import fused_moe as jit_moe
+    except ImportError:
+        return None  # an older layout: the call itself decides
+    generate = getattr(jit_moe, f"gen_cutlass_fused_moe_{MOE_MODULES.get(arch, '')}_module", None)
+    if generate is None:
+        return None  # an arch FlashInfer has no module for: its own error says so
+    spec = generate()
+    if spec.is_aot or Path(spec.jit_library_path).exists():
+        return None
+    return (
+        f"FlashInfer's CUTLASS fused-MoE module {spec.name} is not built on this machine "
+        f"(not in {spec.aot_path.parent.parent} nor in {Path(spec.jit_library_path).parent}); "
+        "its first call would build it, about 14 core-hours, past any point's timeout. "
+        f"Build it once: {PREBUILD} (or --cross on another host, carried in the GPU bundle), "
+        "then rerun: make sweep BACKEND=flashinfer"
+    )
 
 
 def tune_tactics(run, tokens: int) -> str:
