@@ -1,3 +1,4 @@
+import signal
 import sys
 from pathlib import Path
 
@@ -14,3 +15,11 @@ for folder in (ROOT / "tests", *sorted((ROOT / "tests").glob("**/"))):
 
 # Every stage's tables in the table registry, as in a workflow job (snakemake_job imports it).
 import studylib.study_tables  # noqa: E402, F401
+
+# Tests of Ctrl-C (a load interrupted, Snakemake stopped with SIGINT) need SIGINT handled, in
+# this process and in the processes it starts. A shell script's background command (`cmd &`)
+# starts with SIGINT ignored, Python keeps it so, and every child inherits it: there, such a
+# test would wait forever for an interrupt nothing delivers. Handled here, children start
+# with the default action.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
