@@ -248,6 +248,16 @@ def check_contradictions(config: dict) -> list[str]:
                 f"decode.min_steady_s.{device}: a {seconds} s steady window "
                 "measures nothing; give it more than 0"
             )
+    decode = config.get("decode", {})
+    for device, pct in (decode.get("tpot_ci_pct") or {}).items():
+        shortest = (decode.get("shortest_steady_s") or {}).get(device, 0)
+        longest = (decode.get("min_steady_s") or {}).get(device, 0)
+        if pct > 0 and longest > 0 and not 0 < shortest <= longest:  # longest 0: said above
+            problems.append(
+                f"decode.shortest_steady_s.{device} ({shortest}) must be above 0 and at most "
+                f"decode.min_steady_s.{device} ({longest}) when decode.tpot_ci_pct.{device} "
+                f"({pct}) ends windows early"
+            )
     for device, model in (config.get("decode", {}).get("model") or {}).items():
         where = f"decode.model.{device}"
         if model["top_k"] > model["experts"]:

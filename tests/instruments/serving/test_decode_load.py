@@ -5,13 +5,18 @@ import threading
 import time
 
 import pytest
+from studylib.instruments.serving import decode_load
 from studylib.instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
+    RequestRecord,
+    _t975,
     random_prompts,
+    rate_precision,
     run_load,
     steady_window,
     summarize_load,
+    window_slices,
 )
 from test_serving import standin
 
@@ -247,3 +252,60 @@ def test_a_load_interrupted_in_the_main_thread_ends_at_once(tmp_path):
     # Swallowed, the load would go on for 1000 prompts of 60 s each: it ends before its first
     # request would have (a bound a minute wide, not a speed).
     assert control.streaming.is_set() and time.monotonic() - started < 60
+
+
+def test_the_precision_of_a_windows_rate():
+    # Student's t within 0.2 % of the table from 5 degrees of freedom; the interval's
+    # half-width over the mean: rates 90 and 110 alternating over ten slices are known to
+    # 2.262 x 10.54 / sqrt(10) = 7.5 %; one rate throughout is exact; two slices say nothing.
+    for dof, table in ((5, 2.571), (9, 2.262), (29, 2.045), (100, 1.984)):
+        assert _t975(dof) == pytest.approx(table, rel=2e-3)
+    assert rate_precision([(1.0, 90), (1.0, 110)] * 5) == pytest.approx(0.0754, abs=5e-4)
+    assert rate_precision([(0.5, 50)] * 10) == 0.0
+    assert rate_precision([(1.0, 100)] * 2) is None and rate_precision([(1.0, 0)] * 5) is None
+
+
+def test_window_slices_count_each_token_once():
+    # Tokens every 0.05 s, mid-way between slice edges, over [0, 1.02]: ten slices of 0.1 s
+    # (the last 0.12 s: a remainder under half a slice joins it), two tokens each; tokens
+    # outside the window left out.
+    record = RequestRecord(index=0, start=0.0)
+    record.token_times = [0.025 + 0.05 * i for i in range(-2, 25)]
+    slices = window_slices([record], 0.0, 1.02, 0.1)
+    assert [n for _, n in slices] == [2] * 10  # 0.025 ... 0.975
+    assert slices[-1][0] == pytest.approx(0.12) and slices[0][0] == pytest.approx(0.1)
+    assert len(window_slices([record], 0.0, 1.06, 0.1)) == 11  # 0.06 s left: a slice of its own
+
+
+def test_a_load_ending_at_a_precision_needs_a_shortest_window():
+    with pytest.raises(ValueError, match="shortest_s"):
+        LoadSpec(concurrency=1, duration_s=2, input_len=4, output_len=8, precision=0.01)
+    with pytest.raises(ValueError, match="shortest_s"):
+        LoadSpec(concurrency=1, duration_s=2, input_len=4, output_len=8, precision=0.01,
+                 shortest_s=3)  # fmt: skip
+
+
+def test_a_precise_window_ends_after_its_shortest_length(tmp_path):
+    # A steady stand-in, a window of at most 30 s asked for 50 % (any steady rate meets it):
+    # it ends once its shortest length (1 s) is past, not at 30 s, and says how precise it was.
+    spec = LoadSpec(concurrency=4, duration_s=30, input_len=4, output_len=200,
+                    vocab_size=500, precision=0.5, shortest_s=1.0)  # fmt: skip
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.005")
+    assert not any(r.error for r in load.records)
+    s0, s1 = steady_window(load.active, 4, after=load.admitted)
+    assert 1.0 <= s1 - s0 < 10
+    summary = summarize_load(load.records, spec, s0, s1)
+    assert 0 <= summary["tpot_ci_pct"] <= 50
+
+
+def test_a_window_never_precise_enough_runs_its_longest(tmp_path, monkeypatch):
+    # The rate never known to the precision asked: the window lasts min_steady_s (duration_s).
+    seen = []
+    monkeypatch.setattr(decode_load, "rate_precision", lambda s: seen.append(len(s)) or 0.2)
+    spec = LoadSpec(concurrency=2, duration_s=1.5, input_len=4, output_len=400,
+                    vocab_size=500, precision=0.01, shortest_s=0.5)  # fmt: skip
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.005")
+    s0, s1 = steady_window(load.active, 2, after=load.admitted)
+    assert s1 - s0 >= 1.5
+    # judged from the shortest length on, each slice (0.05 s) once: 10 slices onwards
+    assert seen and seen[0] >= 10 and seen == sorted(seen)

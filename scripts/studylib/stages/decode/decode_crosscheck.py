@@ -48,7 +48,9 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
     out = {key: row.get(key) for key in ("engine", "variant", "weights", "cuda_graphs",
            "concurrency", "tpot_ms", "tpot_source", "output_tok_s", "server_tok_s_median",
            "avg_w_per_gpu", "valid")}  # fmt: skip
-    prompts = bench_prompts(c, plan["min_steady_s"], plan["output_len"], row.get("tpot_ms"))
+    # as long as the study's window lasted (a precise window may end before min_steady_s)
+    seconds = row.get("steady_s") or plan["min_steady_s"]
+    prompts = bench_prompts(c, seconds, plan["output_len"], row.get("tpot_ms"))
     out["bench_prompts"] = prompts
     if not pas.server.alive():
         out["bench_error"] = "the server is no longer running"

@@ -116,7 +116,8 @@ def run_decode(
 
     ``plan`` (resolved for the device): engine, variant, model, model_kind (local, dummy or
     a path), args, env, host, port, concurrency (list), input_len, output_len,
-    min_steady_s, idle_s, ready_timeout_s, sample_hz, vocab_size, weights,
+    min_steady_s (with tpot_ci_pct: the longest window; shortest_steady_s the shortest), idle_s,
+    ready_timeout_s, sample_hz, vocab_size, weights,
     expert_distribution (bool), expert_distribution_s, top_k, profile_steps (0 or absent: no
     profile pass), profile_timeout_s, layers (else the model's). ``model_facts``: the served
     model's geometry (for the HBM bytes of a step), when the study built the model.
@@ -330,7 +331,8 @@ class _Runs:
 
 def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, model_facts):
     plan = pas.plan
-    spec, load, window = steady_load(pas, c, plan["min_steady_s"], sampler, windows, "")
+    spec, load, window = steady_load(pas, c, plan["min_steady_s"], sampler, windows, "",
+                                     precise=True)  # fmt: skip
     for r in load.records:
         requests.append({"concurrency": c, "index": r.index, "start": r.start,
                          "first_token": r.first_token, "end": r.end, "tokens": len(r.token_times),
@@ -375,11 +377,13 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
     delivery = delivery_note(row)
     if delivery:
         log.warning("C=%d: %s", c, delivery)
-    row["valid"] = bool(summary["steady_s"] >= plan["min_steady_s"] and not delivery
+    row["valid"] = bool(summary["steady_s"] >= (spec.shortest_s or plan["min_steady_s"])
+                        and not delivery
                         and summary["errors"] == 0 and summary["wrong_length"] == 0)  # fmt: skip
-    log.info("C=%d: %.1f tok/s, TPOT %.2f ms over %.1f s steady (valid=%s, load CPU %.0f %%)",
-             c, summary["output_tok_s"] or 0, summary["tpot_ms"] or 0, summary["steady_s"],
-             row["valid"], load.cpu_pct or 0)  # fmt: skip
+    log.info("C=%d: %.1f tok/s, TPOT %.2f ms (±%.2f %%) over %.1f s steady (valid=%s, load "
+             "CPU %.0f %%)", c, summary["output_tok_s"] or 0, summary["tpot_ms"] or 0,
+             summary["tpot_ci_pct"] or 0, summary["steady_s"], row["valid"],
+             load.cpu_pct or 0)  # fmt: skip
     return row
 
 

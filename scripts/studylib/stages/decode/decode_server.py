@@ -128,8 +128,11 @@ def drain_server(pas: ServerPass, timeout: float = DRAIN_TIMEOUT_S) -> int | Non
 WARMUP_SEED_OFFSET = 1_000_003
 
 
-def load_specs(plan: dict, c: int, seconds: float) -> tuple[LoadSpec, LoadSpec]:
-    """The warm-up and the timed steady load. The warm-up holds the steady load itself, C
+def load_specs(plan: dict, c: int, seconds: float, precise: bool = False
+               ) -> tuple[LoadSpec, LoadSpec]:  # fmt: skip
+    """The warm-up and the timed steady load, ``precise``: ending once its TPOT is known to
+    ``tpot_ci_pct`` after ``shortest_steady_s`` (``seconds`` the longest; the main pass's
+    windows). The warm-up holds the steady load itself, C
     full-length requests in flight, for ``warmup_s`` (on the H200, 2026-12-02, after a warm-up
     of one 16-token request, SGLang's own rate over the last third of a C = 1 window's log
     lines was 1.37x that over its first, and 675 tok/s 30 s later against 551 in the window:
@@ -143,18 +146,29 @@ def load_specs(plan: dict, c: int, seconds: float) -> tuple[LoadSpec, LoadSpec]:
     else:
         warm = LoadSpec(**common, seed=seed, output_len=min(plan["output_len"], 16),
                         num_prompts=max(plan.get("warmup_requests") or c, 1))  # fmt: skip
-    return warm, LoadSpec(**common, seed=c, output_len=plan["output_len"], duration_s=seconds)
+    ci_pct = float(plan.get("tpot_ci_pct") or 0) if precise else 0.0
+    rule = (
+        {"precision": ci_pct / 100, "shortest_s": float(plan["shortest_steady_s"])}
+        if ci_pct
+        else {}
+    )
+    return warm, LoadSpec(**common, seed=c, output_len=plan["output_len"], duration_s=seconds,
+                          **rule)  # fmt: skip
 
 
-def steady_load(pas: ServerPass, c: int, seconds: float, sampler, windows: list, label: str):
-    """Warm up, then hold C in flight for ``seconds``: the load and its steady window."""
+def steady_load(pas: ServerPass, c: int, seconds: float, sampler, windows: list, label: str,
+                precise: bool = False):  # fmt: skip
+    """Warm up, then hold C in flight for ``seconds`` (``precise``: at most, see load_specs):
+    the load and its steady window."""
     drain_server(pas)
-    warm, spec = load_specs(pas.plan, c, seconds)
+    warm, spec = load_specs(pas.plan, c, seconds, precise)
     t_warm = time.monotonic()
     pas.load(warm)
     windows += [{"label": f"{label}warmup", "concurrency": c, **w}
                 for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
     drain_server(pas)  # a timed warm-up's requests are cut at its end
-    log.info("C=%d: %s pass warmed up; its load runs %g s", c, label.rstrip("-") or "main", seconds)
+    log.info("C=%d: %s pass warmed up; its load runs %s", c, label.rstrip("-") or "main",
+             f"{spec.shortest_s:g}-{seconds:g} s, until its TPOT is known to "
+             f"{100 * spec.precision:g} %" if spec.precision else f"{seconds:g} s")  # fmt: skip
     load = pas.load(spec)
     return spec, load, steady_window(load.active, c, after=load.admitted)

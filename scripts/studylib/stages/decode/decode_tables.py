@@ -19,7 +19,7 @@ from .decode_schema import (
 from .expert_m import EXPERT_M_COLUMNS
 
 #: Summary columns newer than the committed examples' tables (2026-12-02: the scheduler's
-#: median running requests, which the delivery gate reads).
+#: median running requests, which the delivery gate reads; the window's TPOT precision).
 ADDED_COLUMNS = (
     "server_tok_s_median",
     "server_running_median",
@@ -27,6 +27,7 @@ ADDED_COLUMNS = (
     "tpot_source",
     "client_tok_s",
     "client_tpot_ms",
+    "tpot_ci_pct",
 )
 
 #: The decode table's columns after a variant's summary's (decode_aggregate.decode_table).
@@ -76,6 +77,8 @@ DECODE_SHOWN = {
     "valid": Column("valid"),
     "output_tok_s": Column("tok/s", ",.1f", tip="output tok/s"),
     "tpot_ms": Column("TPOT ms", ".2f", tip="TPOT (ms)"),
+    "tpot_ci_pct": Column("± %", ".2f", tip="TPOT's precision: the 95 % confidence interval's "
+                          "half-width of the window's token rate over one-second slices (%)"),
     "tpot_source": Column("from", tip="whose account tok/s and TPOT are: the client's, or the "
                           "engine's own log where the client's count differed from it"),
     "client_tpot_ms": Column("client TPOT ms", ".2f", tip="the client's TPOT (ms), kept as a "
