@@ -2,20 +2,103 @@
 # Run the study on an offline GPU box that got the wheel bundle (tools/build_gpu_bundle.sh):
 # installs it, runs snakemake with any extra arguments, and, when OUT is set, packs
 # results/ (tables, figures, report, logs) into $OUT/results.tar.gz.
-#   tools/gpu_study.sh --cores 16                  # the full study
+#   tools/gpu_study.sh --cores 16                  # the full study, in the foreground
 #   tools/gpu_study.sh --cores 16 results/tables/sweep.csv
+# A box whose commands are cut after some minutes (a lent GPU: 10 per call) runs it
+# detached, one command per call:
+#   tools/gpu_study.sh --detach --cores 16         # install, start Snakemake in its own
+#                                                  # session, return at once
+#   tools/gpu_study.sh --wait 540                  # wait up to 540 s for it to end; its state
+#   tools/gpu_study.sh --status                    # its state now: running or its exit, the
+#                                                  # seconds since its start, its last lines
+#   OUT=/some/dir tools/gpu_study.sh --collect     # pack results/ into $OUT/results.tar.gz
+# The detached run's log, start time, process id and exit status are in results/.gpu_study/.
+# GPU_STUDY_INSTALLED=1 skips the bundle's install (its packages already importable).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=/dev/null
-source tools/install_gpu_bundle.sh --no-smoke || exit 1
+STATE=results/.gpu_study
+
+collect() {
+  local out=${OUT:-.}
+  tar czf "$out/results.tar.gz" --exclude="*.work" --exclude=results/decode/model results \
+    .snakemake/log 2>/dev/null
+  ls -la "$out/results.tar.gz"
+}
+
+alive() { [ -f "$STATE/pid" ] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null; }
+
+status() {
+  if [ ! -f "$STATE/started" ]; then
+    echo "gpu_study: no detached run here (tools/gpu_study.sh --detach starts one)"
+    return 2
+  fi
+  local elapsed=$(( $(date +%s) - $(cat "$STATE/started") ))
+  if alive; then
+    echo "gpu_study: running, ${elapsed} s since its start (pid $(cat "$STATE/pid"))"
+  elif [ -f "$STATE/rc" ]; then
+    echo "gpu_study: ended, snakemake exit $(cat "$STATE/rc")"
+  else
+    echo "gpu_study: gone without an exit status (killed?), ${elapsed} s since its start"
+  fi
+  tail -n "${GPU_STUDY_LINES:-15}" "$STATE/run.log"
+  if alive; then return 3; fi
+  [ -f "$STATE/rc" ] && return "$(cat "$STATE/rc")"
+  return 1
+}
+
+case "${1:-}" in
+  --status) status; exit $? ;;
+  --collect) collect; exit $? ;;
+  --wait)
+    limit=${2:?"usage: tools/gpu_study.sh --wait SECONDS"}
+    end=$(( $(date +%s) + limit ))
+    while alive && [ "$(date +%s)" -lt "$end" ]; do sleep 2; done
+    status; exit $? ;;
+esac
+
+detach=0
+if [ "${1:-}" = "--detach" ]; then
+  detach=1
+  shift
+  if alive; then
+    echo "gpu_study: a detached run is still going (pid $(cat "$STATE/pid")): --status, --wait" >&2
+    exit 2
+  fi
+fi
+if [ "${GPU_STUDY_INSTALLED:-0}" != 1 ]; then
+  # shellcheck source=/dev/null
+  source tools/install_gpu_bundle.sh --no-smoke || exit 1
+fi
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv 2>/dev/null
+
+if [ "$detach" = 1 ]; then
+  mkdir -p "$STATE"
+  rm -f "$STATE/rc"
+  date +%s > "$STATE/started"
+  # Its own session: the command that started it may end (and its group be killed) at once.
+  echo "$$" > "$STATE/pid"
+  setsid nohup bash -c '
+    echo "$$" > "'"$STATE"'/pid"
+    start=$(date +%s)
+    snakemake "$@"
+    rc=$?
+    echo "snakemake exit $rc after $(( $(date +%s) - start )) s"
+    echo "$rc" > "'"$STATE"'/rc"
+  ' gpu_study "$@" > "$STATE/run.log" 2>&1 < /dev/null &
+  for _ in $(seq 50); do  # until the detached shell has written its own pid
+    [ "$(cat "$STATE/pid")" != "$$" ] && break
+    sleep 0.1
+  done
+  echo "gpu_study: snakemake $* started detached (pid $(cat "$STATE/pid")); its log: $STATE/run.log"
+  exit 0
+fi
+
 start=$(date +%s)
 snakemake "$@"
 status=$?
 echo "snakemake exit $status after $(( $(date +%s) - start )) s"
 if [ -n "${OUT:-}" ]; then
-  tar czf "$OUT/results.tar.gz" --exclude="*.work" --exclude=results/decode/model results .snakemake/log 2>/dev/null
-  ls -la "$OUT"
+  collect
 fi
 exit $status

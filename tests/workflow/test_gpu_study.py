@@ -1,0 +1,59 @@
+"""tools/gpu_study.sh run detached (issue 34): a box whose commands are cut after minutes
+starts the study in its own session, then asks for its state, waits for its end and packs
+its results, one command each. Snakemake here is a stand-in on PATH that holds until a gate
+file appears (no timing), writes a result and exits 3."""
+
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+from helpers import ROOT
+
+FAKE_SNAKEMAKE = """#!/usr/bin/env bash
+echo "snakemake $*"
+until [ -f gate ]; do sleep 0.05; done
+mkdir -p results/tables && echo done > results/tables/x.csv
+echo "snakemake done"
+exit 3
+"""
+
+
+def run(folder: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "tools/gpu_study.sh", *args], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_a_detached_study_is_started_watched_waited_for_and_collected(tmp_path):
+    folder = tmp_path / "repo"
+    (folder / "tools").mkdir(parents=True)
+    shutil.copy2(ROOT / "tools" / "gpu_study.sh", folder / "tools")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "snakemake").write_text(FAKE_SNAKEMAKE)
+    (bin_dir / "snakemake").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPU_STUDY_INSTALLED": "1",
+           "OUT": str(tmp_path)}  # fmt: skip
+
+    assert "no detached run here" in run(folder, "--status", env=env).stdout
+    started = run(folder, "--detach", "--cores", "16", env=env)
+    assert started.returncode == 0 and "started detached" in started.stdout, started.stderr
+    state = run(folder, "--status", env=env)  # held at the gate: running
+    assert state.returncode == 3 and "gpu_study: running" in state.stdout
+    again = run(folder, "--detach", "--cores", "16", env=env)  # one at a time
+    assert again.returncode == 2 and "still going" in again.stderr
+    waited = run(folder, "--wait", "1", env=env)  # still held: the wait ends at its limit
+    assert waited.returncode == 3 and "running" in waited.stdout
+
+    (folder / "gate").touch()
+    ended = run(folder, "--wait", "100", env=env)
+    assert ended.returncode == 3, ended.stdout
+    assert "ended, snakemake exit 3" in ended.stdout and "snakemake --cores 16" in ended.stdout
+    assert "snakemake exit 3 after" in ended.stdout
+
+    packed = run(folder, "--collect", env=env)
+    assert packed.returncode == 0, packed.stderr
+    with tarfile.open(tmp_path / "results.tar.gz") as tar:
+        names = tar.getnames()
+    assert "results/tables/x.csv" in names and "results/.gpu_study/run.log" in names
