@@ -51,6 +51,7 @@ from studylib.stages.sweep.sweep_plan import (  # noqa: E402
     sweep_plan,
 )
 from studylib.study_config import check_config  # noqa: E402
+from studylib.device_time import DECODE_FILES as DEVICE_TIME_DECODE_FILES  # noqa: E402
 from studylib.snakemake_run import (  # noqa: E402
     check_before_jobs,
     join_run,
@@ -250,8 +251,29 @@ def study_outputs(wildcards):
         *figures,
         *rules.check_report_inputs.output,
         *rules.answers.output,
+        *rules.device_time.output,
         *rules.report.output,
     ]
+
+
+def device_time_inputs(wildcards):
+    """Each measuring job's records and Snakemake's benchmark file of it (rule device_time)."""
+    decode_files = DEVICE_TIME_DECODE_FILES
+    return {
+        "sweeps": expand("results/sweeps/{backend}.parquet", backend=BACKENDS),
+        "power": expand(
+            "results/kernel_power/{backend}.parquet", backend=POWER_BACKENDS
+        ),
+        "decode": [
+            f"results/decode/{v}/{f}" for v in DECODE_VARIANTS for f in decode_files
+        ],
+        "benchmarks": [
+            *expand("results/benchmarks/sweep/{backend}.tsv", backend=BACKENDS),
+            *expand("results/benchmarks/kernel_power/{b}.tsv", b=POWER_BACKENDS),
+            *expand("results/benchmarks/decode/{variant}.tsv", variant=DECODE_VARIANTS),
+            "results/benchmarks/peaks.tsv",
+        ],
+    }
 
 
 def step_geometry():

@@ -70,10 +70,25 @@ rule answers:
         "../scripts/write_answers.py"
 
 
+# Where the measuring jobs' time went: inside measurement, or starts, builds and waits.
+rule device_time:
+    input:
+        unpack(device_time_inputs),
+    output:
+        "results/tables/device_time.csv",
+    log:
+        "results/logs/device_time.log",
+    conda:
+        "../envs/study.yaml"
+    script:
+        "../scripts/write_device_time.py"
+
+
 rule report:
     input:
         **REPORT_TABLES,
         **COMPARE_INPUTS,
+        device_time="results/tables/device_time.csv",
         answers="results/tables/answers.csv",
         fastest="results/tables/fastest.csv",
         checked="results/tables/checked.json",

@@ -45,6 +45,7 @@ from .core.report_cells import (
 )
 from .core.table_registry import read_optional
 from .core.verdicts import NOISE_FLOOR
+from .device_time import provenance_line
 from .instruments.hardware import DISTRIBUTION_ALIASES
 from .instruments.serving.decode_load import STEADY_FRACTION
 from .stages.decode.decode_report import decode_section
@@ -383,7 +384,7 @@ def questions_context(answers: list[Answer]) -> list[dict[str, Any]]:
 REPORT_INPUTS = ("hardware", "peaks", "answers", "sweep", "support", "fastest", "kernel_power",
                  "kernel_power_classes", "decode", "expert_m", "decode_recorder",
                  "decode_crosscheck", "decode_graphs_pairs", "decode_tp_pairs", "step_model",
-                 "compare", "compare_spec")  # fmt: skip
+                 "compare", "compare_spec", "device_time")  # fmt: skip
 #: The stages' report sections: each reads its tables from the inputs, None when absent.
 SECTIONS = {"kernel_power": kernel_power_section, "decode": decode_section,
             "compare": compare_section}  # fmt: skip
@@ -440,7 +441,10 @@ def build_context(
     downloads = embedded_downloads([sweep_csv, support_csv, hardware_json], out_html)
     return {
         "title": "GEMM performance study",
-        "prov": provenance(hw, config_hash, hardware_from, peaks_from),
+        "prov": {
+            **provenance(hw, config_hash, hardware_from, peaks_from),
+            "device_time": provenance_line(read_optional(paths["device_time"])),
+        },
         "config_yaml": config_yaml_text,
         "summaries": summaries,
         "support_chart": next((c for c in charts if c["kind"] == "support"), None),

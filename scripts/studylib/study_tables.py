@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import device_time  # noqa: F401 - registers the device-time table
 from .core import answer_records  # noqa: F401 - registers the answers table
 from .core.table_registry import RECORDS, check_inputs, read_record, read_table, table
 from .stages.decode import decode_tables

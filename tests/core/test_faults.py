@@ -63,12 +63,7 @@ CONTRADICTIONS = [
     ("check.cos_sim_min.bf16", 1.5, "check.cos_sim_min.bf16: 1.5 is above 1"),
     ("kernel_power.seconds.cpu", 0, "kernel_power.seconds.cpu: a 0 s loop measures nothing"),
     ("decode.min_steady_s.cuda", 0, "decode.min_steady_s.cuda: a 0 s steady window"),
-    (
-        "decode.shortest_steady_s.cuda",
-        45,
-        "decode.shortest_steady_s.cuda (45) must be above 0 "
-        "and at most decode.min_steady_s.cuda (30) when decode.tpot_ci_pct.cuda (1)",
-    ),
+    ("decode.shortest_steady_s.cuda", 0, "decode.shortest_steady_s.cuda: a 0 s shortest window"),
     ("decode.model.cpu.top_k", 32, "decode.model.cpu.top_k (32) exceeds its experts (16)"),
     ("decode.model.cpu.kv_heads", 3, "decode.model.cpu.heads (4) is not a multiple of kv_heads"),
 ]

@@ -147,11 +147,9 @@ def load_specs(plan: dict, c: int, seconds: float, precise: bool = False
         warm = LoadSpec(**common, seed=seed, output_len=min(plan["output_len"], 16),
                         num_prompts=max(plan.get("warmup_requests") or c, 1))  # fmt: skip
     ci_pct = float(plan.get("tpot_ci_pct") or 0) if precise else 0.0
-    rule = (
-        {"precision": ci_pct / 100, "shortest_s": float(plan["shortest_steady_s"])}
-        if ci_pct
-        else {}
-    )
+    # never longer than the window itself (a quick run's shorter min_steady_s)
+    shortest = min(float(plan.get("shortest_steady_s") or seconds), seconds)
+    rule = {"precision": ci_pct / 100, "shortest_s": shortest} if ci_pct else {}
     return warm, LoadSpec(**common, seed=c, output_len=plan["output_len"], duration_s=seconds,
                           **rule)  # fmt: skip
 

@@ -1,0 +1,163 @@
+"""Where the measuring jobs' time went (issue 34): per job that holds the study's device (a
+backend's sweep and kernel-power loops, the peaks, a decode variant), its wall time from
+Snakemake's benchmark file and the seconds of it spent inside measurement, from the job's
+own records; the rest is starts, builds and waits. One row per job and a total row:
+results/tables/device_time.csv, shown in the report's provenance.
+
+What counts as measurement, per job:
+
+``sweep``         each point's time less its first call (JIT builds, autotuning): the check
+                  against the reference, the warm-up and the timed samples
+``kernel_power``  its windows: the idle baseline and every sustained loop
+``decode``        the steady windows of its main and recorder passes, SGLang's bench_serving
+                  runs beside them and its idle baseline; outside: the server's start
+                  (``ready_s``), warm-ups, drains, ramp-downs, profile traces
+``peaks``         not split (it records no windows): its whole time is left out of the
+                  measured share and said so
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pandas as pd
+
+from .core.io import read_json
+from .core.table_registry import Table, read_optional, read_table, register_tables
+
+COLUMNS = {"job": "text", "stage": "text", "wall_s": "num", "measuring_s": "num",
+           "share": "num", "outside": "any"}  # fmt: skip
+DEVICE_TIME = Table("device_time", "the measuring jobs' device time",
+                    "results/tables/device_time.csv", COLUMNS)  # fmt: skip
+register_tables(DEVICE_TIME)
+
+TOTAL = "all measuring jobs"
+#: A decode variant's files the account reads (results/decode/{variant}/), in this order.
+DECODE_FILES = ("summary.csv", "recorder.csv", "crosscheck.csv", "windows.parquet", "run.json")
+
+
+def wall_s(benchmark) -> float | None:
+    """A job's wall time from Snakemake's benchmark file (its last run's ``s``)."""
+    path = Path(benchmark)
+    if not path.exists():
+        return None
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    try:
+        return float(rows[-1]["s"]) if rows else None
+    except (KeyError, ValueError):
+        return None
+
+
+def sweep_measuring(sweep: pd.DataFrame) -> tuple[float, str]:
+    """Seconds of a sweep inside its points' measurement, and what the rest holds."""
+    point = pd.to_numeric(sweep.get("point_s"), errors="coerce").fillna(0)
+    first = pd.to_numeric(sweep.get("first_call_ms"), errors="coerce").fillna(0) / 1e3
+    return float((point - first).clip(lower=0).sum()), (
+        f"first calls (JIT builds, autotuning) {first.sum():.0f} s; "
+        "worker starts, imports, untimed points"
+    )
+
+
+def _one_device(windows: pd.DataFrame) -> pd.DataFrame:
+    """Each window once: the rows of the first GPU where several GPUs ran it (a CPU's rows
+    name none)."""
+    if "gpu" not in windows or windows["gpu"].isna().all():
+        return windows
+    return windows[windows["gpu"] == windows["gpu"].min()]
+
+
+def _seconds(frame: pd.DataFrame, column: str) -> float:
+    if column not in frame:
+        return 0.0
+    return float(pd.to_numeric(frame[column], errors="coerce").fillna(0).clip(lower=0).sum())
+
+
+def kernel_power_measuring(windows: pd.DataFrame) -> tuple[float, str]:
+    """Seconds of a kernel-power job inside its windows (each window once, however many GPUs
+    ran it)."""
+    return _seconds(_one_device(windows), "seconds"), "preparing each point, cooldowns, starts"
+
+
+def decode_measuring(summary: pd.DataFrame, recorder: pd.DataFrame, crosscheck: pd.DataFrame,
+                     windows: pd.DataFrame, run: dict) -> tuple[float, str]:  # fmt: skip
+    """Seconds of a decode job inside measurement: the steady windows of its main and
+    recorder passes, bench_serving's runs and its idle baseline (a window only where a
+    power reader sampled it)."""
+    idle = _one_device(windows)
+    idle = idle[idle["label"].astype(str) == "idle"] if "label" in idle else idle.iloc[0:0]
+    measured = (_seconds(summary, "steady_s") + _seconds(recorder, "steady_s")
+                + _seconds(crosscheck, "bench_duration_s") + _seconds(idle, "seconds"))  # fmt: skip
+    start = run.get("ready_s")
+    started = f"server start {start:.0f} s; " if isinstance(start, int | float) else ""
+    return measured, f"{started}warm-ups, drains, ramp-downs, profile traces"
+
+
+def _row(job: str, stage: str, wall: float | None, measuring: float | None, outside: str):
+    share = min(measuring / wall, 1.0) if wall and measuring is not None else None
+    return {"job": job, "stage": stage, "wall_s": wall, "measuring_s": measuring,
+            "share": share, "outside": outside}  # fmt: skip
+
+
+def device_time(sweeps: dict, kernel_power: dict, decode: dict, peaks: str | None,
+                benchmarks: dict) -> pd.DataFrame:  # fmt: skip
+    """The device-time table. ``sweeps`` and ``kernel_power``: backend -> its table's path;
+    ``decode``: variant -> its DECODE_FILES' paths, in that order; ``peaks``: the peaks
+    job's benchmark file; ``benchmarks``: job name (``sweep/torch``, ``decode/<variant>``)
+    -> its benchmark file."""
+    rows = []
+    for backend, path in sweeps.items():
+        measuring, outside = sweep_measuring(read_table("sweep", path))
+        rows.append(_row(f"sweep/{backend}", "sweep", wall_s(benchmarks[f"sweep/{backend}"]),
+                         measuring, outside))  # fmt: skip
+    for backend, path in kernel_power.items():
+        measuring, outside = kernel_power_measuring(read_table("kernel_power", path))
+        rows.append(
+            _row(
+                f"kernel_power/{backend}",
+                "kernel_power",
+                wall_s(benchmarks[f"kernel_power/{backend}"]),
+                measuring,
+                outside,
+            )
+        )
+    if peaks is not None:
+        rows.append(_row("peaks", "peaks", wall_s(peaks), None,
+                         "not split: the peaks job records no windows"))  # fmt: skip
+    for variant, files in decode.items():
+        summary, recorder, crosscheck, windows, run = files
+        measuring, outside = decode_measuring(
+            read_optional(summary), read_optional(recorder), read_optional(crosscheck),
+            pd.read_parquet(windows), read_json(run))  # fmt: skip
+        rows.append(_row(f"decode/{variant}", "decode", wall_s(benchmarks[f"decode/{variant}"]),
+                         measuring, outside))  # fmt: skip
+    split = [r for r in rows if r["wall_s"] and r["measuring_s"] is not None]
+    unsplit = sum(r["wall_s"] or 0 for r in rows if r["measuring_s"] is None)
+    total_wall = sum(r["wall_s"] for r in split)
+    total = _row(
+        TOTAL,
+        "all",
+        total_wall or None,
+        sum(r["measuring_s"] for r in split),
+        f"{total_wall - sum(r['measuring_s'] for r in split):.0f} s outside measurement"
+        + (f"; {unsplit:.0f} s of jobs not split (peaks) left out" if unsplit else ""),
+    )
+    return pd.DataFrame([*rows, total], columns=list(COLUMNS))
+
+
+def provenance_line(table: pd.DataFrame) -> str | None:
+    """The provenance's sentence: the measured share of the measuring jobs' time, and the job
+    with the most time outside measurement."""
+    if table.empty or TOTAL not in set(table["job"]):
+        return None
+    total = table[table["job"] == TOTAL].iloc[0]
+    if pd.isna(total["share"]):
+        return None
+    jobs = table[(table["job"] != TOTAL) & table["share"].notna()]
+    jobs = jobs.assign(rest=jobs["wall_s"] - jobs["measuring_s"]).sort_values("rest")
+    most = jobs.iloc[-1] if not jobs.empty else None
+    worst = (f"; most outside in {most['job']}: {most['rest']:.0f} of its {most['wall_s']:.0f} s "
+             f"({most['outside']})" if most is not None else "")  # fmt: skip
+    return (f"{100 * total['share']:.0f} % of the measuring jobs' {total['wall_s']:.0f} s was "
+            f"inside measurement ({total['outside']}){worst}")  # fmt: skip

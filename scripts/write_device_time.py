@@ -1,0 +1,31 @@
+# ruff: noqa: F821 - Snakemake passes `snakemake` to the script
+"""Snakemake entry: each measuring job's wall time and its time inside measurement ->
+results/tables/device_time.csv (studylib/device_time.py)."""
+
+from studylib import quiet_interrupt  # noqa: F401 - first: Ctrl-C ends the job quietly
+
+# isort: split
+from pathlib import Path
+
+from studylib.core.io import write_frame
+from studylib.device_time import TOTAL, device_time
+from studylib.snakemake_job import setup_logging
+
+log = setup_logging(snakemake)
+files = snakemake.input
+benchmarks = {str(Path(p).relative_to("results/benchmarks").with_suffix("")): p
+              for p in files.benchmarks}  # fmt: skip
+decode = {}  # variant -> its files, in device_time.DECODE_FILES' order (rule device_time)
+for path in files.decode:
+    decode.setdefault(Path(path).parent.name, []).append(path)
+table = device_time(
+    sweeps={Path(p).stem: p for p in files.sweeps},
+    kernel_power={Path(p).stem: p for p in files.power},
+    decode={variant: tuple(paths) for variant, paths in decode.items()},
+    peaks=benchmarks.get("peaks"),
+    benchmarks=benchmarks,
+)
+write_frame(table, snakemake.output[0])
+total = table[table["job"] == TOTAL].iloc[0]
+log.info("%s: %.0f of %.0f s inside measurement", TOTAL, total["measuring_s"] or 0,
+         total["wall_s"] or 0)  # fmt: skip

@@ -1,0 +1,94 @@
+"""The measuring jobs' device time (issue 34): each job's wall time from Snakemake's benchmark
+file against the seconds its own records put inside measurement; the total over the jobs
+that split, the peaks (no windows) named and left out; the provenance's sentence."""
+
+import json
+
+import pandas as pd
+import pytest
+from studylib.core.io import write_frame
+from studylib.device_time import (
+    TOTAL,
+    decode_measuring,
+    device_time,
+    kernel_power_measuring,
+    provenance_line,
+    sweep_measuring,
+    wall_s,
+)
+from studylib.stages.sweep.sweep_schema import SWEEP
+
+
+def benchmark(path, seconds: float):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:{seconds:.0f}\t100\n")
+    return path
+
+
+def test_a_benchmark_gives_the_jobs_wall_time(tmp_path):
+    assert wall_s(benchmark(tmp_path / "b.tsv", 616.18)) == 616.18
+    assert wall_s(tmp_path / "missing.tsv") is None
+    (tmp_path / "empty.tsv").write_text("s\th:m:s\n")
+    assert wall_s(tmp_path / "empty.tsv") is None
+
+
+def test_a_sweep_measures_its_points_less_their_first_calls():
+    sweep = pd.DataFrame({"point_s": [10.0, 3.0, 0.1], "first_call_ms": [4000.0, 500.0, None]})
+    measured, outside = sweep_measuring(sweep)
+    assert measured == pytest.approx(6.0 + 2.5 + 0.1)
+    assert "first calls (JIT builds, autotuning) 4 s" in outside
+
+
+def test_kernel_power_counts_each_window_once_however_many_gpus_ran_it():
+    two_gpus = pd.DataFrame({"gpu": [0, 1, 0, 1], "seconds": [5.0, 5.0, 10.0, 10.0]})
+    assert kernel_power_measuring(two_gpus)[0] == 15.0
+    cpu = pd.DataFrame({"gpu": [None, None], "seconds": [1.0, 1.0]})  # a CPU's rows name none
+    assert kernel_power_measuring(cpu)[0] == 2.0
+
+
+def test_decode_measures_its_steady_windows_bench_runs_and_idle_baseline():
+    summary = pd.DataFrame({"steady_s": [15.0, 15.0]})
+    recorder = pd.DataFrame({"steady_s": [10.0]})
+    crosscheck = pd.DataFrame({"bench_duration_s": [20.0, None]})
+    windows = pd.DataFrame({"label": ["idle", "warmup", "steady", "idle"], "gpu": [0, 0, 0, 1],
+                            "seconds": [10.0, 15.0, 15.0, 10.0]})  # fmt: skip
+    measured, outside = decode_measuring(summary, recorder, crosscheck, windows, {"ready_s": 61.4})
+    assert measured == 15 + 15 + 10 + 20 + 10  # the warm-up is not measurement
+    assert outside.startswith("server start 61 s")
+
+
+def test_the_table_totals_the_jobs_that_split_and_names_the_rest(tmp_path):
+    sweep = tmp_path / "sweeps" / "torch.parquet"
+    sweep.parent.mkdir()
+    point = {column: None for column in SWEEP} | {
+        "backend": "torch", "impl": "aten", "op": "matmul", "dtype": "bf16", "shape": "down",
+        "M": 1, "N": 8, "K": 8, "status": "ok", "device": "cpu", "point_s": 80.0,
+        "first_call_ms": 0.0}  # fmt: skip
+    write_frame(pd.DataFrame([point]), sweep)
+    variant = tmp_path / "decode" / "v"
+    variant.mkdir(parents=True)
+    pd.DataFrame({"steady_s": [30.0]}).to_csv(variant / "summary.csv", index=False)
+    pd.DataFrame({"steady_s": []}).to_csv(variant / "recorder.csv", index=False)
+    pd.DataFrame({"bench_duration_s": [30.0]}).to_csv(variant / "crosscheck.csv", index=False)
+    pd.DataFrame({"label": ["idle"], "gpu": [0], "seconds": [10.0]}).to_parquet(
+        variant / "windows.parquet"
+    )
+    (variant / "run.json").write_text(json.dumps({"ready_s": 60.0}))
+    files = tuple(str(variant / n) for n in ("summary.csv", "recorder.csv", "crosscheck.csv",
+                                            "windows.parquet", "run.json"))  # fmt: skip
+    benchmarks = {"sweep/torch": benchmark(tmp_path / "b" / "sweep" / "torch.tsv", 100),
+                  "decode/v": benchmark(tmp_path / "b" / "decode" / "v.tsv", 140)}  # fmt: skip
+    table = device_time({"torch": str(sweep)}, {}, {"v": files},
+                        benchmark(tmp_path / "b" / "peaks.tsv", 50), benchmarks)  # fmt: skip
+    rows = table.set_index("job")
+    assert rows.loc["sweep/torch", "share"] == pytest.approx(0.8)
+    assert rows.loc["decode/v", "measuring_s"] == 70 and rows.loc["decode/v", "wall_s"] == 140
+    assert pd.isna(rows.loc["peaks", "share"]) and "not split" in rows.loc["peaks", "outside"]
+    total = rows.loc[TOTAL]
+    assert total["wall_s"] == 240 and total["measuring_s"] == 150  # peaks left out of both
+    assert total["share"] == pytest.approx(150 / 240)
+    assert "90 s outside measurement; 50 s of jobs not split (peaks) left out" in total["outside"]
+    line = provenance_line(table)
+    assert line.startswith("62 % of the measuring jobs' 240 s was inside measurement")
+    assert "most outside in decode/v: 70 of its 140 s (server start 60 s" in line
+    assert provenance_line(pd.DataFrame(columns=table.columns)) is None
