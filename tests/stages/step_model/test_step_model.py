@@ -395,3 +395,17 @@ def test_the_step_figure_stacks_a_set_aside_profiles_kernels_and_tpot_where_none
     assert measured[(16, "other")] == pytest.approx(2.6 - 2.105)
     assert (16, NOT_PROFILED) not in measured.index
     assert measured[(1, NOT_PROFILED)] == pytest.approx(1.1)
+
+
+def test_a_count_verdict_says_its_undecided_points_apart():
+    # A point the noise left undecided is neither explained nor missed (was: counted as
+    # missed: "not explained (0 of 3)" over two misses and one undecided point).
+    assert count_verdict(0, 3, "explained", "not explained") == "not explained (0 of 3)"
+    assert (count_verdict(0, 3, "explained", "not explained", undecided=1)
+            == "not explained at 2 of 3, undecided at 1")  # fmt: skip
+    assert (count_verdict(2, 4, "within", "outside", undecided=1)
+            == "within at 2 of 4, outside at 1 of 4, undecided at 1")  # fmt: skip
+    assert (
+        count_verdict(2, 3, "explained", "not", undecided=1)
+        == "explained at 2 of 3, undecided at 1"
+    )

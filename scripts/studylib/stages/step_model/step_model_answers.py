@@ -145,7 +145,8 @@ def _component_answer(points: pd.DataFrame, name: str) -> Answer | None:
                      if predicted == 0 else f"; worst {_signed(error)} at {at}")  # fmt: skip
     return Answer(
         6, f"component · {name}", UNDECIDED if len(within) + len(outside) < len(judged)
-        else ANSWERED, verdict=count_verdict(len(within), len(judged), "within", "outside"),
+        else ANSWERED, verdict=count_verdict(len(within), len(judged), "within", "outside",
+                              len(judged) - len(within) - len(outside)),
         noise=NOISE_FLOOR, noise_from=f"{100 * NOISE_FLOOR:.0f} % floor (the profiler's "
         "components carry no spread)", basis="predicted ÷ profiled",
         value=f"{len(within)} of {len(judged)}", points=len(judged), sentence=sentence + ".",
@@ -165,7 +166,8 @@ def _energy_answer(points: pd.DataFrame, noise: pd.DataFrame) -> Answer | None:
     within = judged.count("within")
     return Answer(
         6, "energy per token", ANSWERED if "undecided" not in judged else UNDECIDED,
-        verdict=count_verdict(within, len(judged), "within", "outside"), basis="J/token",
+        verdict=count_verdict(within, len(judged), "within", "outside",
+                              judged.count("undecided")), basis="J/token",
         value=f"{within} of {len(judged)}", points=len(judged),
         sentence=(f"Predicted J/token (kernel-loop watts, idle watts for the rest) is within "
                   f"{_pm(ENERGY_TOLERANCE)} of measured {_counts(judged, len(judged))}."),
@@ -228,7 +230,8 @@ def _gap_answers(points: pd.DataFrame, noise: pd.DataFrame) -> list[Answer]:
         out.insert(0, Answer(
             6, f"host time · {weights_name(weights)}",
             UNDECIDED if any(v == "undecided" for *_, v in rows) else ANSWERED,
-            verdict=count_verdict(explained, len(rows), "explained", "not explained"),
+            verdict=count_verdict(explained, len(rows), "explained", "not explained",
+                                  sum(v == "undecided" for *_, v in rows)),
             basis="graphs-off gap",
             value=f"{explained} of {len(rows)} explained", points=len(rows),
             sentence=sentence + ".", lead=True,
@@ -264,20 +267,28 @@ def _graphed_summary(answers: list[Answer], points: pd.DataFrame) -> Answer | No
         sentence += f"; the fused MoE is {span} of the measured step"
     return Answer(
         6, "step model · graphs on", UNDECIDED if "undecided" in verdicts else ANSWERED,
-        verdict=count_verdict(explained, len(verdicts), "explained", "not explained"),
+        verdict=count_verdict(explained, len(verdicts), "explained", "not explained",
+                              verdicts.count("undecided")),
         basis="TPOT",
         value=f"{explained} of {len(verdicts)}", points=len(verdicts),
         sentence=sentence + ".", lead=True,
     )  # fmt: skip
 
 
-def count_verdict(hits: int, of: int, yes: str, no: str) -> str:
-    """A verdict over several points: ``yes`` at all of them, ``no`` at none, else how many."""
-    if hits == of:
-        return f"{yes} ({hits} of {of})" if of > 1 else yes
-    if hits == 0:
-        return f"{no} (0 of {of})" if of > 1 else no
-    return f"{yes} at {hits} of {of}"
+def count_verdict(hits: int, of: int, yes: str, no: str, undecided: int = 0) -> str:
+    """A verdict over several points: ``yes`` at all of them, ``no`` at none, else how many;
+    a point the noise left ``undecided`` is neither, and is said (was: counted as ``no``)."""
+    if not undecided:
+        if hits == of:
+            return f"{yes} ({hits} of {of})" if of > 1 else yes
+        if hits == 0:
+            return f"{no} (0 of {of})" if of > 1 else no
+        return f"{yes} at {hits} of {of}"
+    missed = of - hits - undecided
+    parts = [f"{yes} at {hits} of {of}" if hits else "",
+             f"{no} at {missed} of {of}" if missed else "",
+             f"undecided at {undecided}"]  # fmt: skip
+    return ", ".join(part for part in parts if part)
 
 
 def step_answers(step_model: pd.DataFrame | None, decode: pd.DataFrame | None = None,
