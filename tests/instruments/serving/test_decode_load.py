@@ -1,6 +1,9 @@
 """The decode load generator against the stand-in server."""
 
 import _thread
+import gc
+import logging
+import signal
 import threading
 import time
 
@@ -309,3 +312,40 @@ def test_a_window_never_precise_enough_runs_its_longest(tmp_path, monkeypatch):
     assert s1 - s0 >= 1.5
     # judged from the shortest length on, each slice (0.05 s) once: 10 slices onwards
     assert seen and seen[0] >= 10 and seen == sorted(seen)
+
+
+def test_a_job_stopped_during_the_load_ends_it_cleanly(tmp_path, caplog):
+    # A decode job's SIGTERM (its Snakemake gone) becomes SystemExit from the job's handler.
+    # Raised inside the loop, it ended a request's task and the clients awaiting it, and
+    # asyncio.run's shutdown logged each with its traceback into the job's log (CI, decode
+    # under SIGHUP). The load now ends cancelled, the job's own handler then raises its
+    # SystemExit outside the loop, and asyncio has nothing to say.
+    def job_handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    control = LoadControl(after_tokens=50)
+    spec = LoadSpec(concurrency=16, num_prompts=1000, input_len=4, output_len=100_000,
+                    vocab_size=500)  # fmt: skip
+
+    def terminate_once_streaming():  # as serving.guard signals the main thread
+        if control.streaming.wait(timeout=120):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, job_handler)
+    # 16 streams of a token per ms: the loop is busy in the requests' code when it lands
+    server, port = standin(tmp_path, "--token-delay", "0.001")
+    try:
+        with server, caplog.at_level(logging.DEBUG, logger="asyncio"):
+            server.wait_ready()
+            threading.Thread(target=terminate_once_streaming, daemon=True).start()
+            started = time.monotonic()
+            with pytest.raises(SystemExit) as stopped:
+                run_load(f"http://127.0.0.1:{port}", "standin", spec, {"ignore_eos": True},
+                         control=control)  # fmt: skip
+            gc.collect()  # a task left pending or failed is logged as it is collected
+    finally:
+        handler_after = signal.signal(signal.SIGTERM, previous)
+    assert stopped.value.code == 128 + signal.SIGTERM and time.monotonic() - started < 60
+    assert handler_after is job_handler  # the job's handler is back after the load
+    logged = [r.getMessage()[:200] for r in caplog.records if r.name == "asyncio"]
+    assert [m for m in logged if "Using selector" not in m] == []
