@@ -13,14 +13,12 @@ from studylib.instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
     RequestRecord,
-    _t975,
     random_prompts,
-    rate_precision,
     run_load,
     steady_window,
     summarize_load,
-    window_slices,
 )
+from studylib.instruments.serving.window_precision import _t975, rate_precision, window_slices
 from test_serving import standin
 
 
