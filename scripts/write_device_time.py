@@ -22,7 +22,6 @@ table = device_time(
     sweeps={Path(p).stem: p for p in files.sweeps},
     kernel_power={Path(p).stem: p for p in files.power},
     decode={variant: tuple(paths) for variant, paths in decode.items()},
-    peaks=benchmarks.get("peaks"),
     benchmarks=benchmarks,
 )
 write_frame(table, snakemake.output[0])

@@ -100,12 +100,11 @@ def _row(job: str, stage: str, wall: float | None, measuring: float | None, outs
             "share": share, "outside": outside}  # fmt: skip
 
 
-def device_time(sweeps: dict, kernel_power: dict, decode: dict, peaks: str | None,
+def device_time(sweeps: dict, kernel_power: dict, decode: dict,
                 benchmarks: dict) -> pd.DataFrame:  # fmt: skip
     """The device-time table. ``sweeps`` and ``kernel_power``: backend -> its table's path;
-    ``decode``: variant -> its DECODE_FILES' paths, in that order; ``peaks``: the peaks
-    job's benchmark file; ``benchmarks``: job name (``sweep/torch``, ``decode/<variant>``)
-    -> its benchmark file."""
+    ``decode``: variant -> its DECODE_FILES' paths, in that order; ``benchmarks``: job name
+    (``sweep/torch``, ``decode/<variant>``, ``peaks``) -> its benchmark file."""
     rows = []
     for backend, path in sweeps.items():
         measuring, outside = sweep_measuring(read_table("sweep", path))
@@ -122,8 +121,8 @@ def device_time(sweeps: dict, kernel_power: dict, decode: dict, peaks: str | Non
                 outside,
             )
         )
-    if peaks is not None:
-        rows.append(_row("peaks", "peaks", wall_s(peaks), None,
+    if "peaks" in benchmarks:
+        rows.append(_row("peaks", "peaks", wall_s(benchmarks["peaks"]), None,
                          "not split: the peaks job records no windows"))  # fmt: skip
     for variant, files in decode.items():
         summary, recorder, crosscheck, windows, run = files

@@ -77,9 +77,9 @@ def test_the_table_totals_the_jobs_that_split_and_names_the_rest(tmp_path):
     files = tuple(str(variant / n) for n in ("summary.csv", "recorder.csv", "crosscheck.csv",
                                             "windows.parquet", "run.json"))  # fmt: skip
     benchmarks = {"sweep/torch": benchmark(tmp_path / "b" / "sweep" / "torch.tsv", 100),
-                  "decode/v": benchmark(tmp_path / "b" / "decode" / "v.tsv", 140)}  # fmt: skip
-    table = device_time({"torch": str(sweep)}, {}, {"v": files},
-                        benchmark(tmp_path / "b" / "peaks.tsv", 50), benchmarks)  # fmt: skip
+                  "decode/v": benchmark(tmp_path / "b" / "decode" / "v.tsv", 140),
+                  "peaks": benchmark(tmp_path / "b" / "peaks.tsv", 50)}  # fmt: skip
+    table = device_time({"torch": str(sweep)}, {}, {"v": files}, benchmarks)
     rows = table.set_index("job")
     assert rows.loc["sweep/torch", "share"] == pytest.approx(0.8)
     assert rows.loc["decode/v", "measuring_s"] == 70 and rows.loc["decode/v", "wall_s"] == 140
