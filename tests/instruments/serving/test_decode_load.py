@@ -347,3 +347,34 @@ def test_a_job_stopped_during_the_load_ends_it_cleanly(tmp_path, caplog):
     assert handler_after is job_handler  # the job's handler is back after the load
     logged = [r.getMessage()[:200] for r in caplog.records if r.name == "asyncio"]
     assert [m for m in logged if "Using selector" not in m] == []
+
+
+def test_a_staggered_load_ends_its_first_requests_one_after_another(tmp_path):
+    # Client i's first request asks for 40 x (i + 1) / 4 tokens (10, 20, 30, 40), every later
+    # one for 40: the requests end one after another instead of all four every 40 tokens.
+    # The window starts once each first request has ended and warmup_s has passed.
+    spec = LoadSpec(concurrency=4, duration_s=0.3, input_len=4, output_len=40, vocab_size=500,
+                    stagger=True, warmup_s=0.4)  # fmt: skip
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.005")
+    assert not any(r.error for r in load.records)
+    first = [r for r in load.records if r.index < 4]
+    assert [r.completion_tokens for r in first] == [10, 20, 30, 40]
+    assert [r.max_tokens for r in first] == [10, 20, 30, 40]
+    later = [r for r in load.records if r.index >= 4]
+    assert later and all(r.max_tokens is None for r in later)
+    assert all(r.completion_tokens == 40 for r in later if not r.cut)
+    assert load.admitted >= max(r.end for r in first)
+    assert load.admitted >= load.active[0][0] + 0.4
+    s0, s1 = steady_window(load.active, 4, after=load.admitted)
+    assert s0 == load.admitted and s1 - s0 >= 0.3
+    summary = summarize_load(load.records, spec, s0, s1)
+    assert summary["wrong_length"] == 0  # each request checked against its own length
+
+
+def test_a_staggered_first_request_that_comes_back_short_is_a_wrong_length():
+    spec = LoadSpec(concurrency=2, duration_s=1, input_len=4, output_len=10, stagger=True)
+    records = [RequestRecord(index=0, start=0.0, first_token=0.1, token_times=[0.1, 0.2],
+                             end=0.3, completion_tokens=2, max_tokens=5),
+               RequestRecord(index=1, start=0.0, first_token=0.1, token_times=[0.1, 0.2],
+                             end=0.3, completion_tokens=10, max_tokens=10)]  # fmt: skip
+    assert summarize_load(records, spec, 0.0, 1.0)["wrong_length"] == 1

@@ -317,3 +317,28 @@ def test_a_window_the_server_outran_is_the_engines_account(tmp_path, monkeypatch
     assert row["tpot_source"] == "engine" and row["output_tok_s"] == pytest.approx(1e6)
     assert row["tpot_ms"] == pytest.approx(1e3 * 2 / 1e6) and row["client_tpot_ms"] > 1
     assert row["valid"] and invalid_note(row.to_dict()) == ""
+
+
+def test_a_staggered_load_is_its_own_warm_up(tmp_path, monkeypatch, caplog):
+    # The default: no separate warm-up load; each level's first requests are staggered, and
+    # the span before the window (their ends, warmup_s) is the level's warm-up.
+    _standin_sglang(monkeypatch)
+    caplog.set_level("INFO", logger="study")
+    plan = {
+        "engine": "sglang", "variant": "staggered", "model": "standin", "model_kind": "path",
+        "args": ["--token-delay", "0.005"], "host": "127.0.0.1", "port": free_port(),
+        "concurrency": [2, 4], "input_len": 4, "output_len": 40, "min_steady_s": 0.3,
+        "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20, "vocab_size": 1000,
+        "stagger": True, "warmup_s": 0.2,
+    }  # fmt: skip
+    summary = run_decode(plan, tmp_path / "out")
+    assert summary["valid"].all() and (summary["wrong_length"] == 0).all()
+    requests = pd.read_parquet(tmp_path / "out" / "requests.parquet")
+    first = requests[requests["index"] < requests["concurrency"]].sort_values(
+        ["concurrency", "index"]
+    )
+    assert first["completion_tokens"].tolist() == [20, 40, 10, 20, 30, 40]
+    # One load per level: only the first C requests are short, and none came before them.
+    assert (requests.groupby("concurrency")["index"].min() == 0).all()
+    said = [r.getMessage() for r in caplog.records if "pass staggered" in r.getMessage()]
+    assert len(said) == 2 and "warming up in the load" in said[0]

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from .load_stagger import first_length, warmed_up_at
 from .served_model import prompt_text
 from .window_precision import rate_precision, slice_s, window_slices
 
@@ -57,6 +58,10 @@ class LoadSpec:
     # but not before ``shortest_s``; duration_s is then the longest. 0: always duration_s.
     precision: float = 0.0
     shortest_s: float = 0.0
+    # A timed load's own warm-up: its window starts no sooner than warmup_s after its start,
+    # and, staggered, once each client's first (shorter) request has ended (load_stagger).
+    warmup_s: float = 0.0
+    stagger: bool = False
 
     def __post_init__(self):
         if self.concurrency < 1:
@@ -92,6 +97,7 @@ class RequestRecord:
     completion_tokens: int | None = None
     error: str = ""
     cut: bool = False  # still streaming when a timed load ended: cancelled, not failed
+    max_tokens: int | None = None  # a staggered first request's length; None: output_len
 
     @property
     def ttft_s(self) -> float | None:
@@ -123,7 +129,8 @@ class LoadResult:
     cpu_s: float  # CPU time of the load generator's thread
     wall_s: float
     # When each of the first C requests had its first token (or had ended): the load's
-    # admission, C prefills at once, is over. None when it never was.
+    # admission, C prefills at once, is over; a timed load's own warm-up too (LoadSpec).
+    # None when it never was.
     admitted: float | None = None
 
     @property
@@ -187,7 +194,7 @@ async def _stream_completion(parts, model, prompt, spec, extras, record) -> None
     body = json.dumps({
         "model": model,
         "prompt": prompt,
-        "max_tokens": spec.output_len,
+        "max_tokens": record.max_tokens or spec.output_len,
         "temperature": spec.temperature,
         "stream": True,
         # continuous_usage_stats: every chunk says how many tokens the request has so far, so
@@ -287,7 +294,8 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
             while more():
                 index = state["issued"]
                 state["issued"] += 1
-                record = RequestRecord(index=index, start=time.monotonic())
+                record = RequestRecord(index=index, start=time.monotonic(),
+                                       max_tokens=first_length(spec, index))  # fmt: skip
                 records.append(record)
                 task = asyncio.ensure_future(
                     _timed(_stream_completion, spec.timeout_s,
@@ -324,11 +332,13 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
         t_full = state["deadline"] - spec.duration_s
         t_start = t_full
         while not state["failed"] and time.monotonic() < t_full + spec.timeout_s:
-            admitted = admitted_at(records, spec.concurrency)
+            admitted = warmed_up_at(records, spec, admitted_at(records, spec.concurrency),
+                                    active[0][0])  # fmt: skip
             if admitted is not None:
-                t_start = admitted
+                t_start = state["window_start"] = admitted
                 break
             await asyncio.sleep(0.01)
+        await asyncio.sleep(max(t_start - time.monotonic(), 0))  # the rest of the warm-up
         state["deadline"] = t_start + spec.duration_s
         if spec.precision > 0:
             await until_precise(t_start)
@@ -384,7 +394,8 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
     for helper in helpers:
         helper.cancel()
     records.sort(key=lambda r: r.index)
-    return LoadResult(records, active, 0.0, 0.0, admitted_at(records, spec.concurrency))
+    start = state.get("window_start") or admitted_at(records, spec.concurrency)
+    return LoadResult(records, active, 0.0, 0.0, start)
 
 
 def admitted_at(records: list[RequestRecord], concurrency: int) -> float | None:
@@ -523,9 +534,10 @@ def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: 
     tokens_in_window = sum(1 for r in records for t in r.token_times if t0 <= t <= t1)
     finished = [r for r in records if not r.error and not r.cut]
     short = [r for r in finished if r.completion_tokens is not None
-             and r.completion_tokens != spec.output_len]  # fmt: skip
-    itl = [x for r in finished for x in r.itl_s()]
-    ttft = [r.ttft_s for r in finished if r.ttft_s is not None]
+             and r.completion_tokens != (r.max_tokens or spec.output_len)]  # fmt: skip
+    ended = [r for r in finished if r.end is not None and r.end >= t0]  # not the warm-up's
+    itl = [x for r in ended for x in r.itl_s()]
+    ttft = [r.ttft_s for r in ended if r.ttft_s is not None]
     tpot = []
     for r in records:
         inside = [t for t in r.token_times if t0 <= t <= t1]

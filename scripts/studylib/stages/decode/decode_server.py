@@ -129,7 +129,7 @@ WARMUP_SEED_OFFSET = 1_000_003
 
 
 def load_specs(plan: dict, c: int, seconds: float, precise: bool = False
-               ) -> tuple[LoadSpec, LoadSpec]:  # fmt: skip
+               ) -> tuple[LoadSpec | None, LoadSpec]:  # fmt: skip
     """The warm-up and the timed steady load, ``precise``: ending once its TPOT is known to
     ``tpot_ci_pct`` after ``shortest_steady_s`` (``seconds`` the longest; the main pass's
     windows). The warm-up holds the steady load itself, C
@@ -137,11 +137,14 @@ def load_specs(plan: dict, c: int, seconds: float, precise: bool = False
     of one 16-token request, SGLang's own rate over the last third of a C = 1 window's log
     lines was 1.37x that over its first, and 675 tok/s 30 s later against 551 in the window:
     the engine was still warming up inside it); without ``warmup_s``, C short requests (or
-    ``warmup_requests``)."""
+    ``warmup_requests``). With ``stagger`` the warm-up is the steady load's own start, its
+    first requests staggered (load_stagger), and there is no separate warm-up (None)."""
     common = {"concurrency": c, "input_len": plan["input_len"], "vocab_size": plan["vocab_size"]}
     warm_s = float(plan.get("warmup_s") or 0)
     seed = c + WARMUP_SEED_OFFSET
-    if warm_s > 0:
+    if plan.get("stagger"):
+        warm, common = None, {**common, "stagger": True, "warmup_s": warm_s}
+    elif warm_s > 0:
         warm = LoadSpec(**common, seed=seed, output_len=plan["output_len"], duration_s=warm_s)
     else:
         warm = LoadSpec(**common, seed=seed, output_len=min(plan["output_len"], 16),
@@ -161,12 +164,17 @@ def steady_load(pas: ServerPass, c: int, seconds: float, sampler, windows: list,
     drain_server(pas)
     warm, spec = load_specs(pas.plan, c, seconds, precise)
     t_warm = time.monotonic()
-    pas.load(warm)
-    windows += [{"label": f"{label}warmup", "concurrency": c, **w}
-                for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
-    drain_server(pas)  # a timed warm-up's requests are cut at its end
-    log.info("C=%d: %s pass warmed up; its load runs %s", c, label.rstrip("-") or "main",
+    if warm is not None:
+        pas.load(warm)
+        windows += [{"label": f"{label}warmup", "concurrency": c, **w}
+                    for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
+        drain_server(pas)  # a timed warm-up's requests are cut at its end
+    log.info("C=%d: %s pass %s; its window runs %s", c, label.rstrip("-") or "main",
+             "warmed up" if warm is not None else "staggered, warming up in the load",
              f"{spec.shortest_s:g}-{seconds:g} s, until its TPOT is known to "
              f"{100 * spec.precision:g} %" if spec.precision else f"{seconds:g} s")  # fmt: skip
     load = pas.load(spec)
+    if warm is None and load.admitted is not None:  # the load's own warm-up, before its window
+        windows += [{"label": f"{label}warmup", "concurrency": c, **w}
+                    for w in sampler.window(t_warm, load.admitted)]  # fmt: skip
     return spec, load, steady_window(load.active, c, after=load.admitted)
