@@ -15,6 +15,9 @@ A window's TPOT is measured once, so its spread comes from what checked it:
   between two runs is most of it: 5.8 % at C = 1 on the H200, 2026-12-02);
 * the scheduler's own count: the tokens/s SGLang's scheduler logged over the window against
   the client's;
+* the window's own precision: the 95 % confidence interval of its token rate over one-second
+  slices (``tpot_ci_pct``, instruments/serving/window_precision), TPOT's to the same relative
+  width;
 * :data:`~studylib.core.verdicts.NOISE_FLOOR`, below which no decision goes.
 
 J/token adds the energy counter's disagreement with the integrated power samples
@@ -148,6 +151,13 @@ def _scheduler_noise(row: Any) -> Noise | None:
     return Noise(share, "the scheduler's count against the client's") if _ok(share) else None
 
 
+def _precision_noise(row: Any) -> Noise | None:
+    ci_pct = num_of(field_getter(row)("tpot_ci_pct"))
+    if not _ok(ci_pct):
+        return None
+    return Noise(ci_pct / 100, "the window's own precision (95 % interval of its rate)")
+
+
 def _energy_noise(row: Any) -> Noise | None:
     gap = num_of(field_getter(row)("energy_gap_pct"))
     if not _ok(gap):
@@ -166,7 +176,8 @@ def noise_table(decode: pd.DataFrame | None, crosscheck: pd.DataFrame | None) ->
     for rec in decode.to_dict("records"):
         c = num_of(rec.get("concurrency"))
         engine, variant = text_of(rec.get("engine")), text_of(rec.get("variant"))
-        tpot = largest(_crosscheck_noise(checks, engine, variant, c), _scheduler_noise(rec))
+        tpot = largest(_crosscheck_noise(checks, engine, variant, c), _scheduler_noise(rec),
+                       _precision_noise(rec))  # fmt: skip
         rows.append({"variant": variant, "concurrency": c, "tpot_noise": tpot,
                      "j_noise": largest(tpot, _energy_noise(rec))})  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
