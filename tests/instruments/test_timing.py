@@ -6,6 +6,7 @@ from studylib.instruments.timing import (
     CpuTimer,
     StopRule,
     median_rel_stderr,
+    needed_stderr,
     sample_until,
     summarize,
 )
@@ -118,3 +119,19 @@ def test_the_cold_graph_of_a_call_that_streams_several_l2s_is_its_own_graph():
 
     big = Prepared(run=None, reference=None, flops=1.0, bytes=4 * (60 << 20), variants=no_sets)
     assert measurer._cold_graph(big) == ("graph", 3, {"cold_sets": 1, "cold_calls": 3})
+
+
+def test_a_point_wider_than_the_ranking_floor_needs_its_median_only_to_a_third_of_its_spread():
+    # A ranking never resolves below the spread of the points it compares (3 % at least), so
+    # a point of 10 % spread stops once its median is known to a third of that, not to 1 %.
+    assert needed_stderr(0.02, 0.01) == 0.01
+    assert needed_stderr(0.12, 0.01) == pytest.approx(0.04)
+    wide = itertools.cycle([90.0, 95.0, 100.0, 105.0, 110.0])  # IQR / median 10 %
+    tight = itertools.cycle([98.0, 99.0, 100.0, 101.0, 102.0])  # 2 %
+    rule = StopRule(min_samples=10, max_samples=5000, min_time_s=0.0, max_time_s=60,
+                    rel_noise=0.001)  # fmt: skip
+    n_wide = len(sample_until(lambda: next(wide), rule))
+    n_tight = len(sample_until(lambda: next(tight), rule))
+    # By the rule alone the wide point needed 0.0929 / sqrt(n) <= 0.001: 8,630 samples.
+    assert 700 <= n_wide <= 900 and n_wide < 5000
+    assert 300 <= n_tight <= 400  # 0.0186 / sqrt(n) <= 0.001: unchanged
