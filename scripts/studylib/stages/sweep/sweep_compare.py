@@ -77,7 +77,8 @@ def check_comparable(baseline: pd.DataFrame, current: pd.DataFrame) -> None:
         )
 
 
-def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
+def ok_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """A sweep's ok points with every key column present and of one kind (ints, text)."""
     frame = frame[frame["status"].astype(str) == "ok"].copy()
     for column in KEYS:
         if column not in frame.columns:
@@ -91,7 +92,7 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
 def compare(baseline: pd.DataFrame, current: pd.DataFrame, min_m: int = 1) -> pd.DataFrame:
     """One row per point ok in both runs and mode timed in both (see the module's doc), with
     the device each run's point ran on."""
-    both = _keyed(baseline).merge(_keyed(current), on=KEYS, suffixes=("_a", "_b"))
+    both = ok_points(baseline).merge(ok_points(current), on=KEYS, suffixes=("_a", "_b"))
     both = both[both["M"] >= min_m]
     rows = []
     for rec in both.to_dict("records"):

@@ -1,0 +1,157 @@
+"""Two runs of the study side by side (issue 34): does a shortened run answer as a full-length
+run does, within the rankings' tolerance?
+
+* Rankings, per size and mode (the rows of ``tables/fastest.csv``, ranked again from each run's
+  sweep by ``sweep_ranking``): ``same`` where both runs name the same leaders (one winner, or
+  the same tied set); ``consistent`` where their leaders overlap (one run's winner is among the
+  other's tied leaders: the two differ by no more than the noise either run saw); ``differs``
+  where no leader is shared. The leader's time is compared too: its change against the larger
+  noise of the two rankings.
+* Decode, per variant and C (``tables/decode.csv``): TPOT, tok/s, W per GPU and J/token, each
+  ``same`` when the two differ by no more than the rows' noise (the larger window precision,
+  ``tpot_ci_pct``, of the two; never below the floor, ``verdicts.decision_noise``).
+
+``tools/run_agreement.py`` is its entry: two results folders in, two tables and a summary out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .core.verdicts import beyond, decision_noise, run_to_run
+from .stages.sweep.sweep_compare import KEYS, ComparisonRefused, load_sweep, ok_points
+from .stages.sweep.sweep_ranking import fastest_frame, rank_sweep
+from .study_tables import StudyTables
+
+RANK_KEYS = ["family", "dtype", "shape", "M", "mode"]
+DECODE_KEYS = ["variant", "concurrency"]
+#: The decode figures compared, each with its column in tables/decode.csv.
+DECODE_FIGURES = {"TPOT": "tpot_ms", "tok/s": "output_tok_s", "W": "avg_w_per_gpu",
+                  "J/token": "j_per_token"}  # fmt: skip
+RANK_COLUMNS = [*RANK_KEYS, "leaders_a", "leaders_b", "fastest_us_a", "fastest_us_b",
+                "change", "noise", "agreement", "time"]  # fmt: skip
+DECODE_COLUMNS = [*DECODE_KEYS, *(f"{c}_{s}" for c in DECODE_FIGURES.values() for s in "ab"),
+                  "noise", "differs", "agreement"]  # fmt: skip
+
+
+def leaders(row) -> tuple[str, ...]:
+    """A ranking's leaders: its tied set, else its one winner."""
+    tied = str(row.get("tied") or "")
+    return tuple(tied.split(" = ")) if tied else (str(row["fastest"]),)
+
+
+def _agreement(a: tuple[str, ...], b: tuple[str, ...]) -> str:
+    if set(a) == set(b):
+        return "same"
+    return "consistent" if set(a) & set(b) else "differs"
+
+
+def ranking_agreement(sweep_a: pd.DataFrame | None, sweep_b: pd.DataFrame | None) -> pd.DataFrame:
+    """Per size and mode ranked in both runs: the leaders of each, the leader's time in each,
+    and whether they agree (module docstring)."""
+    if sweep_a is None or sweep_b is None:
+        return pd.DataFrame(columns=RANK_COLUMNS)
+    # Only the points both runs measured: a contender one run lacks (a module not built there)
+    # is no disagreement between their rankings.
+    keyed = [ok_points(s).reset_index() for s in (sweep_a, sweep_b)]
+    common = keyed[0][KEYS].merge(keyed[1][KEYS]).drop_duplicates()
+    frames = [fastest_frame(rank_sweep(s.loc[k.merge(common, on=KEYS)["index"]]))
+              for s, k in zip((sweep_a, sweep_b), keyed, strict=True)]  # fmt: skip
+    if any(f is None or f.empty for f in frames):
+        return pd.DataFrame(columns=RANK_COLUMNS)
+    both = frames[0].merge(frames[1], on=RANK_KEYS, suffixes=("_a", "_b"))
+    rows = []
+    for rec in both.to_dict("records"):
+        ours = {k: rec[k] for k in RANK_KEYS}
+        a = leaders({"tied": rec["tied_a"], "fastest": rec["fastest_a"]})
+        b = leaders({"tied": rec["tied_b"], "fastest": rec["fastest_b"]})
+        change = run_to_run(rec["fastest_us_a"], rec["fastest_us_b"])
+        noise = decision_noise(rec["noise_a"], rec["noise_b"])
+        rows.append({**ours, "leaders_a": " = ".join(a), "leaders_b": " = ".join(b),
+                     "fastest_us_a": rec["fastest_us_a"], "fastest_us_b": rec["fastest_us_b"],
+                     "change": change, "noise": noise, "agreement": _agreement(a, b),
+                     "time": "differs" if beyond(change, noise) else "same"})  # fmt: skip
+    return pd.DataFrame(rows, columns=RANK_COLUMNS)
+
+
+def decode_agreement(decode_a: pd.DataFrame | None, decode_b: pd.DataFrame | None
+                     ) -> pd.DataFrame:  # fmt: skip
+    """Per variant and C valid in both runs: the decode figures of each and whether they agree
+    within the rows' noise (module docstring)."""
+    if decode_a is None or decode_b is None or decode_a.empty or decode_b.empty:
+        return pd.DataFrame(columns=DECODE_COLUMNS)
+
+    def valid(frame: pd.DataFrame) -> pd.DataFrame:
+        if "valid" in frame:
+            frame = frame[frame["valid"].astype(str).str.lower() == "true"]
+        frame = frame.copy()
+        ci = frame["tpot_ci_pct"] if "tpot_ci_pct" in frame else float("nan")
+        frame["tpot_ci_pct"] = pd.to_numeric(ci, errors="coerce")
+        return frame[[*DECODE_KEYS, *DECODE_FIGURES.values(), "tpot_ci_pct"]]
+
+    both = valid(decode_a).merge(valid(decode_b), on=DECODE_KEYS, suffixes=("_a", "_b"))
+    rows = []
+    for rec in both.to_dict("records"):
+        noise = decision_noise(rec["tpot_ci_pct_a"] / 100, rec["tpot_ci_pct_b"] / 100)
+        differs = [name for name, col in DECODE_FIGURES.items()
+                   if beyond(run_to_run(rec[f"{col}_a"], rec[f"{col}_b"]), noise)]  # fmt: skip
+        rows.append({**{k: rec[k] for k in DECODE_KEYS},
+                     **{f"{c}_{s}": rec[f"{c}_{s}"] for c in DECODE_FIGURES.values() for s in "ab"},
+                     "noise": noise, "differs": ", ".join(differs),
+                     "agreement": "differs" if differs else "same"})  # fmt: skip
+    return pd.DataFrame(rows, columns=DECODE_COLUMNS)
+
+
+def run_tables(folder) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """A run's sweep and decode table: a results folder's ``tables/``, else (a committed
+    example) its sweep files (sweep_compare.load_sweep) and its variants'
+    ``decode/*/summary.csv``; a sweep file or a pattern of them is that sweep alone."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return load_sweep(folder), None  # FileNotFoundError naming it where there is none
+    tables = StudyTables.from_results(folder)
+    sweep, decode = tables.sweep, tables.decode
+    if sweep is None:
+        try:
+            sweep = load_sweep(folder)
+        except (ComparisonRefused, FileNotFoundError, ValueError):
+            sweep = None
+    if decode is None:
+        parts = [pd.read_csv(f, comment="#") for f in sorted(folder.glob("decode/*/summary.csv"))]
+        decode = pd.concat(parts, ignore_index=True) if parts else None
+    return sweep, decode
+
+
+def compare_runs(folder_a, folder_b) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ranking and decode agreement of two runs' folders (:func:`run_tables`)."""
+    (sweep_a, decode_a), (sweep_b, decode_b) = run_tables(folder_a), run_tables(folder_b)
+    return ranking_agreement(sweep_a, sweep_b), decode_agreement(decode_a, decode_b)
+
+
+def summary(ranks: pd.DataFrame, decode: pd.DataFrame) -> list[str]:
+    """The agreement in a few lines: counts, then each ranking and decode row that differs."""
+    lines = []
+    if ranks.empty:
+        lines.append("rankings: no size and mode ranked in both runs")
+    else:
+        counts = ranks["agreement"].value_counts()
+        moved = int((ranks["time"] == "differs").sum())
+        lines.append(f"rankings: {len(ranks)} sizes and modes in both runs: "
+                     f"{counts.get('same', 0)} same leaders, {counts.get('consistent', 0)} "
+                     f"consistent (leaders overlap), {counts.get('differs', 0)} differ; the "
+                     f"leader's time beyond the noise at {moved}")  # fmt: skip
+        for rec in ranks[ranks["agreement"] == "differs"].to_dict("records"):
+            lines.append(f"  differs: {rec['dtype']} {rec['shape']} M = {rec['M']} "
+                         f"{rec['mode']}: {rec['leaders_a']} | {rec['leaders_b']}")  # fmt: skip
+    if decode.empty:
+        lines.append("decode: no variant and C valid in both runs")
+    else:
+        same = int((decode["agreement"] == "same").sum())
+        lines.append(f"decode: {len(decode)} variants x C valid in both runs: {same} agree on "
+                     f"TPOT, tok/s, W and J/token within the noise")  # fmt: skip
+        for rec in decode[decode["agreement"] == "differs"].to_dict("records"):
+            lines.append(f"  differs: {rec['variant']} C = {rec['concurrency']:g}: "
+                         f"{rec['differs']} (noise {100 * rec['noise']:.1f} %)")  # fmt: skip
+    return lines

@@ -1,0 +1,75 @@
+"""Two runs side by side (studylib/run_agreement.py, tools/run_agreement.py): a shortened run
+against a full-length one."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+from studylib.run_agreement import decode_agreement, ranking_agreement, summary
+from test_sweep_answers import frame, pt
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sweep(b_cold: float, extra=()):
+    # torch·aten 10 µs cold at M 16; flashinfer·cublaslt b_cold; 0.5 % IQR each.
+    return frame(pt("torch", "aten", 16, cold=10.0), pt("flashinfer", "cublaslt", 16, cold=b_cold),
+                 *extra)  # fmt: skip
+
+
+def test_the_same_leaders_overlapping_leaders_and_different_ones():
+    full = sweep(20.0)  # aten alone leads
+    assert ranking_agreement(full, sweep(20.4))["agreement"].tolist() == ["same"]
+    # within 3 % of each other: a tie whose leaders include aten
+    assert ranking_agreement(full, sweep(10.2))["agreement"].tolist() == ["consistent"]
+    row = ranking_agreement(full, sweep(5.0)).iloc[0]  # cublaslt alone leads now
+    assert row["agreement"] == "differs" and row["leaders_b"] == "flashinfer·cublaslt"
+    assert row["time"] == "differs"  # the leader's time halved, beyond the 3 % noise
+
+
+def test_a_contender_only_one_run_measured_is_no_disagreement():
+    extra = [pt("sgl_kernel", "cutlass", 16, cold=2.0)]  # only in the short run: faster
+    assert ranking_agreement(sweep(20.0), sweep(20.0, extra))["agreement"].tolist() == ["same"]
+
+
+def decode(tpot, w, ci=None, valid=True):
+    return pd.DataFrame([{"variant": "v", "concurrency": 64, "tpot_ms": tpot,
+                          "output_tok_s": 64e3 / tpot, "avg_w_per_gpu": w,
+                          "j_per_token": w * tpot / 64e3, "tpot_ci_pct": ci,
+                          "valid": valid}])  # fmt: skip
+
+
+def test_decode_rows_agree_within_the_larger_precision_of_the_two():
+    assert decode_agreement(decode(10.0, 600), decode(10.2, 605))["agreement"].tolist() == ["same"]
+    row = decode_agreement(decode(10.0, 600), decode(10.6, 600)).iloc[0]  # 6 % > 3 % floor
+    assert row["agreement"] == "differs" and row["differs"] == "TPOT, tok/s, J/token"
+    # a window known only to ± 8 %: the same 6 % is within its noise
+    assert decode_agreement(decode(10.0, 600), decode(10.6, 600, ci=8.0))["agreement"].tolist() \
+        == ["same"]  # fmt: skip
+    assert decode_agreement(decode(10.0, 600), decode(10.6, 600, valid=False)).empty
+    older = decode(10.0, 600).drop(columns=["tpot_ci_pct", "valid"])  # a table before them
+    assert decode_agreement(older, decode(10.2, 600))["agreement"].tolist() == ["same"]
+
+
+def test_the_tool_prints_the_counts_and_exits_1_on_a_difference(tmp_path):
+    for name, b in (("full", 20.0), ("short", 5.0)):
+        (tmp_path / name / "tables").mkdir(parents=True)
+        sweep(b).assign(status="ok").to_csv(tmp_path / name / "tables" / "sweep.csv", index=False)
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "run_agreement.py"),
+                          str(tmp_path / "full"), str(tmp_path / "short"), "--out",
+                          str(tmp_path / "out")], capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert "1 sizes and modes in both runs: 0 same leaders, 0 consistent" in run.stdout
+    assert (tmp_path / "out" / "ranking_agreement.csv").is_file()
+    missing = subprocess.run([sys.executable, str(ROOT / "tools" / "run_agreement.py"),
+                              str(tmp_path / "nowhere"), str(tmp_path / "short")],
+                             capture_output=True, text=True)  # fmt: skip
+    assert missing.returncode == 2 and "nowhere" in missing.stderr
+
+
+def test_the_summary_names_each_difference():
+    lines = summary(ranking_agreement(sweep(20.0), sweep(5.0)),
+                    decode_agreement(decode(10.0, 600), decode(10.6, 600)))  # fmt: skip
+    assert any("differs: bf16 down M = 16 cold" in line for line in lines)
+    assert any("differs: v C = 64: TPOT, tok/s, J/token (noise 3.0 %)" in line for line in lines)

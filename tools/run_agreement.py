@@ -1,0 +1,48 @@
+"""Do two runs of the study answer alike? (studylib/run_agreement.py)
+
+    python3 tools/run_agreement.py FULL SHORT [--out DIR]
+
+FULL and SHORT are results folders (results/, or a copy) or committed examples: a shortened
+run against a full-length one, or any two runs of one machine kind. Prints how many per-size
+rankings name the same leaders, overlap or differ, and how many decode rows (variant x C)
+agree on TPOT, tok/s, W and J/token within their noise; writes ranking_agreement.csv and
+decode_agreement.csv under DIR (default: the current folder). Exit 1 when a ranking's leaders
+or a decode row differ, 2 when a folder is missing.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from studylib.run_agreement import compare_runs, summary  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("full", help="the full-length run's folder")
+    parser.add_argument("short", help="the shortened run's folder")
+    parser.add_argument("--out", default=".", help="folder for the two agreement tables")
+    args = parser.parse_args()
+    try:
+        ranks, decode = compare_runs(args.full, args.short)
+    except FileNotFoundError as exc:
+        print(f"run_agreement: {exc}", file=sys.stderr)
+        return 2
+    for line in summary(ranks, decode):
+        print(line)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ranks.to_csv(out / "ranking_agreement.csv", index=False)
+    decode.to_csv(out / "decode_agreement.csv", index=False)
+    print(f"tables: {out / 'ranking_agreement.csv'}, {out / 'decode_agreement.csv'}")
+    differs = (ranks["agreement"] == "differs").any() or (decode["agreement"] == "differs").any()
+    return 1 if differs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
