@@ -23,8 +23,11 @@ from studylib.instruments.serving.bench_steady import (
     bench_requests,
     bench_steady_tpot_ms,
     first_wave_admitted,
+    first_wave_ended,
 )
 from studylib.instruments.serving.decode_load import LoadSpec
+from studylib.instruments.serving.load_stagger import first_length, staggered_length
+from studylib.stages.decode import decode_crosscheck
 from studylib.stages.decode.decode_crosscheck import ratios
 from studylib.stages.decode.decode_noise import (
     crosscheck_sentence,
@@ -43,6 +46,10 @@ def test_prompts_are_whole_waves_lasting_about_the_window_and_at_least_two():
     assert bench_prompts(512, 15, 1024, 31.0) == 2 * 512
     assert bench_prompts(16, 15, 1024, None) == 2 * 16  # no TPOT: two waves
     assert bench_prompts(1, 1e6, 1024, 0.01) == 64  # at most MAX_WAVES waves
+    # Staggered, one wave more: the staggered first wave comes before the steady part.
+    assert bench_prompts(1, 15, 1024, 1.44, staggered=True) == 12
+    assert bench_prompts(512, 15, 1024, 31.0, staggered=True) == 3 * 512
+    assert bench_prompts(16, 15, 1024, None, staggered=True) == 3 * 16
     assert (crosscheck.MIN_WAVES, crosscheck.MAX_WAVES) == (2, 64)
 
 
@@ -70,11 +77,15 @@ def test_argv_asks_for_random_ids_of_the_study_lengths(tmp_path):
     assert "--output-details" in argv  # the per-request arrays the steady TPOT reads
 
 
-def fake_bench_details(concurrency: int, requests: int, output_len: int) -> dict:
+def fake_bench_details(concurrency: int, requests: int, output_len: int,
+                       first_lens: list[int] | None = None) -> dict:  # fmt: skip
     """bench_serving's --output-details of a fake engine (no clock: a step counter): C slots,
     each refilled at once by the next request; a step prefills one waiting request (100 ms,
     its first token) or else decodes one token of every running one (10 ms). Each step a
-    microsecond longer than the last, so no two gaps are equal (bench_serving's float gaps)."""
+    microsecond longer than the last, so no two gaps are equal (bench_serving's float gaps).
+    ``first_lens``: the first requests' output lengths (a staggered first wave)."""
+    lens = [(first_lens or [])[i] if i < len(first_lens or []) else output_len
+            for i in range(requests)]  # fmt: skip
     t, step, sent = 0.0, 0, 0
     waiting, running, times = [], [], {}
     while sent < min(concurrency, requests):
@@ -91,7 +102,7 @@ def fake_bench_details(concurrency: int, requests: int, output_len: int) -> dict
         t += 0.01 + 1e-6 * step
         for index in list(running):
             times[index].append(t)
-            if len(times[index]) == output_len:
+            if len(times[index]) == lens[index]:
                 running.remove(index)
                 if sent < requests:
                     waiting.append(sent)
@@ -106,7 +117,7 @@ def fake_bench_details(concurrency: int, requests: int, output_len: int) -> dict
         "ttfts": [times[i][0] - starts[i] for i in range(requests)],
         "itls": [[b - a for a, b in zip(times[i], times[i][1:], strict=False)]
                  for i in range(requests)],
-        "output_lens": [output_len] * requests,
+        "output_lens": lens,
         "errors": [""] * requests,
     }  # fmt: skip
 
@@ -126,6 +137,91 @@ def test_steady_tpot_leaves_the_start_burst_out_as_the_studys_own_does():
     # Over a window as long as the study's (0.3 s) after the first wave's admission: decode
     # steps only, 10 ms each, as the study's window at high C holds.
     assert bench_steady_tpot_ms(details, 4, 50, steady_s=0.3) == pytest.approx(10.0, abs=0.1)
+
+
+def test_a_staggered_first_wave_is_left_out_as_the_studys_own_window_leaves_it():
+    # C = 4, 40 tokens, first requests of 10/20/30/40 (the study's stagger): the requests then
+    # end one after another and each replacement's prefill (100 ms) stalls decode alone.
+    first = [staggered_length(40, 4, i) for i in range(4)]
+    assert first == [10, 20, 30, 40]
+    assert first == [first_length(LoadSpec(concurrency=4, input_len=1, output_len=40,
+                                           duration_s=1.0, stagger=True), i)
+                     for i in range(4)]  # fmt: skip
+    details = fake_bench_details(4, 12, 40, first)
+    records, _ = bench_requests(details, 4)
+    ended = first_wave_ended(records, 4)
+    assert ended == pytest.approx(max(r.end for r in records[:4]))
+    assert ended > first_wave_admitted(records, 4) + 0.3  # the first wave lasts 40 steps
+    steady = bench_steady_tpot_ms(details, 4, 40, steady_s=1.0, staggered=True)
+    # In the steady part a client's request ends every 10 steps, and its replacement's
+    # prefill (100 ms) stalls the others alone: a request's 39 gaps of 10 ms hold the other
+    # three clients' prefills, 17.7 ms per token, not the 10 of a lockstep wave's middle.
+    assert steady == pytest.approx((39 * 10 + 3 * 100) / 39, rel=0.02)
+    assert bench_steady_tpot_ms(details, 4, 40, steady_s=1.0) < steady
+    # Not every first request ended (a run cut short): no staggered window.
+    short = {k: v[:3] for k, v in details.items()}
+    assert first_wave_ended(bench_requests(short, 4)[0], 4) is None
+    assert bench_steady_tpot_ms(short, 4, 40, staggered=True) is None
+
+
+def test_the_cross_check_staggers_bench_serving_as_the_load_was(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(argv, result_file, timeout_s, log_path):
+        seen["argv"] = argv
+        return {"t0": 0.0, "t1": 1.0, "details": {}, "bench_tpot_ms": 20.0, "bench_error": ""}
+
+    monkeypatch.setattr(decode_crosscheck, "run_bench_serving", fake_run)
+    monkeypatch.setattr(decode_crosscheck, "drain_server", lambda pas: None)
+    monkeypatch.setattr(decode_crosscheck, "server_window_of",
+                        lambda *a: {"server_tok_s_median": None})  # fmt: skip
+    plan = {"engine": "sglang", "model": "/m", "input_len": 128, "output_len": 1024,
+            "min_steady_s": 30, "stagger": True}  # fmt: skip
+    server = types.SimpleNamespace(alive=lambda: True, log_path=tmp_path / "server.log")
+    pas = types.SimpleNamespace(plan=plan, server=server, host="127.0.0.1", port=30000)
+    row = {"tpot_ms": 20.0, "steady_s": 12.0}
+    out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
+    argv = seen["argv"]
+    at = argv.index(crosscheck.FIRST_LENS_FLAG)
+    assert argv[at + 1] == "256,512,768,1024" and out["bench_staggered"] is True
+    assert out["bench_prompts"] == 3 * 4  # two waves for the window, the staggered one first
+    # Lockstep: no lengths, no extra wave.
+    out = decode_crosscheck.crosscheck_at(pas_lockstep := types.SimpleNamespace(
+        plan={**plan, "stagger": False}, server=server, host="127.0.0.1", port=30000),
+        4, row, tmp_path)  # fmt: skip
+    assert pas_lockstep and crosscheck.FIRST_LENS_FLAG not in seen["argv"]
+    assert out["bench_staggered"] is False and out["bench_prompts"] == 2 * 4
+
+
+def test_the_runner_gives_bench_serving_the_first_output_lengths(monkeypatch):
+    argv = bench_serving_argv("py", "h", 1, "/m", 3, 128, 1024, 9, 3, "out.jsonl", [341, 683, 1024])
+    rest, lengths = crosscheck.split_first_lens(argv[2:])
+    assert lengths == [341, 683, 1024] and crosscheck.FIRST_LENS_FLAG not in rest
+    assert rest[:2] == ["--backend", "sglang"]
+    assert crosscheck.split_first_lens(["--backend", "sglang"]) == (["--backend", "sglang"], [])
+    for bad, why in ((["--study-first-output-lens"], "needs comma-separated"),
+                     (["--study-first-output-lens", "1,x"], "not whole numbers"),
+                     (["--study-first-output-lens", "0,5"], "below 1")):  # fmt: skip
+        with pytest.raises(SystemExit, match=why):
+            crosscheck.split_first_lens(bad)
+
+    def rows_of(n):
+        return [types.SimpleNamespace(output_len=1024) for _ in range(n)]
+
+    got = crosscheck.with_first_lengths(lambda *a, **k: rows_of(5), [341, 683, 1024])(None)
+    assert [r.output_len for r in got] == [341, 683, 1024, 1024, 1024]
+    with pytest.raises(ValueError, match="2 prompts for 3 staggered"):
+        crosscheck.with_first_lengths(lambda *a, **k: rows_of(2), [1, 2, 3])()
+    # Run as bench_serving's runner: its module's get_dataset is the one patched.
+    seen = {}
+    module = types.SimpleNamespace(get_dataset=lambda *a, **k: rows_of(4))
+    module.cli_main = lambda: seen.update(argv=list(sys.argv),
+                                          rows=module.get_dataset())  # fmt: skip
+    monkeypatch.setattr(crosscheck.importlib, "import_module", lambda name: module)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    crosscheck.main(["--backend", "sglang", crosscheck.FIRST_LENS_FLAG, "5,10"])
+    assert seen["argv"] == ["sglang.benchmark.serving", "--backend", "sglang"]
+    assert [r.output_len for r in seen["rows"]] == [5, 10, 1024, 1024]
 
 
 def test_a_straggler_of_the_first_wave_does_not_hold_the_window_back():

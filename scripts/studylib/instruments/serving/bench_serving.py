@@ -14,6 +14,17 @@ H200 at C = 512, 1.3 s of median TTFT). So bench_serving also writes its per-req
 part as the study computes its own. This module runs as bench_serving's runner script too,
 so it imports nothing of the study's.
 
+Where the study's load staggers its first requests (``decode.stagger``), bench_serving's must
+too, or the two clients drive different workloads: staggered, the replacements of finished
+requests arrive one at a time and the engine prefills each alone (on the H200, bf16 eager at
+C = 256: 506 prefill batches for 506 requests in the study's minute, 20 for 515 in
+bench_serving's), and with the seed's MoE one 128-token prefill streams nearly every expert's
+weights, as long as a decode step; in lockstep waves C prefills share one pass. The
+scheduler's own rate was 10.4k tok/s under the staggered load and 12.5-13.2k under
+bench_serving's waves, a quarter apart. So the runner takes the first C output lengths
+(``--study-first-output-lens``) and gives them to bench_serving's first C random-ids rows;
+its requests then end one after another as the study's do.
+
 bench_serving imports Hugging Face ``datasets`` at start, for its MMMU dataset alone. An
 offline box does not carry that library's closure (pyarrow, fsspec, multiprocess, xxhash,
 ...), so when it is missing this module, run as a script, puts a stand-in in its place that
@@ -42,15 +53,18 @@ MAX_WAVES = 64
 TIMEOUT_MARGIN_S = 120.0
 
 
-def bench_prompts(concurrency: int, seconds: float, output_len: int, tpot_ms: float | None) -> int:
+def bench_prompts(concurrency: int, seconds: float, output_len: int, tpot_ms: float | None,
+                  staggered: bool = False) -> int:  # fmt: skip
     """Whole waves of C prompts lasting about ``seconds`` at the study's TPOT, never fewer
     than :data:`MIN_WAVES` (that many when the TPOT is unknown or one wave already lasts
-    that long) nor more than :data:`MAX_WAVES`."""
+    that long) nor more than :data:`MAX_WAVES`; staggered, one wave more: the staggered
+    first wave, before the steady part (:mod:`.bench_steady`)."""
     if not tpot_ms or tpot_ms <= 0:
-        return concurrency * MIN_WAVES
-    request_s = output_len * tpot_ms / 1e3
-    waves = max(MIN_WAVES, min(MAX_WAVES, math.ceil(seconds / request_s)))
-    return concurrency * waves
+        waves = MIN_WAVES
+    else:
+        request_s = output_len * tpot_ms / 1e3
+        waves = max(MIN_WAVES, min(MAX_WAVES, math.ceil(seconds / request_s)))
+    return concurrency * (waves + int(staggered))
 
 
 def bench_timeout_s(prompts: int, concurrency: int, output_len: int,
@@ -62,11 +76,18 @@ def bench_timeout_s(prompts: int, concurrency: int, output_len: int,
     return 2 * expected_s + TIMEOUT_MARGIN_S
 
 
+#: The runner's own flag (not bench_serving's): the first requests' output lengths, comma-separated.
+FIRST_LENS_FLAG = "--study-first-output-lens"
+
+
 def bench_serving_argv(python: str, host: str, port: int, model_dir: str, concurrency: int,
                        input_len: int, output_len: int, num_prompts: int, seed: int,
-                       output_file: str | Path) -> list[str]:  # fmt: skip
-    """This module as bench_serving's runner, with bench_serving's arguments."""
-    return [python, str(Path(__file__).resolve()),
+                       output_file: str | Path,
+                       first_output_lens: list[int] | None = None) -> list[str]:  # fmt: skip
+    """This module as bench_serving's runner, with bench_serving's arguments; with
+    ``first_output_lens``, its first requests' output lengths (a staggered load's)."""
+    first = [FIRST_LENS_FLAG, ",".join(map(str, first_output_lens))] if first_output_lens else []
+    return [python, str(Path(__file__).resolve()), *first,
             "--backend", "sglang", "--host", str(host), "--port", str(port),
             "--model", str(model_dir), "--tokenizer", str(model_dir),
             "--dataset-name", "random-ids", "--tokenize-prompt",
@@ -154,8 +175,40 @@ def _datasets_stand_in() -> types.ModuleType:
     return module
 
 
+def split_first_lens(argv: list[str]) -> tuple[list[str], list[int]]:
+    """bench_serving's arguments without the runner's :data:`FIRST_LENS_FLAG`, and its lengths."""
+    if FIRST_LENS_FLAG not in argv:
+        return argv, []
+    at = argv.index(FIRST_LENS_FLAG)
+    if at + 1 >= len(argv):
+        raise SystemExit(f"{FIRST_LENS_FLAG} needs comma-separated output lengths")
+    try:
+        lengths = [int(x) for x in argv[at + 1].split(",")]
+    except ValueError:
+        raise SystemExit(f"{FIRST_LENS_FLAG}: not whole numbers: {argv[at + 1]!r}") from None
+    if any(n < 1 for n in lengths):
+        raise SystemExit(f"{FIRST_LENS_FLAG}: an output length below 1: {argv[at + 1]!r}")
+    return argv[:at] + argv[at + 2 :], lengths
+
+
+def with_first_lengths(get_dataset, lengths: list[int]):
+    """``get_dataset`` whose first rows ask for ``lengths`` output tokens (bench_serving
+    sends its rows in order and its ``--max-concurrency`` slots take them first come)."""
+
+    def staggered(*args, **kwargs):
+        rows = get_dataset(*args, **kwargs)
+        if len(rows) < len(lengths):
+            raise ValueError(f"{len(rows)} prompts for {len(lengths)} staggered first requests")
+        for row, n in zip(rows, lengths, strict=False):
+            row.output_len = n
+        return rows
+
+    return staggered
+
+
 def main(argv: list[str]) -> None:
-    """bench_serving's command line, with a stand-in for a missing ``datasets``."""
+    """bench_serving's command line, with a stand-in for a missing ``datasets`` and the
+    runner's first output lengths applied."""
     # Run as a script, this folder is sys.path[0], and its modules (profile, model, load)
     # would shadow the standard library's and SGLang's.
     here = Path(__file__).resolve().parent
@@ -164,8 +217,12 @@ def main(argv: list[str]) -> None:
         sys.modules["datasets"] = _datasets_stand_in()
     # sglang.bench_serving is the deprecated name of sglang.benchmark.serving (0.5.16);
     # its cli_main parses sys.argv.
+    argv, lengths = split_first_lens(argv)
     sys.argv = ["sglang.benchmark.serving", *argv]
     module = importlib.import_module("sglang.benchmark.serving")
+    if lengths:
+        # run_benchmark calls the name it imported (SGLang 0.5.16, benchmark/serving.py).
+        module.get_dataset = with_first_lengths(module.get_dataset, lengths)
     module.cli_main()
 
 

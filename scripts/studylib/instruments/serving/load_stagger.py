@@ -12,12 +12,17 @@ the warm-up time has passed."""
 from __future__ import annotations
 
 
+def staggered_length(output_len: int, concurrency: int, index: int) -> int:
+    """Client ``index``'s first output length: output_len x (index + 1) / C, at least 1."""
+    return max(1, round(output_len * (index + 1) / concurrency))
+
+
 def first_length(spec, index: int) -> int | None:
     """The output length of request ``index`` where the load staggers its first requests
     (one per client: indices below C); None: the spec's output_len."""
     if not spec.stagger or index >= spec.concurrency:
         return None
-    return max(1, round(spec.output_len * (index + 1) / spec.concurrency))
+    return staggered_length(spec.output_len, spec.concurrency, index)
 
 
 def warmed_up_at(records, spec, admitted: float | None, t_begin: float) -> float | None:

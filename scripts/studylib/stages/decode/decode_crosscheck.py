@@ -20,6 +20,7 @@ from ...instruments.serving.decode_load import (
     STEADY_FRACTION,
 )
 from ...instruments.serving.launcher import url_host
+from ...instruments.serving.load_stagger import staggered_length
 from ...instruments.serving.server_log import server_window_of
 from .decode_server import ServerPass, drain_server
 
@@ -50,7 +51,11 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
            "avg_w_per_gpu", "valid")}  # fmt: skip
     # as long as the study's window lasted (a precise window may end before min_steady_s)
     seconds = row.get("steady_s") or plan["min_steady_s"]
-    prompts = bench_prompts(c, seconds, plan["output_len"], row.get("tpot_ms"))
+    # Staggered as the study's load was (bench_serving's module says why it matters).
+    staggered = bool(plan.get("stagger"))
+    first = [staggered_length(plan["output_len"], c, i) for i in range(c)] if staggered else None
+    prompts = bench_prompts(c, seconds, plan["output_len"], row.get("tpot_ms"), staggered)
+    out["bench_staggered"] = staggered
     out["bench_prompts"] = prompts
     if not pas.server.alive():
         out["bench_error"] = "the server is no longer running"
@@ -59,7 +64,7 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
     result_file = folder / f"bench_c{c}.jsonl"
     argv = bench_serving_argv(sys.executable, url_host(pas.host), pas.port, plan["model"], c,
                               plan["input_len"], plan["output_len"], prompts, c,
-                              result_file)  # fmt: skip
+                              result_file, first)  # fmt: skip
     timeout_s = bench_timeout_s(prompts, c, plan["output_len"], row.get("tpot_ms"))
     result = run_bench_serving(argv, result_file, timeout_s, folder / "bench_serving.log")
     t0, t1 = result.pop("t0"), result.pop("t1")
@@ -67,7 +72,8 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
     details = result.pop("details", {})
     try:
         out["bench_tpot_steady_ms"] = bench_steady_tpot_ms(details, c, plan["output_len"],
-                                                           row.get("steady_s"))  # fmt: skip
+                                                           row.get("steady_s"),
+                                                           staggered)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - details it cannot read: the plain ratio stands
         log.warning("C=%d: no steady TPOT from bench_serving's details: %s: %s", c,
                     type(exc).__name__, exc)  # fmt: skip

@@ -104,13 +104,15 @@ CROSSCHECK_COLUMNS = [
     "engine", "variant", "weights", "cuda_graphs", "concurrency", "tpot_ms", "tpot_source",
     "output_tok_s", "server_tok_s_median", "avg_w_per_gpu", "valid", "bench_tpot_ms",
     "bench_tpot_steady_ms",
-    "bench_itl_ms", "bench_output_tok_s", "bench_ttft_ms", "bench_prompts", "bench_completed",
+    "bench_itl_ms", "bench_output_tok_s", "bench_ttft_ms", "bench_prompts", "bench_staggered",
+    "bench_completed",
     "bench_duration_s", "bench_server_tok_s_median", "tpot_ratio", "tpot_ratio_steady",
     "itl_ratio", "engine_ratio", "tok_s_ratio", "bench_error",
 ]  # fmt: skip
 #: Cross-check columns newer than the committed examples' tables (2026-12-02, session 14:
-#: bench_serving's TPOT over its steady part; whose account the study's TPOT is).
-CROSSCHECK_ADDED = ("bench_tpot_steady_ms", "tpot_ratio_steady", "tpot_source")
+#: bench_serving's TPOT over its steady part; whose account the study's TPOT is; session 18:
+#: whether bench_serving's first requests were staggered as the study's were).
+CROSSCHECK_ADDED = ("bench_tpot_steady_ms", "tpot_ratio_steady", "tpot_source", "bench_staggered")
 
 
 #: tables/decode_tp_pairs.csv: a TP variant beside its one-GPU twin (decode_judgements.tp_pairs).
