@@ -292,3 +292,45 @@ def test_a_measuring_worker_dies_with_its_job(tmp_path, sig):
         if worker is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(worker, signal.SIGKILL)
+
+
+DROPPED_STOP_JOB = textwrap.dedent(
+    """
+    import os, signal, sys, time
+
+    sys.path.insert(0, sys.argv[1])
+    from studylib.instruments.serving.guard import protect_job
+
+    protect_job(hard_exit_s=60)
+
+
+    class Dropping:
+        # Python prints and drops what a __del__ raises, as it does in a weakref callback
+        # (importlib's module-lock callback, where a SIGTERM landed on 2026-12-03).
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs here, inside __del__
+                pass
+
+
+    Dropping()
+    print("after the dropped stop", flush=True)
+    for _ in range(100):
+        time.sleep(0.1)
+    print("still measuring", flush=True)
+    """
+)
+
+
+def test_a_stop_python_drops_is_raised_again_where_it_propagates():
+    # Deterministic: the job signals itself inside a __del__, so the handler's SystemExit
+    # is raised where Python drops exceptions. The stop must still end the job, at once,
+    # with one line and no traceback.
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", DROPPED_STOP_JOB, SCRIPTS], capture_output=True,
+                          text=True, timeout=DEADLINE_S)  # fmt: skip
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stderr.count("job: SIGTERM: stopping the server and exiting") == 1, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    assert "still measuring" not in done.stdout
+    assert time.monotonic() - t0 < DEADLINE_S / 2

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import select
 import signal
@@ -372,18 +373,44 @@ def die_with_parent(sig: int = signal.SIGTERM, watch: str | None = None) -> int 
     return ancestor
 
 
+#: The stop a signal asked for: its number, and whether its SystemExit must be raised again
+#: (Python dropped it: :func:`_stop_dropped`).
+_STOP = {"signum": None, "again": False}
+
+
+def _stop_dropped(unraisable, previous) -> None:
+    """``sys.unraisablehook`` while :func:`stop_on_signals` holds: where a signal's handler
+    runs inside code whose exceptions Python prints and drops (a weakref callback, a
+    ``__del__``: on 2026-12-03 a SIGTERM landed in importlib's module-lock callback and the
+    job went on measuring, a traceback in its log), the stop is signalled again, to be
+    raised where it propagates; anything else goes to the previous hook. The signal comes
+    from a thread a moment later: sent from here, its handler would run inside this hook,
+    whose exceptions Python drops too. Dropped again, it is sent again."""
+    exc_type = getattr(unraisable, "exc_type", None)
+    if exc_type is not None and issubclass(exc_type, SystemExit) and _STOP["signum"]:
+        _STOP["again"] = True
+        again = threading.Timer(0.05, os.kill, (os.getpid(), _STOP["signum"]))
+        again.daemon = True
+        again.start()
+        return
+    previous(unraisable)
+
+
 def stop_on_signals(signals=STOP_SIGNALS, hard_exit_s: float = 300.0,
                     doing: str = "stopping the server"):  # fmt: skip
     """Turn ``signals`` into ``SystemExit(128 + signum)`` in the main thread, once: the
-    ``with`` blocks unwind and stop the server. Later signals are ignored while that runs;
-    after ``hard_exit_s`` the process exits hard (its guard then stops the server)."""
-    fired = []
+    ``with`` blocks unwind and stop the server. Later signals are ignored while that runs
+    (unless Python dropped the first: :func:`_stop_dropped`); after ``hard_exit_s`` the
+    process exits hard (its guard then stops the server)."""
     _HARD_EXIT["after_s"] = hard_exit_s
 
     def handler(signum, _frame):
-        if fired:
-            return
-        fired.append(signum)
+        if _STOP["signum"] is not None:
+            if not _STOP["again"]:
+                return
+            _STOP["again"] = False
+            raise SystemExit(128 + _STOP["signum"])
+        _STOP["signum"] = signum
         name = signal.Signals(signum).name
         print(f"job: {name}: {doing} and exiting", file=sys.stderr, flush=True)
         _arm_hard_exit(signum)
@@ -391,6 +418,9 @@ def stop_on_signals(signals=STOP_SIGNALS, hard_exit_s: float = 300.0,
 
     for sig in signals:
         signal.signal(sig, handler)
+    hook = sys.unraisablehook
+    if getattr(hook, "func", None) is not _stop_dropped:
+        sys.unraisablehook = functools.partial(_stop_dropped, previous=hook)
 
 
 _PROTECTED: list[bool] = []
