@@ -18,6 +18,7 @@ from studylib.instruments.serving.decode_load import (
     steady_window,
     summarize_load,
 )
+from studylib.instruments.serving.load_stagger import staggered_length
 from studylib.instruments.serving.window_precision import _t975, rate_precision, window_slices
 from test_serving import standin
 
@@ -350,16 +351,18 @@ def test_a_job_stopped_during_the_load_ends_it_cleanly(tmp_path, caplog):
 
 
 def test_a_staggered_load_ends_its_first_requests_one_after_another(tmp_path):
-    # Client i's first request asks for 40 x (i + 1) / 4 tokens (10, 20, 30, 40), every later
-    # one for 40: the requests end one after another instead of all four every 40 tokens.
-    # The window starts once each first request has ended and warmup_s has passed.
+    # Client i's first request ends in the i-th tenth-of-40 slot, at a golden-ratio offset
+    # (4, 18, 21, 35 tokens: load_stagger.staggered_length), every later one asks for 40: the
+    # requests end one after another instead of all four every 40 tokens, and their chunks do
+    # not share steps. The window starts once each first request has ended and warmup_s has
+    # passed.
     spec = LoadSpec(concurrency=4, duration_s=0.3, input_len=4, output_len=40, vocab_size=500,
                     stagger=True, warmup_s=0.4)  # fmt: skip
     load = load_against_standin(tmp_path, spec, "--token-delay", "0.005")
     assert not any(r.error for r in load.records)
     first = [r for r in load.records if r.index < 4]
-    assert [r.completion_tokens for r in first] == [10, 20, 30, 40]
-    assert [r.max_tokens for r in first] == [10, 20, 30, 40]
+    assert [r.completion_tokens for r in first] == [4, 18, 21, 35]
+    assert [r.max_tokens for r in first] == [4, 18, 21, 35]
     later = [r for r in load.records if r.index >= 4]
     assert later and all(r.max_tokens is None for r in later)
     assert all(r.completion_tokens == 40 for r in later if not r.cut)
@@ -378,3 +381,18 @@ def test_a_staggered_first_request_that_comes_back_short_is_a_wrong_length():
                RequestRecord(index=1, start=0.0, first_token=0.1, token_times=[0.1, 0.2],
                              end=0.3, completion_tokens=10, max_tokens=10)]  # fmt: skip
     assert summarize_load(records, spec, 0.0, 1.0)["wrong_length"] == 1
+
+
+@pytest.mark.parametrize("concurrency", [1, 16, 64, 256, 512, 1024])
+def test_staggered_first_requests_end_once_per_slot_on_spread_chunk_steps(concurrency):
+    # One first request ends in each of the C slots of output_len / C steps, and their
+    # lengths' residues modulo a stream interval of 8 are spread evenly, so the clients'
+    # chunks fall on different steps (on the H200 at C = 64 with multiples of 8 they came in
+    # two bursts: load_stagger.staggered_length).
+    lengths = [staggered_length(1024, concurrency, i) for i in range(concurrency)]
+    slot = 1024 / concurrency
+    assert all(i * slot - 1 <= n <= (i + 1) * slot for i, n in enumerate(lengths))
+    assert 1 <= min(lengths) and max(lengths) <= 1024
+    if concurrency >= 16:
+        counts = [sum(1 for n in lengths if n % 8 == r) for r in range(8)]
+        assert max(counts) - min(counts) <= max(2, concurrency // 64), counts

@@ -140,10 +140,10 @@ def test_steady_tpot_leaves_the_start_burst_out_as_the_studys_own_does():
 
 
 def test_a_staggered_first_wave_is_left_out_as_the_studys_own_window_leaves_it():
-    # C = 4, 40 tokens, first requests of 10/20/30/40 (the study's stagger): the requests then
+    # C = 4, 40 tokens, first requests of 4/18/21/35 (the study's stagger): the requests then
     # end one after another and each replacement's prefill (100 ms) stalls decode alone.
     first = [staggered_length(40, 4, i) for i in range(4)]
-    assert first == [10, 20, 30, 40]
+    assert first == [4, 18, 21, 35]
     assert first == [first_length(LoadSpec(concurrency=4, input_len=1, output_len=40,
                                            duration_s=1.0, stagger=True), i)
                      for i in range(4)]  # fmt: skip
@@ -183,7 +183,7 @@ def test_the_cross_check_staggers_bench_serving_as_the_load_was(tmp_path, monkey
     out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
     argv = seen["argv"]
     at = argv.index(crosscheck.FIRST_LENS_FLAG)
-    assert argv[at + 1] == "256,512,768,1024" and out["bench_staggered"] is True
+    assert argv[at + 1] == "98,452,549,903" and out["bench_staggered"] is True
     assert out["bench_prompts"] == 3 * 4  # two waves for the window, the staggered one first
     # Lockstep: no lengths, no extra wave.
     out = decode_crosscheck.crosscheck_at(pas_lockstep := types.SimpleNamespace(

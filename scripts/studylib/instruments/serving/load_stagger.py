@@ -3,18 +3,34 @@ and share one output length keeps them in lockstep: every output_len steps all C
 and C replacements prefill together, stalling decode (on the H200, bf16 at C = 256, a 1-s
 slice of the window got 4.1k tokens where the others got 12.5-13.3k). A window then measures
 how many of those stalls it happened to hold, and its rate's interval stays wide. Staggered,
-client i's first request asks for output_len x (i + 1) / C tokens, so the clients' requests
-end one after another, C per output_len steps, as a server's requests do in its steady state;
-every later request has the full length. The window starts once each first request has ended
-(every client then streams a full-length request, at ages spread over the output length) and
-the warm-up time has passed."""
+client i's first request asks for about output_len x (i + 1) / C tokens
+(:func:`staggered_length`), so the clients' requests end one after another, C per output_len
+steps, as a server's requests do in its steady state; every later request has the full
+length. The window starts once each first request has ended (every client then streams a
+full-length request, at ages spread over the output length) and the warm-up time has passed.
+"""
 
 from __future__ import annotations
 
+#: The golden ratio's fractional part: the offsets frac(k x GOLDEN), k = 1, 2, ... spread
+#: evenly over [0, 1) however many are taken.
+GOLDEN = 0.6180339887498949
+
 
 def staggered_length(output_len: int, concurrency: int, index: int) -> int:
-    """Client ``index``'s first output length: output_len x (index + 1) / C, at least 1."""
-    return max(1, round(output_len * (index + 1) / concurrency))
+    """Client ``index``'s first output length: output_len x (index + 1 - frac((index + 1) x
+    GOLDEN)) / C, at least 1: one request ends in each of the C slots of output_len / C
+    steps, at an offset within its slot that the golden ratio spreads. Not at the slot's end:
+    a server streams each request's tokens in chunks of its stream interval (SGLang's
+    ``--stream-interval 8``: a chunk at the request's tokens 1, 9, 17, ...), so a request's
+    chunk steps are fixed by the step it started on, and a replacement starts as its
+    predecessor ends. With every first length a multiple of the interval (1,024 x k / 64 at
+    C = 64) all clients streamed on the same steps: on the H200 (bf16 graphs, 2026-12-03) the
+    chunks at C = 64 came in two bursts of about 32 requests every 8 steps, 1-s slices of
+    the window counted 6 or 7 bursts, and the window's rate was known to +-2.1 % where the
+    same tokens spread evenly over their chunks gave +-0.4 %."""
+    share = index + 1 - (index + 1) * GOLDEN % 1.0
+    return max(1, round(output_len * share / concurrency))
 
 
 def first_length(spec, index: int) -> int | None:
