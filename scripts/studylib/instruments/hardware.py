@@ -108,8 +108,13 @@ def git_info(repo: str | os.PathLike = ".") -> dict:
             ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10
         )
 
-    # A copy of the working tree without .git (e.g. on a lent GPU box) can be told its commit.
-    fallback = {"git_commit": os.environ.get("STUDY_GIT_COMMIT") or None, "git_dirty": None}
+    # A copy of the working tree without .git, or with a stale one (a lent GPU box's copy
+    # carried a .git of an earlier commit, 2026-12-03, and read as dirty), is told its commit:
+    # the variable wins over git.
+    told = os.environ.get("STUDY_GIT_COMMIT") or None
+    if told:
+        return {"git_commit": told, "git_dirty": None}
+    fallback = {"git_commit": None, "git_dirty": None}
     try:
         commit = git("rev-parse", "HEAD")
         if commit.returncode != 0:
