@@ -89,7 +89,9 @@ def decode_agreement(decode_a: pd.DataFrame | None, decode_b: pd.DataFrame | Non
         frame = frame.copy()
         ci = frame["tpot_ci_pct"] if "tpot_ci_pct" in frame else float("nan")
         frame["tpot_ci_pct"] = pd.to_numeric(ci, errors="coerce")
-        return frame[[*DECODE_KEYS, *DECODE_FIGURES.values(), "tpot_ci_pct"]]
+        if "load" not in frame:  # a table before session 18
+            frame["load"] = None
+        return frame[[*DECODE_KEYS, *DECODE_FIGURES.values(), "tpot_ci_pct", "load"]]
 
     both = valid(decode_a).merge(valid(decode_b), on=DECODE_KEYS, suffixes=("_a", "_b"))
     rows = []
@@ -97,6 +99,10 @@ def decode_agreement(decode_a: pd.DataFrame | None, decode_b: pd.DataFrame | Non
         noise = decision_noise(rec["tpot_ci_pct_a"] / 100, rec["tpot_ci_pct_b"] / 100)
         differs = [name for name, col in DECODE_FIGURES.items()
                    if beyond(run_to_run(rec[f"{col}_a"], rec[f"{col}_b"]), noise)]  # fmt: skip
+        loads = [rec["load_a"], rec["load_b"]]
+        if all(isinstance(x, str) and x for x in loads) and loads[0] != loads[1]:
+            # Not the same measurement: a staggered window holds lone prefills (decode_schema).
+            differs.insert(0, f"load ({loads[0]} | {loads[1]})")
         rows.append({**{k: rec[k] for k in DECODE_KEYS},
                      **{f"{c}_{s}": rec[f"{c}_{s}"] for c in DECODE_FIGURES.values() for s in "ab"},
                      "noise": noise, "differs": ", ".join(differs),

@@ -52,6 +52,16 @@ def test_decode_rows_agree_within_the_larger_precision_of_the_two():
     assert decode_agreement(older, decode(10.2, 600))["agreement"].tolist() == ["same"]
 
 
+def test_decode_rows_under_different_loads_differ_whatever_their_figures():
+    # A staggered window holds each replacement's lone prefill, a lockstep one does not: not
+    # the same measurement, even where the figures happen to agree.
+    staggered, lockstep = decode(10.0, 600).assign(load="staggered"), decode(10.0, 600)
+    row = decode_agreement(staggered, lockstep.assign(load="lockstep")).iloc[0]
+    assert row["agreement"] == "differs" and row["differs"] == "load (staggered | lockstep)"
+    # One side from before the column: its load is not known, so only the figures judge.
+    assert decode_agreement(staggered, lockstep)["agreement"].tolist() == ["same"]
+
+
 def test_the_tool_prints_the_counts_and_exits_1_on_a_difference(tmp_path):
     for name, b in (("full", 20.0), ("short", 5.0)):
         (tmp_path / name / "tables").mkdir(parents=True)

@@ -32,6 +32,7 @@ def test_transformers_decode_on_cpu(tmp_path, monkeypatch):
     summary = run_decode(plan, tmp_path / "out")
     assert list(summary.columns) == SUMMARY_COLUMNS
     assert summary["concurrency"].tolist() == [1, 2]
+    assert (summary["load"] == "lockstep").all()  # no stagger in the plan
     assert (summary["errors"] == 0).all() and (summary["wrong_length"] == 0).all()
     # The closed loop holds C in flight for min_steady_s whatever the machine's speed, so the
     # window is valid by construction (a fast machine once made a prompt-count load too short).
@@ -333,6 +334,7 @@ def test_a_staggered_load_is_its_own_warm_up(tmp_path, monkeypatch, caplog):
     }  # fmt: skip
     summary = run_decode(plan, tmp_path / "out")
     assert summary["valid"].all() and (summary["wrong_length"] == 0).all()
+    assert (summary["load"] == "staggered").all()  # the table says which load it measured
     requests = pd.read_parquet(tmp_path / "out" / "requests.parquet")
     first = requests[requests["index"] < requests["concurrency"]].sort_values(
         ["concurrency", "index"]

@@ -53,6 +53,8 @@ from .decode_profile_pass import profile_left, profile_pass
 from .decode_schema import (
     BREAKDOWN_COLUMNS,
     CROSSCHECK_COLUMNS,
+    LOAD_LOCKSTEP,
+    LOAD_STAGGERED,
     RECORDER_COLUMNS,
     SUMMARY_COLUMNS,
     cuda_graphs,
@@ -343,7 +345,8 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
            "routing": plan.get("routing"),
            "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
            "ep": expert_parallel(plan["engine"], plan.get("args") or []),
-           "concurrency": c, "power_source": source, "load_cpu_pct": load.cpu_pct}  # fmt: skip
+           "concurrency": c, "power_source": source, "load_cpu_pct": load.cpu_pct,
+           "load": LOAD_STAGGERED if plan.get("stagger") else LOAD_LOCKSTEP}  # fmt: skip
     if model_facts is not None and plan.get("routing") == "uniform":
         # The floor assumes uniform routing: what the served router does with random weights
         # is not known ahead (on the H200 it read far fewer experts).

@@ -13,6 +13,12 @@ from ...instruments.serving.profile_traces import (
 )
 from ...instruments.serving.server_log import COLUMNS as SERVER_COLUMNS
 
+#: The summary's ``load``: the shape of the window's load. Staggered, each finished request's
+#: replacement arrives alone and is prefilled alone, as in a server's steady state; lockstep,
+#: C requests end and are replaced together every output_len steps. The same variant's TPOT
+#: differs between the two (1.11-1.31x at C = 64-512 on the H200, docs/decode.md).
+LOAD_STAGGERED, LOAD_LOCKSTEP = "staggered", "lockstep"
+
 SUMMARY_COLUMNS = [
     "engine", "variant", "model_kind", "weights", "routing", "cuda_graphs", "ep", "concurrency",
     "gpus", "power_source", "steady_s", "valid", "requests", "errors", "wrong_length",
@@ -21,7 +27,7 @@ SUMMARY_COLUMNS = [
     "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
     "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
     "dram_util", "step_gb", "load_cpu_pct", *SERVER_COLUMNS, "first_error",
-    "tpot_source", "client_tok_s", "client_tpot_ms", "tpot_ci_pct",
+    "tpot_source", "client_tok_s", "client_tpot_ms", "tpot_ci_pct", "load",
 ]  # fmt: skip
 
 

@@ -19,7 +19,8 @@ from .decode_schema import (
 from .expert_m import EXPERT_M_COLUMNS
 
 #: Summary columns newer than the committed examples' tables (2026-12-02: the scheduler's
-#: median running requests, which the delivery gate reads; the window's TPOT precision).
+#: median running requests, which the delivery gate reads; the window's TPOT precision;
+#: 2026-12-03: the load's shape).
 ADDED_COLUMNS = (
     "server_tok_s_median",
     "server_running_median",
@@ -28,6 +29,7 @@ ADDED_COLUMNS = (
     "client_tok_s",
     "client_tpot_ms",
     "tpot_ci_pct",
+    "load",
 )
 
 #: The decode table's columns after a variant's summary's (decode_aggregate.decode_table).
@@ -79,6 +81,9 @@ DECODE_SHOWN = {
     "tpot_ms": Column("TPOT ms", ".2f", tip="TPOT (ms)"),
     "tpot_ci_pct": Column("± %", ".2f", tip="TPOT's precision: the 95 % confidence interval's "
                           "half-width of the window's token rate over one-second slices (%)"),
+    "load": Column("load", tip="the load's shape: staggered (each replacement arrives and is "
+                   "prefilled alone, as in a server's steady state) or lockstep (C requests "
+                   "replaced together every output length)"),
     "tpot_source": Column("from", tip="whose account tok/s and TPOT are: the client's, or the "
                           "engine's own log where the client's count differed from it"),
     "client_tpot_ms": Column("client TPOT ms", ".2f", tip="the client's TPOT (ms), kept as a "
