@@ -23,10 +23,13 @@ from studylib.instruments.serving.bench_steady import (
     bench_requests,
     bench_steady_tpot_ms,
     first_wave_admitted,
-    first_wave_ended,
 )
 from studylib.instruments.serving.decode_load import LoadSpec
-from studylib.instruments.serving.load_stagger import first_length, staggered_length
+from studylib.instruments.serving.load_stagger import (
+    first_length,
+    first_requests_ended,
+    staggered_length,
+)
 from studylib.stages.decode import decode_crosscheck
 from studylib.stages.decode.decode_crosscheck import ratios
 from studylib.stages.decode.decode_noise import (
@@ -149,7 +152,7 @@ def test_a_staggered_first_wave_is_left_out_as_the_studys_own_window_leaves_it()
                      for i in range(4)]  # fmt: skip
     details = fake_bench_details(4, 12, 40, first)
     records, _ = bench_requests(details, 4)
-    ended = first_wave_ended(records, 4)
+    ended = first_requests_ended(records, 4)
     assert ended == pytest.approx(max(r.end for r in records[:4]))
     assert ended > first_wave_admitted(records, 4) + 0.3  # the first wave lasts 40 steps
     steady = bench_steady_tpot_ms(details, 4, 40, steady_s=1.0, staggered=True)
@@ -160,7 +163,7 @@ def test_a_staggered_first_wave_is_left_out_as_the_studys_own_window_leaves_it()
     assert bench_steady_tpot_ms(details, 4, 40, steady_s=1.0) < steady
     # Not every first request ended (a run cut short): no staggered window.
     short = {k: v[:3] for k, v in details.items()}
-    assert first_wave_ended(bench_requests(short, 4)[0], 4) is None
+    assert first_requests_ended(bench_requests(short, 4)[0], 4) is None
     assert bench_steady_tpot_ms(short, 4, 40, staggered=True) is None
 
 

@@ -22,6 +22,7 @@ from .decode_load import (
     steady_window,
     summarize_load,
 )
+from .load_stagger import first_requests_ended
 
 
 def _gap_runs(itls: list[float]) -> list[tuple[float, int]]:
@@ -91,34 +92,26 @@ def first_wave_admitted(records: list[RequestRecord], concurrency: int) -> float
     return first[needed - 1]
 
 
-def first_wave_ended(records: list[RequestRecord], concurrency: int) -> float | None:
-    """When every one of the first C requests had ended: a staggered load's steady state
-    begins there (load_stagger.warmed_up_at, the study's own rule). None without C."""
-    first = [r.end for r in records if r.index < concurrency]
-    if len(first) < concurrency or any(t is None for t in first):
-        return None
-    return max(first)
-
-
 def bench_steady_tpot_ms(details: dict, concurrency: int, output_len: int,
                          steady_s: float | None = None,
                          staggered: bool = False) -> float | None:  # fmt: skip
     """bench_serving's TPOT as the study computes its own (decode_load.summarize_load): the
     median over requests of their tokens' pace inside the steady window, the span from the
-    first wave's admission (:func:`first_wave_admitted`; ``staggered``, its end:
-    :func:`first_wave_ended`) with at least STEADY_FRACTION x C in flight, cut to the
-    study's window length ``steady_s`` where given (at high C the study's lockstep window
-    holds no replacement's prefill when a request outlasts it; this one then holds none
-    either). None when the details are missing or no window is found."""
+    first wave's admission (:func:`first_wave_admitted`; ``staggered``, its end, the
+    study's own rule: :func:`.load_stagger.first_requests_ended`) with at least
+    STEADY_FRACTION x C in flight, cut to the study's window length ``steady_s`` where
+    given (at high C the study's lockstep window holds no replacement's prefill when a
+    request outlasts it; this one then holds none either). None when the details are
+    missing or no window is found."""
     if not details.get("ttfts") or not details.get("itls"):
         return None
     records, active = bench_requests(details, concurrency)
     after = first_wave_admitted(records, concurrency)
     if staggered:
-        ended = first_wave_ended(records, concurrency)
-        after = max(after, ended) if after is not None and ended is not None else None
-        if after is None:
+        ended = first_requests_ended(records, concurrency)
+        if after is None or ended is None:
             return None
+        after = max(after, ended)
     window = steady_window(active, concurrency, after=after)
     if window is None:
         return None

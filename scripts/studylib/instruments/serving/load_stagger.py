@@ -41,6 +41,15 @@ def first_length(spec, index: int) -> int | None:
     return staggered_length(spec.output_len, spec.concurrency, index)
 
 
+def first_requests_ended(records, concurrency: int) -> float | None:
+    """When each of the first C requests (one per client) had ended: a staggered load's
+    steady state begins there. None while one of them has not (or fewer than C were sent)."""
+    first = [r.end for r in records if r.index < concurrency]
+    if len(first) < concurrency or any(t is None for t in first):
+        return None
+    return max(first)
+
+
 def warmed_up_at(records, spec, admitted: float | None, t_begin: float) -> float | None:
     """When a timed load's warm-up is over: its first C requests admitted (``admitted``),
     ``warmup_s`` after the load's start (``t_begin``), and, staggering, each of its first C
@@ -49,8 +58,8 @@ def warmed_up_at(records, spec, admitted: float | None, t_begin: float) -> float
         return None
     times = [admitted, t_begin + spec.warmup_s]
     if spec.stagger:
-        first = [r for r in records if r.index < spec.concurrency]
-        if len(first) < spec.concurrency or any(r.end is None for r in first):
+        ended = first_requests_ended(records, spec.concurrency)
+        if ended is None:
             return None
-        times += [r.end for r in first]
+        times.append(ended)
     return max(times)
