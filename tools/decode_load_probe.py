@@ -34,7 +34,7 @@ from studylib.instruments.serving.bench_serving import (  # noqa: E402
     bench_serving_argv,
     run_bench_serving,
 )
-from studylib.instruments.serving.decode_load import LoadSpec, steady_window, summarize_load  # noqa: E402
+from studylib.instruments.serving.decode_load import LoadSpec, load_window, summarize_load  # noqa: E402
 from studylib.instruments.serving.engines import engine  # noqa: E402
 from studylib.instruments.serving.server_log import server_window_of  # noqa: E402
 from studylib.stages.decode.decode_server import ServerPass  # noqa: E402
@@ -121,7 +121,7 @@ def study(pas, spec, arm):
     if arm == "nousage":
         spec = LoadSpec(**{**spec.__dict__, "usage_per_chunk": False})
     load = pas.load(spec)
-    window = steady_window(load.active, spec.concurrency, after=load.admitted)
+    window = load_window(load, spec.concurrency)
     if window is None:
         return {"error": "no steady window"}
     s = summarize_load(load.records, spec, *window)

@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from studylib.instruments.serving.decode_load import (  # noqa: E402
     LoadSpec,
+    load_window,
     run_load,
-    steady_window,
     summarize_load,
 )
 from studylib.instruments.serving.engines import engine  # noqa: E402
@@ -62,7 +62,7 @@ def main() -> int:
                            poll_s=0.1) as server:  # fmt: skip
             server.wait_ready()
             load = run_load(f"http://127.0.0.1:{port}", a.model, spec, extras)
-    window = steady_window(load.active, a.concurrency, after=load.admitted)  # as decode.py
+    window = load_window(load, a.concurrency)  # as decode.py
     s = summarize_load(load.records, spec, *window)
 
     def show(key: str, spec: str) -> str:

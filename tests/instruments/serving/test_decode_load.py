@@ -3,6 +3,7 @@
 import _thread
 import gc
 import logging
+import random
 import signal
 import threading
 import time
@@ -13,13 +14,20 @@ from studylib.instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
     RequestRecord,
+    load_window,
     random_prompts,
     run_load,
     steady_window,
     summarize_load,
 )
 from studylib.instruments.serving.load_stagger import staggered_length
-from studylib.instruments.serving.window_precision import _t975, rate_precision, window_slices
+from studylib.instruments.serving.window_precision import (
+    RunningSlices,
+    _t975,
+    rate_precision,
+    slice_s,
+    window_slices,
+)
 from test_serving import standin
 
 
@@ -279,6 +287,31 @@ def test_window_slices_count_each_token_once():
     assert len(window_slices([record], 0.0, 1.06, 0.1)) == 11  # 0.06 s left: a slice of its own
 
 
+def test_running_slices_are_the_summarys_slices():
+    # Requests starting before and during the window, tokens at uneven times, some before
+    # the window's start: after each close, the running slices are window_slices up to that
+    # edge, token for token; a request first seen late counts only its tokens in the window.
+    rng = random.Random(7)
+    records = []
+    for i in range(12):
+        start = rng.uniform(-1.0, 2.0)
+        record = RequestRecord(index=i, start=start)
+        t, times = start, []
+        for _ in range(rng.randint(5, 120)):
+            t += rng.choice([0.0, rng.uniform(0.001, 0.05)])  # chunks share a time
+            times.append(t)
+        record.token_times = times
+        records.append(record)
+    t0, width = 0.123, 0.1
+    running = RunningSlices(t0, width)
+    for k in range(1, 25):
+        seen = [r for r in records if r.start < running.edge(k)]  # a request not yet sent
+        running.close(seen)
+        expected = window_slices(records, t0, running.edge(k), width)
+        assert [n for _, n in running.slices] == [n for _, n in expected]
+        assert [s for s, _ in running.slices] == pytest.approx([s for s, _ in expected])
+
+
 def test_a_load_ending_at_a_precision_needs_a_shortest_window():
     with pytest.raises(ValueError, match="shortest_s"):
         LoadSpec(concurrency=1, duration_s=2, input_len=4, output_len=8, precision=0.01)
@@ -287,17 +320,28 @@ def test_a_load_ending_at_a_precision_needs_a_shortest_window():
                  shortest_s=3)  # fmt: skip
 
 
-def test_a_precise_window_ends_after_its_shortest_length(tmp_path):
+def test_a_precise_window_ends_after_its_shortest_length(tmp_path, monkeypatch):
     # A steady stand-in, a window of at most 30 s asked for 50 % (any steady rate meets it):
     # it ends once its shortest length (1 s) is past, not at 30 s, and says how precise it was.
     spec = LoadSpec(concurrency=4, duration_s=30, input_len=4, output_len=200,
                     vocab_size=500, precision=0.5, shortest_s=1.0)  # fmt: skip
+    judged = []
+
+    def precision(slices):
+        judged.append(list(slices))
+        return rate_precision(slices)
+
+    monkeypatch.setattr(decode_load, "rate_precision", precision)
     load = load_against_standin(tmp_path, spec, "--token-delay", "0.005")
     assert not any(r.error for r in load.records)
-    s0, s1 = steady_window(load.active, 4, after=load.admitted)
-    assert 1.0 <= s1 - s0 < 10
+    s0, s1 = load_window(load, 4)
+    assert load.window_end == s1 and 1.0 <= s1 - s0 < 10
     summary = summarize_load(load.records, spec, s0, s1)
     assert 0 <= summary["tpot_ci_pct"] <= 50
+    # One slicing: the slices the rule ended the window on are the summary's, so the table's
+    # precision is the one the rule judged (session 19: 1.02 % in the table, 1 % live).
+    summarized = window_slices(load.records, s0, s1, slice_s(spec.shortest_s))
+    assert [n for _, n in judged[-1]] == [n for _, n in summarized]
 
 
 def test_a_window_never_precise_enough_runs_its_longest(tmp_path, monkeypatch):

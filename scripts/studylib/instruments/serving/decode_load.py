@@ -31,7 +31,13 @@ from urllib.parse import urlsplit
 
 from .load_stagger import first_length, warmed_up_at
 from .served_model import prompt_text
-from .window_precision import rate_precision, slice_s, window_slices
+from .window_precision import (
+    RunningSlices,
+    lasted,
+    rate_precision,
+    slice_s,
+    window_slices,
+)
 
 #: The steady window: the span with at least this share of the target concurrency in flight.
 STEADY_FRACTION = 0.85
@@ -132,6 +138,9 @@ class LoadResult:
     # admission, C prefills at once, is over; a timed load's own warm-up too (LoadSpec).
     # None when it never was.
     admitted: float | None = None
+    # Where a window that ended at its precision ended (a slice's edge: the precision rule's
+    # last slice); None when it ran its whole length.
+    window_end: float | None = None
 
     @property
     def cpu_pct(self) -> float | None:
@@ -353,21 +362,22 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
             task.cancel()
 
     async def until_precise(t_start: float) -> None:
-        # Slices from the admission on, each the tokens streamed meanwhile (a count of the
-        # records' tokens: nothing scans them); from shortest_s on, the window ends at the
-        # first slice where the rate's interval is within the precision, else at its deadline.
-        width = slice_s(spec.shortest_s)
-        mark = (time.monotonic(), sum(len(r.token_times) for r in records))
-        slices: list[tuple[float, int]] = []
-        while not state["failed"] and mark[0] + width <= state["deadline"]:
-            await asyncio.sleep(max(mark[0] + width - time.monotonic(), 0))
-            now = (time.monotonic(), sum(len(r.token_times) for r in records))
-            slices.append((now[0] - mark[0], now[1] - mark[1]))
-            mark = now
-            if now[0] - t_start >= spec.shortest_s:
-                precision = rate_precision(slices)
+        # The window's slices as they close (the summary's own, window_precision): from
+        # shortest_s on, the window ends at the first slice edge where the rate's interval
+        # is within the precision, and the summary reads it up to that edge; else at its
+        # deadline.
+        running = RunningSlices(t_start, slice_s(spec.shortest_s))
+        while not state["failed"]:
+            edge = running.edge(len(running.slices) + 1)
+            if edge > state["deadline"]:
+                return
+            while time.monotonic() < edge:
+                await asyncio.sleep(edge - time.monotonic())
+            running.close(records)
+            if lasted(edge - t_start, spec.shortest_s):
+                precision = rate_precision(running.slices)
                 if precision is not None and precision <= spec.precision:
-                    state["deadline"] = now[0]
+                    state["deadline"] = state["window_end"] = edge
                     return
 
     async def watch() -> None:
@@ -395,7 +405,7 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
         helper.cancel()
     records.sort(key=lambda r: r.index)
     start = state.get("window_start") or admitted_at(records, spec.concurrency)
-    return LoadResult(records, active, 0.0, 0.0, start)
+    return LoadResult(records, active, 0.0, 0.0, start, state.get("window_end"))
 
 
 def admitted_at(records: list[RequestRecord], concurrency: int) -> float | None:
@@ -507,6 +517,16 @@ def steady_window(active: list[tuple[float, int]], concurrency: int,
         if best is None or t - start > best[1] - best[0]:
             best = (start, t)
     return best
+
+
+def load_window(load: LoadResult, concurrency: int, fraction: float = STEADY_FRACTION):
+    """A timed load's steady window (:func:`steady_window` from its admission), ended where
+    its precision rule ended it (``window_end``): the slices the rule judged are the
+    summary's (window_precision)."""
+    window = steady_window(load.active, concurrency, fraction, after=load.admitted)
+    if window is not None and load.window_end is not None and window[0] < load.window_end:
+        window = (window[0], min(window[1], load.window_end))
+    return window
 
 
 def _pct(values: list[float], q: float) -> float | None:

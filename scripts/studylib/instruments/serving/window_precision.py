@@ -2,16 +2,27 @@
 slice of at most a second, and the 95 % confidence interval of the mean rate over those
 slices, relative to it (Student's t). TPOT is C over that rate, so it is known to the same
 relative width. The load ends a window once this is within ``decode.tpot_ci_pct``
-(decode_load); the summary states it for every window (``tpot_ci_pct``)."""
+(decode_load, counting the slices as they close: :class:`RunningSlices`), at a slice's edge,
+and the summary states it for every window (``tpot_ci_pct``) from the same slices
+(:func:`window_slices`): a window that ended at 1 % says 1 % or better."""
 
 from __future__ import annotations
 
+import bisect
 import statistics
 
 #: A window's precision is read from its token rate over slices of a tenth of its shortest
 #: length, a second at most: the rate's 95 % confidence interval over those slices.
 PRECISION_SLICES = 10
 MAX_SLICE_S = 1.0
+#: A window ended at a slice's edge lasts ``edge - t0``, which floating point may put a hair
+#: under the whole slices it holds: it counts as lasting them within this.
+EDGE_TOLERANCE_S = 1e-6
+
+
+def lasted(seconds: float, shortest_s: float) -> bool:
+    """Whether a window of ``seconds`` lasted ``shortest_s`` (within EDGE_TOLERANCE_S)."""
+    return seconds >= shortest_s - EDGE_TOLERANCE_S
 
 
 def slice_s(seconds: float) -> float:
@@ -40,6 +51,11 @@ def rate_precision(slices: list[tuple[float, int]]) -> float | None:
     return _t975(len(rates) - 1) * statistics.stdev(rates) / len(rates) ** 0.5 / mean
 
 
+def slice_of(t: float, t0: float, width: float) -> int:
+    """The slice (from 0) that a token at ``t`` falls in, slices of ``width`` from ``t0``."""
+    return int((t - t0) / width)
+
+
 def window_slices(records, t0: float, t1: float, width: float):
     """(seconds, tokens) per slice of ``width`` over [t0, t1] of the requests' tokens
     (``token_times``); a remainder under half a slice joins the last slice (alone it would
@@ -52,5 +68,37 @@ def window_slices(records, t0: float, t1: float, width: float):
     for r in records:
         for t in r.token_times:
             if t0 <= t <= t1:
-                tokens[min(int((t - t0) / width), count - 1)] += 1
+                tokens[min(slice_of(t, t0, width), count - 1)] += 1
     return [(edges[i + 1] - edges[i], tokens[i]) for i in range(count)]
+
+
+class RunningSlices:
+    """:func:`window_slices` of a window still running, a slice added as each closes: after
+    ``close(records)`` has closed k slices they are those of ``window_slices(records, t0,
+    edge(k), width)``. Each call reads only the tokens that arrived since the last (a pointer
+    per request), so the load's loop does not rescan a window's tokens every second."""
+
+    def __init__(self, t0: float, width: float):
+        self.t0, self.width = t0, width
+        self.slices: list[tuple[float, int]] = []
+        self._read: dict[int, int] = {}  # id(record) -> its tokens already counted
+
+    def edge(self, k: int) -> float:
+        """The end of slice k - 1 (edge(0) is the window's start)."""
+        return self.t0 + k * self.width
+
+    def close(self, records) -> None:
+        """Close the next slice (its edge has passed: every token before it has arrived)."""
+        k = len(self.slices)
+        tokens = 0
+        for r in records:
+            times = r.token_times
+            start = self._read.get(id(r))
+            if start is None:  # a request first seen: its tokens before the window do not count
+                start = bisect.bisect_left(times, self.t0)
+            end = start
+            while end < len(times) and slice_of(times[end], self.t0, self.width) <= k:
+                end += 1
+            tokens += end - start
+            self._read[id(r)] = end
+        self.slices.append((self.edge(k + 1) - self.edge(k), tokens))

@@ -47,6 +47,7 @@ from ...instruments.serving.engines.sglang_engine import (
 )
 from ...instruments.serving.served_model import step_bytes
 from ...instruments.serving.server_log import server_window_of
+from ...instruments.serving.window_precision import lasted
 from .decode_crosscheck import crosscheck_at, crosscheck_skipped
 from .decode_judgements import delivery_note, engine_account
 from .decode_profile_pass import profile_left, profile_pass
@@ -380,7 +381,7 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
     delivery = delivery_note(row)
     if delivery:
         log.warning("C=%d: %s", c, delivery)
-    row["valid"] = bool(summary["steady_s"] >= (spec.shortest_s or plan["min_steady_s"])
+    row["valid"] = bool(lasted(summary["steady_s"], spec.shortest_s or plan["min_steady_s"])
                         and not delivery
                         and summary["errors"] == 0 and summary["wrong_length"] == 0)  # fmt: skip
     log.info("C=%d: %.1f tok/s, TPOT %.2f ms (±%.2f %%) over %.1f s steady (valid=%s, load "

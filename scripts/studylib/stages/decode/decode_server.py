@@ -11,8 +11,8 @@ from pathlib import Path
 from ...instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
+    load_window,
     run_load,
-    steady_window,
 )
 from ...instruments.serving.engines.base import arg_problems, run_served_name
 from ...instruments.serving.engines.sglang_engine import (
@@ -177,4 +177,4 @@ def steady_load(pas: ServerPass, c: int, seconds: float, sampler, windows: list,
     if warm is None and load.admitted is not None:  # the load's own warm-up, before its window
         windows += [{"label": f"{label}warmup", "concurrency": c, **w}
                     for w in sampler.window(t_warm, load.admitted)]  # fmt: skip
-    return spec, load, steady_window(load.active, c, after=load.admitted)
+    return spec, load, load_window(load, c)
