@@ -9,6 +9,11 @@
 #   tools/gpu_study.sh --detach --cores 16         # install, start Snakemake in its own
 #                                                  # session, return at once
 #   tools/gpu_study.sh --wait 540                  # wait up to 540 s for it to end; its state
+#   OUT=/some/dir tools/gpu_study.sh --wait 540 --collect
+#                                                  # the same, then pack what results/ holds
+#                                                  # so far: a box given back before the next
+#                                                  # call (the lent one: after 30 s idle) has
+#                                                  # lost nothing that a call brought back
 #   tools/gpu_study.sh --status                    # its state now: running or its exit, the
 #                                                  # seconds since its start, its last lines
 #   OUT=/some/dir tools/gpu_study.sh --collect     # pack results/ into $OUT/results.tar.gz
@@ -50,10 +55,14 @@ case "${1:-}" in
   --status) status; exit $? ;;
   --collect) collect; exit $? ;;
   --wait)
-    limit=${2:?"usage: tools/gpu_study.sh --wait SECONDS"}
+    limit=${2:?"usage: tools/gpu_study.sh --wait SECONDS [--collect]"}
     end=$(( $(date +%s) + limit ))
     while alive && [ "$(date +%s)" -lt "$end" ]; do sleep 2; done
-    status; exit $? ;;
+    status
+    rc=$?
+    # A box with no detached run (status 2) is a fresh one: nothing of the run is here.
+    if [ "${3:-}" = "--collect" ] && [ "$rc" != 2 ]; then collect; fi
+    exit $rc ;;
 esac
 
 detach=0

@@ -37,14 +37,19 @@ def test_a_detached_study_is_started_watched_waited_for_and_collected(tmp_path):
            "OUT": str(tmp_path)}  # fmt: skip
 
     assert "no detached run here" in run(folder, "--status", env=env).stdout
+    fresh = run(folder, "--wait", "100", "--collect", env=env)  # a fresh box: at once, nothing
+    assert fresh.returncode == 2 and not (tmp_path / "results.tar.gz").exists()
     started = run(folder, "--detach", "--cores", "16", env=env)
     assert started.returncode == 0 and "started detached" in started.stdout, started.stderr
     state = run(folder, "--status", env=env)  # held at the gate: running
     assert state.returncode == 3 and "gpu_study: running" in state.stdout
     again = run(folder, "--detach", "--cores", "16", env=env)  # one at a time
     assert again.returncode == 2 and "still going" in again.stderr
-    waited = run(folder, "--wait", "1", env=env)  # still held: the wait ends at its limit
+    waited = run(folder, "--wait", "1", "--collect", env=env)  # the wait ends at its limit
     assert waited.returncode == 3 and "running" in waited.stdout
+    with tarfile.open(tmp_path / "results.tar.gz") as tar:  # what the run has so far
+        assert "results/.gpu_study/run.log" in tar.getnames()
+    (tmp_path / "results.tar.gz").unlink()
 
     (folder / "gate").touch()
     ended = run(folder, "--wait", "100", env=env)
