@@ -15,7 +15,11 @@ row per arm to DIR/probe.csv:
 - bench / bench_sampler: SGLang's bench_serving (instruments.serving.bench_serving) without /
   with the sampler.
 Each row: the client's TPOT and tok/s, the scheduler's tok/s over the same span (its log), the
-load's CPU. The arms alternate within a round, so a drift of the machine spreads over all.
+load's CPU. The arms alternate within a round, and odd rounds run them in reverse (A B, B A,
+A B, ...), so a drift of the engine's speed over the rounds weighs on every arm alike; the
+summary then sets each arm beside the first one round by round, with the scheduler's own
+rate in each: whether a client slows the engine (the scheduler slower under it), or only
+reads it differently (the same scheduler rate, another TPOT).
 """
 
 import argparse
@@ -99,7 +103,7 @@ def main() -> int:
             pas.load(warm)
             tpot_guess = None
             for rnd in range(a.rounds):
-                for arm in arms:
+                for arm in arms if rnd % 2 == 0 else arms[::-1]:
                     sampler = (NoSampler() if arm in ("nosampler", "bench")
                                else Sampler(readers, rate_hz=20, gpm=arm != "nogpm"))  # fmt: skip
                     row = {"arm": arm, "round": rnd, "concurrency": c}
@@ -114,6 +118,7 @@ def main() -> int:
                     rows.append(row)
                     write(rows, out / "probe.csv")
     print_summary(rows)
+    print_rounds(rows)
     return 0
 
 
@@ -156,6 +161,30 @@ def write(rows, path):
         w = csv.DictWriter(f, FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
+
+
+def tpot_of(row) -> float | None:
+    return row.get("tpot_ms") or row.get("bench_tpot_ms")
+
+
+def print_rounds(rows):
+    """Round by round, each arm's TPOT and scheduler rate over the first arm's."""
+    print("\nround by round, over the level's first arm: arm, C, round, TPOT ratio, "
+          "scheduler tok/s ratio")  # fmt: skip
+    for c in sorted({r["concurrency"] for r in rows}):
+        at_c = [r for r in rows if r["concurrency"] == c]
+        first = at_c[0]["arm"]
+        for rnd in sorted({r["round"] for r in at_c}):
+            base = next((r for r in at_c if r["round"] == rnd and r["arm"] == first), None)
+            for r in (r for r in at_c if r["round"] == rnd and r["arm"] != first):
+                if base is None or not tpot_of(base) or not tpot_of(r):
+                    continue
+                rates = r.get("server_tok_s"), base.get("server_tok_s")
+                engine = rates[0] / rates[1] if all(rates) else None
+                print(
+                    f"{r['arm']:14s} C={c:<4d} round {rnd}  {tpot_of(r) / tpot_of(base):.3f}  "
+                    + (f"{engine:.3f}" if engine else "-")
+                )
 
 
 def print_summary(rows):
