@@ -166,13 +166,21 @@ class Measurer:
         return row
 
     def _measure(self, point: dict) -> dict:
+        # Where a point's time goes besides its samples (issue 34): preparing its inputs
+        # (FlashInfer's fused-MoE autotuning included), the first call, the reference check.
+        started = time.monotonic()
         prepared = self.module.prepare(self.resolved(point), self.device)
+        self.sync()
+        prepare_s = time.monotonic() - started
         started = time.monotonic()
         out = prepared.run()  # the first call pays JIT builds and autotuning, untimed
         self.sync()
         first_call_ms = (time.monotonic() - started) * 1e3
+        started = time.monotonic()
         metrics = compare(out, prepared.reference())
         del out
+        self.sync()
+        check_s = time.monotonic() - started
         wrong = verdict(metrics, point["dtype"], self.check)
         for _ in range(self.timing["warmup_iters"]):
             prepared.run()
@@ -184,6 +192,8 @@ class Measurer:
             "flops": prepared.flops,
             "bytes": prepared.bytes,
             "first_call_ms": first_call_ms,
+            "prepare_s": prepare_s,
+            "check_s": check_s,
         }
         watch = self.clock_watch() if self.clock_watch else None
         with watch or contextlib.nullcontext():

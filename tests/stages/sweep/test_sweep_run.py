@@ -41,6 +41,10 @@ def test_torch_cpu_sweep_rows_are_valid(tmp_path, log_file):
     assert (frame.loc[frame.dtype == "fp32", "rel_err"] < 1e-5).all()
     assert (frame["device"] == "cpu").all()
     assert frame["flops"].tolist() == (2.0 * frame.M * frame.N * frame.K).tolist()
+    # Where each point's time went: preparing, the first call, the check, all inside it.
+    assert (frame["prepare_s"] > 0).all() and (frame["check_s"] > 0).all()
+    parts = frame.prepare_s + frame.first_call_ms / 1e3 + frame.check_s
+    assert (parts < frame["point_s"]).all()
     assert pd.read_parquet(out)[lambda d: d.op == "matmul"].equals(frame)
     assert not (tmp_path / ".torch.work").exists()
 

@@ -147,7 +147,8 @@ def to_frame(rows: list[dict]) -> pd.DataFrame:
     frame["throttle"] = frame["throttle"].fillna("").astype(str)
     for column in frame.columns:
         if column.endswith(("_us", "_samples", "_calls", "_sets", "_ms", "_mhz")) or column in (
-            "rel_err", "cos_sim", "flops", "bytes", "tflops", "gbps", "point_s"
+            "rel_err", "cos_sim", "flops", "bytes", "tflops", "gbps", "point_s", "prepare_s",
+            "check_s",
         ):  # fmt: skip
             frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
     return frame

@@ -29,7 +29,10 @@ SWEEP = {
     "rel_err": "num", "cos_sim": "num", "all_zero": "flag", "has_nan": "flag", "flops": "num",
     "bytes": "num", "tflops": "num", "gbps": "num", "launch_overhead_us": "num",
     "sm_clock_mhz": "num", "throttle": "any", "first_call_ms": "num", "point_s": "num",
+    "prepare_s": "num", "check_s": "num",
 }  # fmt: skip
+#: Columns newer than committed examples' sweeps (read without them: empty).
+SWEEP_ADDED = ("prepare_s", "check_s")
 ROOFLINE = {"compute_floor_us": "num", "memory_floor_us": "num", "floor_us": "num",
             "floor_basis": "any", "efficiency": "num"}  # fmt: skip
 SUPPORT = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "points": "int",
@@ -37,9 +40,10 @@ SUPPORT = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "po
 
 _STATUS = {"status": STATUSES, "dtype": DTYPES}
 SWEEPS = Table("sweep", "a backend's sweep", "results/sweeps/{backend}.parquet", SWEEP,
-               {**_STATUS, "device": DEVICES})  # fmt: skip
+               {**_STATUS, "device": DEVICES}, added=SWEEP_ADDED)  # fmt: skip
 SWEEP_TABLE = Table("sweep_table", "the sweep table", "results/tables/sweep.csv",
-                    {**SWEEP, **ROOFLINE}, {**_STATUS, "device": DEVICES})  # fmt: skip
+                    {**SWEEP, **ROOFLINE}, {**_STATUS, "device": DEVICES},
+                    added=SWEEP_ADDED)  # fmt: skip
 SUPPORT_TABLE = Table("support", "the support matrix", "results/tables/support.csv",
                       SUPPORT, {"dtype": DTYPES})  # fmt: skip
 #: tables/fastest.csv: the per-size rankings the answers are stated from (sweep_ranking.py),
