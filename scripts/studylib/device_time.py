@@ -6,8 +6,9 @@ results/tables/device_time.csv, shown in the report's provenance.
 
 What counts as measurement, per job:
 
-``sweep``         each point's time less its first call (JIT builds, autotuning): the check
-                  against the reference, the warm-up and the timed samples
+``sweep``         each point's time less its first call (JIT builds, autotuning) and its
+                  preparation (``prepare_s``: inputs, FlashInfer's fused-MoE autotuning):
+                  the check against the reference, the warm-up and the timed samples
 ``kernel_power``  its windows: the idle baseline and every sustained loop
 ``decode``        the steady windows of its main and recorder passes, SGLang's bench_serving
                   runs beside them and its idle baseline; outside: the server's start
@@ -50,12 +51,19 @@ def wall_s(benchmark) -> float | None:
         return None
 
 
+def _column(frame: pd.DataFrame, column: str) -> pd.Series:
+    values = frame[column] if column in frame else pd.Series(0.0, index=frame.index)
+    return pd.to_numeric(values, errors="coerce").fillna(0)
+
+
 def sweep_measuring(sweep: pd.DataFrame) -> tuple[float, str]:
-    """Seconds of a sweep inside its points' measurement, and what the rest holds."""
-    point = pd.to_numeric(sweep.get("point_s"), errors="coerce").fillna(0)
-    first = pd.to_numeric(sweep.get("first_call_ms"), errors="coerce").fillna(0) / 1e3
-    return float((point - first).clip(lower=0).sum()), (
-        f"first calls (JIT builds, autotuning) {first.sum():.0f} s; "
+    """Seconds of a sweep inside its points' measurement, and what the rest holds (a sweep
+    without ``prepare_s``, before session 20, counts its preparation in)."""
+    point, prepare = _column(sweep, "point_s"), _column(sweep, "prepare_s")
+    first = _column(sweep, "first_call_ms") / 1e3
+    prepared = f"preparing inputs {prepare.sum():.0f} s; " if prepare.sum() > 0 else ""
+    return float((point - first - prepare).clip(lower=0).sum()), (
+        f"first calls (JIT builds, autotuning) {first.sum():.0f} s; {prepared}"
         "worker starts, imports, untimed points"
     )
 

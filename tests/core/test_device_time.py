@@ -37,6 +37,11 @@ def test_a_sweep_measures_its_points_less_their_first_calls():
     measured, outside = sweep_measuring(sweep)
     assert measured == pytest.approx(6.0 + 2.5 + 0.1)
     assert "first calls (JIT builds, autotuning) 4 s" in outside
+    # Preparing a point's inputs (and FlashInfer's autotuning) is not measurement either.
+    sweep["prepare_s"] = [1.0, 0.5, None]
+    measured, outside = sweep_measuring(sweep)
+    assert measured == pytest.approx(5.0 + 2.0 + 0.1)
+    assert "preparing inputs 2 s" in outside
 
 
 def test_kernel_power_counts_each_window_once_however_many_gpus_ran_it():
