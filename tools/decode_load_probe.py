@@ -103,7 +103,7 @@ def main() -> int:
             pas.load(warm)
             tpot_guess = None
             for rnd in range(a.rounds):
-                for arm in arms if rnd % 2 == 0 else arms[::-1]:
+                for arm in round_arms(arms, rnd):
                     sampler = (NoSampler() if arm in ("nosampler", "bench")
                                else Sampler(readers, rate_hz=20, gpm=arm != "nogpm"))  # fmt: skip
                     row = {"arm": arm, "round": rnd, "concurrency": c}
@@ -120,6 +120,11 @@ def main() -> int:
     print_summary(rows)
     print_rounds(rows)
     return 0
+
+
+def round_arms(arms: list[str], rnd: int) -> list[str]:
+    """The arms of round ``rnd`` in the order they run: as given, reversed on odd rounds."""
+    return list(arms) if rnd % 2 == 0 else list(arms)[::-1]
 
 
 def study(pas, spec, arm):

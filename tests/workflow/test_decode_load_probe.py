@@ -1,0 +1,35 @@
+"""tools/decode_load_probe.py's plan and summary (its arms need a GPU server): rounds alternate
+the arms' order, and the round-by-round summary sets each arm beside the level's first."""
+
+import importlib.util
+
+from helpers import ROOT
+
+
+def probe():
+    spec = importlib.util.spec_from_file_location("probe", ROOT / "tools" / "decode_load_probe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rounds_alternate_the_arms_order():
+    p = probe()
+    arms = ["study", "bench_sampler", "nosampler"]
+    assert [p.round_arms(arms, r) for r in range(3)] == [arms, arms[::-1], arms]
+
+
+def test_each_arm_is_set_beside_the_first_round_by_round(capsys):
+    p = probe()
+    rows = [  # round 1 ran bench first: the pairing is by round and arm, not by order
+        {"arm": "study", "round": 0, "concurrency": 1, "tpot_ms": 14.4, "server_tok_s": 70.0},
+        {"arm": "bench", "round": 0, "concurrency": 1, "bench_tpot_ms": 13.2,
+         "server_tok_s": 75.0},
+        {"arm": "bench", "round": 1, "concurrency": 1, "bench_tpot_ms": 13.0,
+         "server_tok_s": 76.0},
+        {"arm": "study", "round": 1, "concurrency": 1, "tpot_ms": 14.0, "server_tok_s": 71.0},
+    ]  # fmt: skip
+    p.print_rounds(rows)
+    lines = [line.split() for line in capsys.readouterr().out.splitlines() if "round" in line]
+    assert ["bench", "C=1", "round", "0", "0.917", "1.071"] in lines
+    assert ["bench", "C=1", "round", "1", "0.929", "1.070"] in lines
