@@ -24,13 +24,14 @@ import time
 
 def cpu_stat() -> tuple[int, int]:
     """(steal, total) jiffies of all CPUs."""
-    fields = open("/proc/stat").readline().split()
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
     return int(fields[8]), sum(map(int, fields[1:9]))
 
 
 def cpu_mhz() -> tuple[float, float]:
-    values = [float(line.split(":")[1]) for line in open("/proc/cpuinfo")
-              if line.startswith("cpu MHz")]  # fmt: skip
+    with open("/proc/cpuinfo") as f:
+        values = [float(line.split(":")[1]) for line in f if line.startswith("cpu MHz")]
     return (min(values), max(values)) if values else (float("nan"), float("nan"))
 
 
