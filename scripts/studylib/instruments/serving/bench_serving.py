@@ -25,6 +25,12 @@ bench_serving's waves, a quarter apart. So the runner takes the first C output l
 (``--study-first-output-lens``) and gives them to bench_serving's first C random-ids rows;
 its requests then end one after another as the study's do.
 
+A job's runs share one runner process (:class:`BenchWorker`, ``--serve``): bench_serving's
+imports took 17-21 s of each run's start on the H200 box (its server log: from the drain
+before a run to the run's first request), five times per variant; kept alive between runs
+(blocked on its input, no CPU), the runner pays them once. It starts at the first run, after
+the first window, never during one.
+
 bench_serving imports Hugging Face ``datasets`` at start, for its MMMU dataset alone. An
 offline box does not carry that library's closure (pyarrow, fsspec, multiprocess, xxhash,
 ...), so when it is missing this module, run as a script, puts a stand-in in its place that
@@ -144,7 +150,12 @@ def run_bench_serving(argv: list[str], output_file: str | Path, timeout_s: float
             rc = done.returncode
         except subprocess.TimeoutExpired:
             rc = None
-    t1 = time.monotonic()
+    return _run_result(rc, t0, time.monotonic(), output_file, timeout_s, log_path)
+
+
+def _run_result(rc: int | None, t0: float, t1: float, output_file: Path, timeout_s: float,
+                log_path: str | Path) -> dict:  # fmt: skip
+    """A run's fields from its exit (None: timed out), span, result file and log."""
     out = {"t0": t0, "t1": t1}
     if rc != 0:
         tail = Path(log_path).read_text(errors="replace").strip().splitlines()[-1:] or [""]
@@ -162,6 +173,94 @@ def run_bench_serving(argv: list[str], output_file: str | Path, timeout_s: float
             "bench_itl_ms": result.get("median_itl_ms"),
             "bench_completed": result.get("completed"),
             "bench_duration_s": result.get("duration"), "bench_error": ""}  # fmt: skip
+
+
+#: How long a closing runner may take to end on its own before it is killed.
+CLOSE_WAIT_S = 5.0
+
+
+class BenchWorker:
+    """One runner process (this module with ``--serve``) for a job's bench_serving runs: each
+    run a line on its input (the arguments and a file to write its exit to), its output into
+    the log. A run that times out kills the runner (the next run starts a new one), as does
+    :meth:`close`: no process outlives the job's cross-check. ``run`` answers as
+    :func:`run_bench_serving` does."""
+
+    def __init__(self, log_path: str | Path, env: dict | None = None):
+        self.log_path = Path(log_path)
+        self.env = bench_env(env)
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _start(self, python: str, script: str) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - the child's
+            try:
+                self.proc = subprocess.Popen([python, script, "--serve"], stdin=subprocess.PIPE,
+                                             stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                             text=True)  # fmt: skip
+            finally:
+                log.close()  # the child keeps its own descriptor
+            self.starts += 1
+        return self.proc
+
+    def run(self, argv: list[str], output_file: str | Path, timeout_s: float) -> dict:
+        """``argv`` as :func:`bench_serving_argv` gives it (python, this runner, arguments)."""
+        output_file = Path(output_file)
+        output_file.unlink(missing_ok=True)
+        done = output_file.with_name(output_file.name + ".done")
+        done.unlink(missing_ok=True)
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(f"$ {' '.join(argv)}\n")
+        t0 = time.monotonic()
+        rc: int | None = None
+        try:
+            proc = self._start(argv[0], argv[1])
+            proc.stdin.write(json.dumps({"argv": argv[2:], "done": str(done)}) + "\n")
+            proc.stdin.flush()
+            while time.monotonic() - t0 < timeout_s:
+                if done.exists():
+                    rc = int(json.loads(done.read_text())["rc"])
+                    break
+                if proc.poll() is not None:
+                    rc = proc.returncode if proc.returncode != 0 else 1
+                    break
+                time.sleep(0.1)
+        except OSError as exc:  # the runner gone before it read the line (a broken pipe)
+            with open(self.log_path, "a", encoding="utf-8") as log:
+                log.write(f"the runner could not take the run: {exc}\n")
+            rc = 1
+        if rc is None:
+            self.kill()  # a run that hangs takes its runner with it
+        done.unlink(missing_ok=True)
+        return _run_result(rc, t0, time.monotonic(), output_file, timeout_s, self.log_path)
+
+    def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            proc.stdin.close()  # its loop ends at the end of its input
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=CLOSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _datasets_stand_in() -> types.ModuleType:
@@ -206,24 +305,69 @@ def with_first_lengths(get_dataset, lengths: list[int]):
     return staggered
 
 
-def main(argv: list[str]) -> None:
-    """bench_serving's command line, with a stand-in for a missing ``datasets`` and the
-    runner's first output lengths applied."""
-    # Run as a script, this folder is sys.path[0], and its modules (profile, model, load)
-    # would shadow the standard library's and SGLang's.
+def _bench_module():
+    """SGLang's bench_serving module, imported as its runner imports it: without this folder on
+    the path (run as a script it is sys.path[0], and its modules (profile, model, load) would
+    shadow the standard library's and SGLang's) and with a stand-in for a missing
+    ``datasets``. sglang.bench_serving is the deprecated name of sglang.benchmark.serving
+    (0.5.16)."""
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != here]
     if importlib.util.find_spec("datasets") is None:
         sys.modules["datasets"] = _datasets_stand_in()
-    # sglang.bench_serving is the deprecated name of sglang.benchmark.serving (0.5.16);
-    # its cli_main parses sys.argv.
+    return importlib.import_module("sglang.benchmark.serving")
+
+
+def _run_once(module, get_dataset, argv: list[str]) -> None:
+    """One bench_serving command line (its cli_main parses sys.argv), the runner's first
+    output lengths applied to a fresh copy of ``get_dataset``."""
     argv, lengths = split_first_lens(argv)
     sys.argv = ["sglang.benchmark.serving", *argv]
-    module = importlib.import_module("sglang.benchmark.serving")
+    # run_benchmark calls the name it imported (SGLang 0.5.16, benchmark/serving.py); a run
+    # without first lengths gets the module's own back (a served runner's earlier run may
+    # have patched it).
     if lengths:
-        # run_benchmark calls the name it imported (SGLang 0.5.16, benchmark/serving.py).
-        module.get_dataset = with_first_lengths(module.get_dataset, lengths)
+        module.get_dataset = with_first_lengths(get_dataset, lengths)
+    elif get_dataset is not None:
+        module.get_dataset = get_dataset
     module.cli_main()
+
+
+def main(argv: list[str]) -> None:
+    """bench_serving's command line, with a stand-in for a missing ``datasets`` and the
+    runner's first output lengths applied; ``--serve``: one run per input line (BenchWorker)."""
+    if argv == ["--serve"]:
+        serve()
+        return
+    module = _bench_module()
+    _run_once(module, getattr(module, "get_dataset", None), argv)
+
+
+def serve() -> None:
+    """Runs for :class:`BenchWorker` until its input ends: per line, {"argv", "done"}; the
+    run's exit (0, or the code it stopped with) goes to ``done`` once its output is out."""
+    module = _bench_module()
+    get_dataset = getattr(module, "get_dataset", None)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        try:
+            _run_once(module, get_dataset, request["argv"])
+            rc = 0
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception:  # noqa: BLE001 - one run's failure is its exit; the runner goes on
+            import traceback
+
+            traceback.print_exc()
+            rc = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        done = Path(request["done"])
+        part = done.with_name(done.name + ".part")
+        part.write_text(json.dumps({"rc": rc}))
+        part.replace(done)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 """The cross-check of a decode job: SGLang's own client, bench_serving
 (instruments.serving.bench_serving), at each C against the same server right after the main
-pass's window at that C, one crosscheck.csv row per C beside the study's figures."""
+pass's window at that C, one crosscheck.csv row per C beside the study's figures; a job's
+runs share one bench_serving runner (:func:`crosscheck_worker`)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sys
 from pathlib import Path
 
 from ...instruments.serving.bench_serving import (
+    BenchWorker,
     bench_prompts,
     bench_serving_argv,
     bench_timeout_s,
@@ -37,7 +40,16 @@ def crosscheck_skipped(plan: dict) -> dict | None:
     return None
 
 
-def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
+def crosscheck_worker(out_dir: Path, skipped: dict | None):
+    """The runner a job's cross-check runs share (started at its first run, ended with the
+    block), or a null context where the cross-check is skipped."""
+    if skipped is not None:
+        return contextlib.nullcontext()
+    return BenchWorker(Path(out_dir) / "crosscheck" / "bench_serving.log")
+
+
+def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
+                  worker: BenchWorker | None = None) -> dict:  # fmt: skip
     """SGLang's bench_serving (instruments.serving.bench_serving) at C against the same
     server, right after the study's window at C (the engine's own speed drifts between
     windows minutes apart: on the H200 its scheduler's rate at C = 1 moved 13 % within one
@@ -66,7 +78,10 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path) -> dict:
                               plan["input_len"], plan["output_len"], prompts, c,
                               result_file, first)  # fmt: skip
     timeout_s = bench_timeout_s(prompts, c, plan["output_len"], row.get("tpot_ms"))
-    result = run_bench_serving(argv, result_file, timeout_s, folder / "bench_serving.log")
+    if worker is not None:  # one runner for the job's runs: its imports paid once
+        result = worker.run(argv, result_file, timeout_s)
+    else:
+        result = run_bench_serving(argv, result_file, timeout_s, folder / "bench_serving.log")
     t0, t1 = result.pop("t0"), result.pop("t1")
     # Its TPOT over a window as long as the study's, after its own admission: like for like.
     details = result.pop("details", {})

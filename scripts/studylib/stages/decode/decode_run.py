@@ -48,7 +48,7 @@ from ...instruments.serving.engines.sglang_engine import (
 from ...instruments.serving.served_model import step_bytes
 from ...instruments.serving.server_log import server_window_of
 from ...instruments.serving.window_precision import lasted
-from .decode_crosscheck import crosscheck_at, crosscheck_skipped
+from .decode_crosscheck import crosscheck_at, crosscheck_skipped, crosscheck_worker
 from .decode_judgements import delivery_note, engine_account
 from .decode_profile_pass import profile_left, profile_pass
 from .decode_schema import (
@@ -161,7 +161,7 @@ def run_decode(
         started = time.monotonic()
         main_left = [c for c in concurrency if journal.get(f"main:{c}") is None]
         if main_left or profile_left(plan, journal):
-            with main.server:
+            with main.server, crosscheck_worker(out_dir, skipped) as bench:
                 facts["ready_s"] = main.server.wait_ready()
                 progress.last = time.monotonic()  # the server's start is not a step
                 for c in concurrency:
@@ -173,7 +173,7 @@ def run_decode(
                                            runs.requests, idle_w_total, model_facts)  # fmt: skip
                     runs.rows.append(row)
                     if skipped is None:
-                        runs.crosscheck.append(crosscheck_at(main, c, row, out_dir))
+                        runs.crosscheck.append(crosscheck_at(main, c, row, out_dir, bench))
                     runs.record_main(c, mark)
                     log.info("%s main pass, C=%d done", progress.step(), c)
                 # After every measured window: no measured window follows a trace.
