@@ -25,11 +25,11 @@ bench_serving's waves, a quarter apart. So the runner takes the first C output l
 (``--study-first-output-lens``) and gives them to bench_serving's first C random-ids rows;
 its requests then end one after another as the study's do.
 
-A job's runs share one runner process (:class:`BenchWorker`, ``--serve``): bench_serving's
-imports took 17-21 s of each run's start on the H200 box (its server log: from the drain
-before a run to the run's first request), five times per variant; kept alive between runs
-(blocked on its input, no CPU), the runner pays them once. It starts at the first run, after
-the first window, never during one.
+A job's runs share one runner process (:class:`BenchWorker`, ``--serve``): each run's start
+took 17-21 s on the H200 box (its server log: from the drain before a run to the run's first
+request; Python, bench_serving's imports, its tokenizer and prompts), five times per variant;
+kept alive between runs (blocked on its input, no CPU), the runner pays the interpreter and
+the imports once. It starts at the first run, after the first window, never during one.
 
 bench_serving imports Hugging Face ``datasets`` at start, for its MMMU dataset alone. An
 offline box does not carry that library's closure (pyarrow, fsspec, multiprocess, xxhash,
