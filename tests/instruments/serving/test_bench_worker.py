@@ -32,6 +32,8 @@ def cli_main():
         raise RuntimeError("the stand-in broke")
     if "--hang" in argv:
         time.sleep(120)
+    if "--crash" in argv:
+        os._exit(5)
     result = {"median_tpot_ms": 1.5, "output_throughput": 100.0, "completed": 4,
               "duration": 2.0, "pid": os.getpid(), "argv0": sys.argv[0]}
     with open(out, "a") as f:
@@ -83,6 +85,14 @@ def test_a_run_that_hangs_takes_its_runner_and_the_next_starts_another(worker, t
     assert worker.proc is None and process.poll() is not None  # killed, not left behind
     assert worker.run(argv(out), out, 60)["bench_error"] == ""
     assert read_bench_result(out)["pid"] != pid and worker.starts == 2
+
+
+def test_a_runner_that_ends_without_answering_says_so(worker, tmp_path):
+    out = tmp_path / "bench.jsonl"
+    crashed = worker.run(argv(out, "--crash"), out, 60)
+    assert crashed["runner_died"] and crashed["bench_error"].startswith("bench_serving exit 5")
+    fine = worker.run(argv(out), out, 60)  # a new runner
+    assert not fine["runner_died"] and fine["bench_error"] == "" and worker.starts == 2
 
 
 def test_closing_ends_the_runner(worker, tmp_path):

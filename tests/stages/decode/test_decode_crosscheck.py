@@ -196,6 +196,42 @@ def test_the_cross_check_staggers_bench_serving_as_the_load_was(tmp_path, monkey
     assert out["bench_staggered"] is False and out["bench_prompts"] == 2 * 4
 
 
+def test_a_run_the_shared_runner_left_unanswered_runs_again_on_its_own(tmp_path, monkeypatch):
+    # The job's runner answers for its runs; where it ended without answering (not a
+    # bench_serving exit of its own), the run goes again in a process of its own.
+    ran = []
+
+    def fake_run(argv, result_file, timeout_s, log_path):
+        ran.append("own process")
+        return {"t0": 0.0, "t1": 1.0, "details": {}, "bench_tpot_ms": 20.0, "bench_error": ""}
+
+    class Runner:
+        def __init__(self, died):
+            self.died = died
+
+        def run(self, argv, result_file, timeout_s):
+            ran.append("runner")
+            error = "bench_serving exit 1: Segmentation fault" if self.died else ""
+            return {"t0": 0.0, "t1": 1.0, "details": {}, "bench_tpot_ms": 21.0,
+                    "bench_error": error, "runner_died": self.died}  # fmt: skip
+
+    monkeypatch.setattr(decode_crosscheck, "run_bench_serving", fake_run)
+    monkeypatch.setattr(decode_crosscheck, "drain_server", lambda pas: None)
+    monkeypatch.setattr(decode_crosscheck, "server_window_of",
+                        lambda *a: {"server_tok_s_median": None})  # fmt: skip
+    plan = {"engine": "sglang", "model": "/m", "input_len": 128, "output_len": 1024,
+            "min_steady_s": 30, "stagger": False}  # fmt: skip
+    server = types.SimpleNamespace(alive=lambda: True, log_path=tmp_path / "server.log")
+    pas = types.SimpleNamespace(plan=plan, server=server, host="127.0.0.1", port=30000)
+    row = {"tpot_ms": 20.0, "steady_s": 12.0}
+    out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path, Runner(died=False))
+    assert ran == ["runner"] and out["bench_tpot_ms"] == 21.0 and "runner_died" not in out
+    ran.clear()
+    out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path, Runner(died=True))
+    assert ran == ["runner", "own process"] and out["bench_tpot_ms"] == 20.0
+    assert out["bench_error"] == ""
+
+
 def test_the_runner_gives_bench_serving_the_first_output_lengths(monkeypatch):
     argv = bench_serving_argv("py", "h", 1, "/m", 3, 128, 1024, 9, 3, "out.jsonl", [341, 683, 1024])
     rest, lengths = crosscheck.split_first_lens(argv[2:])

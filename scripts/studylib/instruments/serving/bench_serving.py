@@ -221,6 +221,7 @@ class BenchWorker:
             log.write(f"$ {' '.join(argv)}\n")
         t0 = time.monotonic()
         rc: int | None = None
+        died = False
         try:
             proc = self._start(argv[0], argv[1])
             proc.stdin.write(json.dumps({"argv": argv[2:], "done": str(done)}) + "\n")
@@ -229,18 +230,21 @@ class BenchWorker:
                 if done.exists():
                     rc = int(json.loads(done.read_text())["rc"])
                     break
-                if proc.poll() is not None:
-                    rc = proc.returncode if proc.returncode != 0 else 1
+                if proc.poll() is not None:  # the runner itself ended, the run unanswered
+                    rc, died = (proc.returncode or 1), True
                     break
                 time.sleep(0.1)
         except OSError as exc:  # the runner gone before it read the line (a broken pipe)
             with open(self.log_path, "a", encoding="utf-8") as log:
                 log.write(f"the runner could not take the run: {exc}\n")
-            rc = 1
+            rc, died = 1, True
         if rc is None:
             self.kill()  # a run that hangs takes its runner with it
         done.unlink(missing_ok=True)
-        return _run_result(rc, t0, time.monotonic(), output_file, timeout_s, self.log_path)
+        result = _run_result(rc, t0, time.monotonic(), output_file, timeout_s, self.log_path)
+        # ``runner_died``: the runner ended without answering (not bench_serving's own exit):
+        # the caller may run it once on its own (run_bench_serving).
+        return {**result, "runner_died": died}
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None

@@ -78,9 +78,14 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
                               plan["input_len"], plan["output_len"], prompts, c,
                               result_file, first)  # fmt: skip
     timeout_s = bench_timeout_s(prompts, c, plan["output_len"], row.get("tpot_ms"))
-    if worker is not None:  # one runner for the job's runs: its imports paid once
-        result = worker.run(argv, result_file, timeout_s)
-    else:
+    # One runner for the job's runs (its imports paid once); a run it ended without answering
+    # runs again in a process of its own, as every run did before the runner.
+    result = worker.run(argv, result_file, timeout_s) if worker is not None else None
+    if result is not None and result.pop("runner_died"):
+        log.warning("C=%d: bench_serving's runner ended without answering (%s): the run again "
+                    "in a process of its own", c, result.get("bench_error"))  # fmt: skip
+        result = None
+    if result is None:
         result = run_bench_serving(argv, result_file, timeout_s, folder / "bench_serving.log")
     t0, t1 = result.pop("t0"), result.pop("t1")
     # Its TPOT over a window as long as the study's, after its own admission: like for like.
