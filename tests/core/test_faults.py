@@ -39,6 +39,7 @@ from studylib.core.table_registry import (
 from studylib.instruments.hardware import BACKEND_PACKAGES, job_versions
 from studylib.stages.sweep.sweep_aggregate import aggregate
 from studylib.stages.sweep.sweep_run import to_frame
+from studylib.stages.sweep.sweep_schema import SWEEP_TABLE
 from studylib.study_config import check_config
 
 # --- config: contradictions ------------------------------------------------------------------
@@ -356,7 +357,7 @@ DAMAGED = [
      "it was written"),
     ("csv-short-row", "tables/sweep.csv",
      lambda p: p.write_text(p.read_text().splitlines()[0] + "\ntorch,aten,mm_bf1\n"),
-     "line 2 has 3 fields, the header 47"),
+     f"line 2 has 3 fields, the header {len(SWEEP_TABLE.columns)}"),
     ("csv-0-bytes", "tables/sweep.csv", lambda p: p.write_bytes(b""),
      "empty file (0 bytes): truncated or never finished"),
     ("csv-binary", "tables/support.csv", lambda p: p.write_bytes(b"\xff\xfe\x00garbage\n"),

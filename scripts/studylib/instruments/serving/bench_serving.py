@@ -47,6 +47,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 import types
 from pathlib import Path
 
@@ -362,8 +363,6 @@ def serve() -> None:
         except SystemExit as exc:
             rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except Exception:  # noqa: BLE001 - one run's failure is its exit; the runner goes on
-            import traceback
-
             traceback.print_exc()
             rc = 1
         sys.stdout.flush()
