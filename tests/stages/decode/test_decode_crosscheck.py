@@ -167,6 +167,19 @@ def test_a_staggered_first_wave_is_left_out_as_the_studys_own_window_leaves_it()
     assert bench_steady_tpot_ms(short, 4, 40, staggered=True) is None
 
 
+def pass_with_bench(tmp_path, monkeypatch, fake_run, stagger: bool):
+    """A server pass of the decode stage, as crosscheck_at reads it, whose bench_serving runs
+    are ``fake_run`` (the drain and the server's log stubbed)."""
+    monkeypatch.setattr(decode_crosscheck, "run_bench_serving", fake_run)
+    monkeypatch.setattr(decode_crosscheck, "drain_server", lambda pas: None)
+    monkeypatch.setattr(decode_crosscheck, "server_window_of",
+                        lambda *a: {"server_tok_s_median": None})  # fmt: skip
+    plan = {"engine": "sglang", "model": "/m", "input_len": 128, "output_len": 1024,
+            "min_steady_s": 30, "stagger": stagger}  # fmt: skip
+    server = types.SimpleNamespace(alive=lambda: True, log_path=tmp_path / "server.log")
+    return types.SimpleNamespace(plan=plan, server=server, host="127.0.0.1", port=30000)
+
+
 def test_the_cross_check_staggers_bench_serving_as_the_load_was(tmp_path, monkeypatch):
     seen = {}
 
@@ -174,25 +187,17 @@ def test_the_cross_check_staggers_bench_serving_as_the_load_was(tmp_path, monkey
         seen["argv"] = argv
         return {"t0": 0.0, "t1": 1.0, "details": {}, "bench_tpot_ms": 20.0, "bench_error": ""}
 
-    monkeypatch.setattr(decode_crosscheck, "run_bench_serving", fake_run)
-    monkeypatch.setattr(decode_crosscheck, "drain_server", lambda pas: None)
-    monkeypatch.setattr(decode_crosscheck, "server_window_of",
-                        lambda *a: {"server_tok_s_median": None})  # fmt: skip
-    plan = {"engine": "sglang", "model": "/m", "input_len": 128, "output_len": 1024,
-            "min_steady_s": 30, "stagger": True}  # fmt: skip
-    server = types.SimpleNamespace(alive=lambda: True, log_path=tmp_path / "server.log")
-    pas = types.SimpleNamespace(plan=plan, server=server, host="127.0.0.1", port=30000)
     row = {"tpot_ms": 20.0, "steady_s": 12.0}
+    pas = pass_with_bench(tmp_path, monkeypatch, fake_run, stagger=True)
     out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
     argv = seen["argv"]
     at = argv.index(crosscheck.FIRST_LENS_FLAG)
     assert argv[at + 1] == "98,452,549,903" and out["bench_staggered"] is True
     assert out["bench_prompts"] == 3 * 4  # two waves for the window, the staggered one first
     # Lockstep: no lengths, no extra wave.
-    out = decode_crosscheck.crosscheck_at(pas_lockstep := types.SimpleNamespace(
-        plan={**plan, "stagger": False}, server=server, host="127.0.0.1", port=30000),
-        4, row, tmp_path)  # fmt: skip
-    assert pas_lockstep and crosscheck.FIRST_LENS_FLAG not in seen["argv"]
+    pas = pass_with_bench(tmp_path, monkeypatch, fake_run, stagger=False)
+    out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
+    assert crosscheck.FIRST_LENS_FLAG not in seen["argv"]
     assert out["bench_staggered"] is False and out["bench_prompts"] == 2 * 4
 
 
@@ -215,14 +220,7 @@ def test_a_run_the_shared_runner_left_unanswered_runs_again_on_its_own(tmp_path,
             return {"t0": 0.0, "t1": 1.0, "details": {}, "bench_tpot_ms": 21.0,
                     "bench_error": error, "runner_died": self.died}  # fmt: skip
 
-    monkeypatch.setattr(decode_crosscheck, "run_bench_serving", fake_run)
-    monkeypatch.setattr(decode_crosscheck, "drain_server", lambda pas: None)
-    monkeypatch.setattr(decode_crosscheck, "server_window_of",
-                        lambda *a: {"server_tok_s_median": None})  # fmt: skip
-    plan = {"engine": "sglang", "model": "/m", "input_len": 128, "output_len": 1024,
-            "min_steady_s": 30, "stagger": False}  # fmt: skip
-    server = types.SimpleNamespace(alive=lambda: True, log_path=tmp_path / "server.log")
-    pas = types.SimpleNamespace(plan=plan, server=server, host="127.0.0.1", port=30000)
+    pas = pass_with_bench(tmp_path, monkeypatch, fake_run, stagger=False)
     row = {"tpot_ms": 20.0, "steady_s": 12.0}
     out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path, Runner(died=False))
     assert ran == ["runner"] and out["bench_tpot_ms"] == 21.0 and "runner_died" not in out
