@@ -52,6 +52,7 @@ def wall_s(benchmark) -> float | None:
 
 
 def _column(frame: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` as numbers, 0 where missing or not a number (a frame without it: all 0)."""
     values = frame[column] if column in frame else pd.Series(0.0, index=frame.index)
     return pd.to_numeric(values, errors="coerce").fillna(0)
 
@@ -77,9 +78,7 @@ def _one_device(windows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _seconds(frame: pd.DataFrame, column: str) -> float:
-    if column not in frame:
-        return 0.0
-    return float(pd.to_numeric(frame[column], errors="coerce").fillna(0).clip(lower=0).sum())
+    return float(_column(frame, column).clip(lower=0).sum())
 
 
 def kernel_power_measuring(windows: pd.DataFrame) -> tuple[float, str]:
