@@ -14,16 +14,18 @@ row per arm to DIR/probe.csv:
 - nousage: the load without per-chunk usage statistics (one token per chunk counted);
 - bench / bench_sampler: SGLang's bench_serving (instruments.serving.bench_serving) without /
   with the sampler.
-Each row: the client's TPOT and tok/s, the scheduler's tok/s over the same span (its log), the
-load's CPU. The arms alternate within a round, and odd rounds run them in reverse (A B, B A,
-A B, ...), so a drift of the engine's speed over the rounds weighs on every arm alike; the
-summary then sets each arm beside the first one round by round, with the scheduler's own
-rate in each: whether a client slows the engine (the scheduler slower under it), or only
-reads it differently (the same scheduler rate, another TPOT).
+Each row: the client's TPOT and tok/s (bench_serving's: its median TPOT and its steady one, over
+a window as long as the study's after its admission), the scheduler's tok/s over the same window
+with 0.85 C to C running (its log), the load's CPU. The arms alternate within a round, and odd
+rounds run them in reverse (A B, B A, A B, ...), so a drift of the engine's speed over the
+rounds weighs on every arm alike; the summary then sets each arm beside the first one round by
+round, with the scheduler's own rate in each: whether a client slows the engine (the scheduler
+slower under it), or only reads it differently (the same scheduler rate, another TPOT).
 """
 
 import argparse
 import csv
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -39,7 +41,13 @@ from studylib.instruments.serving.bench_serving import (  # noqa: E402
     bench_serving_argv,
     run_bench_serving,
 )
-from studylib.instruments.serving.decode_load import LoadSpec, load_window, summarize_load  # noqa: E402
+from studylib.instruments.serving.bench_steady import bench_steady_tpot_ms, steady_span_at  # noqa: E402
+from studylib.instruments.serving.decode_load import (  # noqa: E402
+    STEADY_FRACTION,
+    LoadSpec,
+    load_window,
+    summarize_load,
+)
 from studylib.instruments.serving.engines import engine  # noqa: E402
 from studylib.instruments.serving.server_log import server_window_of  # noqa: E402
 from studylib.stages.decode.decode_server import ServerPass  # noqa: E402
@@ -138,7 +146,8 @@ def study(pas, spec, arm):
     if window is None:
         return {"error": "no steady window"}
     s = summarize_load(load.records, spec, *window)
-    server = server_window_of(pas.server.log_path, *window)
+    c = spec.concurrency
+    server = server_window_of(pas.server.log_path, *window, math.ceil(STEADY_FRACTION * c), c)
     return {"tpot_ms": s["tpot_ms"], "output_tok_s": s["output_tok_s"],
             "steady_s": s["steady_s"], "errors": s["errors"],
             "server_tok_s": server["server_tok_s"], "server_running_min":
@@ -153,8 +162,15 @@ def bench(pas, a, c, input_len, output_len, model, tpot_guess, out, worker):
     r = worker.run(argv, result_file, 600)
     if r.pop("runner_died"):  # its runner ended without answering: once in its own process
         r = run_bench_serving(argv, result_file, 600, out / "bench_serving.log")
-    server = server_window_of(pas.server.log_path, r["t0"], r["t1"])
+    # Like for like with the study's arm: its TPOT over a window as long as the study's after
+    # its admission (not its wave's start prefills, nor its warm-up request), and the
+    # scheduler's rate over that window with 0.85 C to C running.
+    details = r.pop("details", {})
+    steady = bench_steady_tpot_ms(details, c, output_len, a.seconds)
+    span = steady_span_at(details, c, r["t1"], a.seconds) or (r["t0"], r["t1"])
+    server = server_window_of(pas.server.log_path, *span, math.ceil(STEADY_FRACTION * c), c)
     return {"tpot_ms": None, "bench_tpot_ms": r.get("bench_tpot_ms"),
+            "bench_tpot_steady_ms": steady,
             "bench_output_tok_s": r.get("bench_output_tok_s"), "bench_prompts": prompts,
             "bench_duration_s": r.get("bench_duration_s"), "error": r.get("bench_error"),
             "server_tok_s": server["server_tok_s"],
@@ -163,7 +179,8 @@ def bench(pas, a, c, input_len, output_len, model, tpot_guess, out, worker):
 
 FIELDS = ["arm", "round", "concurrency", "tpot_ms", "output_tok_s", "steady_s", "errors",
           "server_tok_s", "server_running_min", "load_cpu_pct", "bench_tpot_ms",
-          "bench_output_tok_s", "bench_prompts", "bench_duration_s", "error"]  # fmt: skip
+          "bench_tpot_steady_ms", "bench_output_tok_s", "bench_prompts", "bench_duration_s",
+          "error"]  # fmt: skip
 
 
 def write(rows, path):
@@ -174,7 +191,8 @@ def write(rows, path):
 
 
 def tpot_of(row) -> float | None:
-    return row.get("tpot_ms") or row.get("bench_tpot_ms")
+    """The arm's TPOT: the study's, else bench_serving's steady one, else its median."""
+    return row.get("tpot_ms") or row.get("bench_tpot_steady_ms") or row.get("bench_tpot_ms")
 
 
 def print_rounds(rows):
@@ -198,8 +216,8 @@ def print_rounds(rows):
 
 
 def print_summary(rows):
-    print("\nmedian over rounds: arm, C, client TPOT ms, bench TPOT ms, client tok/s, "
-          "scheduler tok/s")  # fmt: skip
+    print("\nmedian over rounds: arm, C, client TPOT ms, bench TPOT ms, bench steady TPOT ms, "
+          "client tok/s, scheduler tok/s")  # fmt: skip
     keys = sorted({(r["concurrency"], r["arm"]) for r in rows})
 
     def med(rs, k):
@@ -210,6 +228,7 @@ def print_summary(rows):
         rs = [r for r in rows if r["concurrency"] == c and r["arm"] == arm]
         print(
             f"{arm:14s} C={c:<4d} {med(rs, 'tpot_ms'):>8s} {med(rs, 'bench_tpot_ms'):>8s} "
+            f"{med(rs, 'bench_tpot_steady_ms'):>8s} "
             f"{med(rs, 'output_tok_s'):>10s} {med(rs, 'server_tok_s'):>10s}"
         )
 

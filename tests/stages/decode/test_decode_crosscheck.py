@@ -21,8 +21,10 @@ from studylib.instruments.serving.bench_serving import (
 )
 from studylib.instruments.serving.bench_steady import (
     bench_requests,
+    bench_steady_span,
     bench_steady_tpot_ms,
     first_wave_admitted,
+    steady_span_at,
 )
 from studylib.instruments.serving.decode_load import LoadSpec
 from studylib.instruments.serving.load_stagger import (
@@ -201,6 +203,40 @@ def test_the_cross_check_staggers_bench_serving_as_the_load_was(tmp_path, monkey
     assert out["bench_staggered"] is False and out["bench_prompts"] == 2 * 4
 
 
+def test_the_engine_is_compared_over_the_span_each_tpot_covers(tmp_path, monkeypatch):
+    # bench_serving's steady TPOT covers one window of its run; the scheduler's rate beside
+    # it is read over that window (put on the job's clock by the run's end), as well as over
+    # the whole run.
+    details = fake_bench_details(4, 12, 50)
+
+    def fake_run(argv, result_file, timeout_s, log_path):
+        return {"t0": 90.0, "t1": 100.0, "details": details, "bench_tpot_ms": 13.0,
+                "bench_error": ""}  # fmt: skip
+
+    pas = pass_with_bench(tmp_path, monkeypatch, fake_run, stagger=False)
+    asked = []
+
+    def fake_window(log_path, t0, t1, min_running=0, max_running=None):
+        asked.append((t0, t1))
+        # The engine ran at 60 tok/s over the whole run, at 94 over the steady window.
+        return {"server_tok_s_median": 60.0 if (t0, t1) == (90.0, 100.0) else 94.0}
+
+    monkeypatch.setattr(decode_crosscheck, "server_window_of", fake_window)
+    row = {"tpot_ms": 10.0, "steady_s": 0.3, "server_tok_s_median": 100.0}
+    out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
+    records, w0, w1 = bench_steady_span(details, 4, 0.3)
+    last = max(r.end for r in records)
+    steady = steady_span_at(details, 4, 100.0, 0.3)
+    assert steady == pytest.approx((100.0 - last + w0, 100.0 - last + w1))
+    assert w1 - w0 == pytest.approx(0.3) and 90.0 < steady[0] < steady[1] < 100.0
+    assert sorted(asked) == sorted([steady, (90.0, 100.0)])
+    assert out["bench_server_tok_s_steady"] == 94.0 and out["bench_server_tok_s_median"] == 60.0
+    assert out["engine_ratio_steady"] == pytest.approx(0.94)
+    assert out["engine_ratio"] == pytest.approx(0.60)
+    # Without details there is no steady window, and no rate over it.
+    assert steady_span_at({}, 4, 100.0) is None
+
+
 def test_a_run_the_shared_runner_left_unanswered_runs_again_on_its_own(tmp_path, monkeypatch):
     # The job's runner answers for its runs; where it ended without answering (not a
     # bench_serving exit of its own), the run goes again in a process of its own.
@@ -362,6 +398,15 @@ def test_the_verdict_says_when_the_engine_moved_not_the_load():
     assert "beyond the 3.0 % noise and not by the engine's change of speed" in (
         crosscheck_sentence(apart)
     )
+    # bf16 without graphs at C = 16 on the H200 (session 21): the engine fell from about 1.5k
+    # to 1.0k tok/s for 30 s, from 7 s before the study's window ended into bench_serving's
+    # run. Over that whole run the scheduler read 0.771x, over bench_serving's steady window
+    # (the span its steady TPOT covers) 0.941x: the engine's own speed, not the client.
+    c16 = {"concurrency": 16, "tpot_ratio": 0.802, "tpot_ratio_steady": 0.948,
+           "engine_ratio": 0.771, "engine_ratio_steady": 0.941}  # fmt: skip
+    assert engine_moved(c16)
+    assert "its scheduler 0.941× as fast during bench_serving" in crosscheck_sentence(c16)
+    assert not engine_moved({**c16, "engine_ratio_steady": None})  # whole-run rate alone
     # bf16 graphs at C = 512 by the plain median: 4.0 % apart, the scheduler 2.7 % slower:
     # within the noise itself, so it explains nothing (the wave's start burst did it).
     assert not engine_moved({"concurrency": 512, "tpot_ratio": 0.960, "engine_ratio": 0.973})

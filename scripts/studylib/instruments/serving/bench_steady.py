@@ -92,17 +92,19 @@ def first_wave_admitted(records: list[RequestRecord], concurrency: int) -> float
     return first[needed - 1]
 
 
-def bench_steady_tpot_ms(details: dict, concurrency: int, output_len: int,
-                         steady_s: float | None = None,
-                         staggered: bool = False) -> float | None:  # fmt: skip
-    """bench_serving's TPOT as the study computes its own (decode_load.summarize_load): the
-    median over requests of their tokens' pace inside the steady window, the span from the
-    first wave's admission (:func:`first_wave_admitted`; ``staggered``, its end, the
-    study's own rule: :func:`.load_stagger.first_requests_ended`) with at least
-    STEADY_FRACTION x C in flight, cut to the study's window length ``steady_s`` where
-    given (at high C the study's lockstep window holds no replacement's prefill when a
-    request outlasts it; this one then holds none either). None when the details are
-    missing or no window is found."""
+#: bench_serving's requests and its steady window's start and end on their clock.
+SteadySpan = tuple[list[RequestRecord], float, float]
+
+
+def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = None,
+                      staggered: bool = False) -> SteadySpan | None:  # fmt: skip
+    """bench_serving's requests (:func:`bench_requests`) and its steady window on their clock
+    (0: the run's start): the span from the first wave's admission
+    (:func:`first_wave_admitted`; ``staggered``, its end, the study's own rule:
+    :func:`.load_stagger.first_requests_ended`) with at least STEADY_FRACTION x C in flight,
+    cut to the study's window length ``steady_s`` where given (at high C the study's lockstep
+    window holds no replacement's prefill when a request outlasts it; this one then holds
+    none either). None when the details are missing or no window is found."""
     if not details.get("ttfts") or not details.get("itls"):
         return None
     records, active = bench_requests(details, concurrency)
@@ -118,6 +120,39 @@ def bench_steady_tpot_ms(details: dict, concurrency: int, output_len: int,
     t0, t1 = window
     if steady_s and steady_s > 0:
         t1 = min(t1, t0 + steady_s)
+    return records, t0, t1
+
+
+def bench_steady_tpot_ms(details: dict, concurrency: int, output_len: int,
+                         steady_s: float | None = None,
+                         staggered: bool = False) -> float | None:  # fmt: skip
+    """bench_serving's TPOT as the study computes its own (decode_load.summarize_load): the
+    median over requests of their tokens' pace inside the steady window
+    (:func:`bench_steady_span`). None when the details are missing or no window is found."""
+    span = bench_steady_span(details, concurrency, steady_s, staggered)
+    if span is None:
+        return None
+    records, t0, t1 = span
     spec = LoadSpec(concurrency=concurrency, input_len=1, output_len=output_len,
                     num_prompts=len(records))  # fmt: skip
     return summarize_load(records, spec, t0, t1)["tpot_ms"]
+
+
+def steady_span_at(details: dict, concurrency: int, run_end: float,
+                   steady_s: float | None = None,
+                   staggered: bool = False) -> tuple[float, float] | None:  # fmt: skip
+    """The steady window (:func:`bench_steady_span`) on the caller's clock, given when the run
+    ended there (``run_end``): bench_serving's clock has no absolute time, so its last
+    request's end is put at ``run_end``. That end comes after bench_serving wrote its
+    result (and, run in its own process, after the interpreter exited): the window lands
+    up to about a second late, which a server log read in whole seconds (server_log) leaves
+    within its own trimming. None where :func:`bench_steady_span` is."""
+    span = bench_steady_span(details, concurrency, steady_s, staggered)
+    if span is None:
+        return None
+    records, t0, t1 = span
+    last = max((r.end for r in records if r.end is not None), default=None)
+    if last is None:
+        return None
+    shift = run_end - last
+    return shift + t0, shift + t1

@@ -18,7 +18,7 @@ from ...instruments.serving.bench_serving import (
     bench_timeout_s,
     run_bench_serving,
 )
-from ...instruments.serving.bench_steady import bench_steady_tpot_ms
+from ...instruments.serving.bench_steady import bench_steady_tpot_ms, steady_span_at
 from ...instruments.serving.decode_load import (
     STEADY_FRACTION,
 )
@@ -90,17 +90,25 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
     t0, t1 = result.pop("t0"), result.pop("t1")
     # Its TPOT over a window as long as the study's, after its own admission: like for like.
     details = result.pop("details", {})
+    running = math.ceil(STEADY_FRACTION * c)
     try:
         out["bench_tpot_steady_ms"] = bench_steady_tpot_ms(details, c, plan["output_len"],
                                                            row.get("steady_s"),
                                                            staggered)  # fmt: skip
+        # The scheduler's rate over that same window: an engine that changes speed within
+        # bench_serving's run (a launch-bound one's host phases: 1.5x for 30 s at C = 16 on
+        # the H200) is compared over the span each TPOT covers.
+        span = steady_span_at(details, c, t1, row.get("steady_s"), staggered)
+        if span is not None:
+            at = server_window_of(pas.server.log_path, *span, running, c)
+            out["bench_server_tok_s_steady"] = at["server_tok_s_median"]
     except Exception as exc:  # noqa: BLE001 - details it cannot read: the plain ratio stands
         log.warning("C=%d: no steady TPOT from bench_serving's details: %s: %s", c,
                     type(exc).__name__, exc)  # fmt: skip
     out.update(result)
     # The scheduler's rate over bench_serving's steady part (not its start's prefills or
     # its end's stragglers), as over the study's steady window.
-    steady = server_window_of(pas.server.log_path, t0, t1, math.ceil(STEADY_FRACTION * c), c)
+    steady = server_window_of(pas.server.log_path, t0, t1, running, c)
     out["bench_server_tok_s_median"] = steady["server_tok_s_median"]
     out.update(ratios(out))
     if out.get("bench_error"):
@@ -115,8 +123,8 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
 
 def ratios(row: dict) -> dict:
     """The study's TPOT over bench_serving's median TPOT, its steady TPOT (the like-for-like
-    one) and its median ITL, the scheduler's tok/s during bench_serving over during the
-    study, the study's tok/s over bench_serving's."""
+    one) and its median ITL, the scheduler's tok/s during bench_serving's run and during its
+    steady window over during the study, the study's tok/s over bench_serving's."""
 
     def ratio(a, b):
         return a / b if a and b else None
@@ -126,5 +134,8 @@ def ratios(row: dict) -> dict:
         "tpot_ratio_steady": ratio(row.get("tpot_ms"), row.get("bench_tpot_steady_ms")),
         "itl_ratio": ratio(row.get("tpot_ms"), row.get("bench_itl_ms")),
         "engine_ratio": ratio(row.get("bench_server_tok_s_median"), row.get("server_tok_s_median")),
+        "engine_ratio_steady": ratio(
+            row.get("bench_server_tok_s_steady"), row.get("server_tok_s_median")
+        ),
         "tok_s_ratio": ratio(row.get("output_tok_s"), row.get("bench_output_tok_s")),
     }

@@ -6,13 +6,13 @@ A window's TPOT is measured once, so its spread comes from what checked it:
 * the cross-check: SGLang's own client (bench_serving) against the same server at the same C
   right after the window (tables/decode_crosscheck.csv); the study's TPOT over bench_serving's
   steady TPOT (``tpot_ratio_steady``, like for like) or, in tables from before it, its median
-  TPOT (``tpot_ratio``), taken the larger way round. Where the two differ by about the
-  engine's own change of speed between the two runs (``engine_ratio``, the scheduler's
-  log), the source says the engine itself ran at another speed (:func:`crosscheck_sentence`):
-  the clients read what it did; what slowed it (a warm-up, drift, the load) the two runs alone
-  do not say. Where this variant has no cross-check at that C, the largest disagreement of
-  another variant of the same engine at that C stands in (the engine's own change of speed
-  between two runs is most of it: 5.8 % at C = 1 on the H200, 2026-12-02);
+  TPOT (``tpot_ratio``), taken the larger way round. Where the two differ by about the engine's
+  own change of speed between the two runs over the same spans (``engine_ratio_steady`` or
+  ``engine_ratio``, the scheduler's log), the source says the engine itself ran at another speed
+  (:func:`crosscheck_sentence`): the clients read what it did; what slowed it (a warm-up, drift,
+  the load) the two runs alone do not say. Where this variant has no cross-check at that C, the
+  largest disagreement of another variant of the same engine at that C stands in (the engine's
+  own change of speed between two runs is most of it: 5.8 % at C = 1 on the H200, 2026-12-02);
 * the scheduler's own count: the tokens/s SGLang's scheduler logged over the window against
   the client's;
 * the window's own precision: the 95 % confidence interval of its token rate over one-second
@@ -59,23 +59,41 @@ def largest(*noises: Noise) -> Noise:
     return max([FLOOR, *known], key=lambda n: n.share)
 
 
+#: :func:`crosscheck_ratio`'s name for bench_serving's TPOT over its steady window.
+STEADY = "steady TPOT"
+
+
 def crosscheck_ratio(row: Any) -> tuple[float, str]:
     """The study's TPOT over bench_serving's, and which of bench_serving's TPOTs: its steady
     one where the row has it (like for like), else its median over the whole run."""
     get = field_getter(row)
     steady = num_of(get("tpot_ratio_steady"))
     if _ok(steady):
-        return steady, "steady TPOT"
+        return steady, STEADY
     return num_of(get("tpot_ratio")), "TPOT"
+
+
+def crosscheck_engine(row: Any) -> float:
+    """The scheduler's tok/s during bench_serving over during the study, over the span of the
+    TPOT :func:`crosscheck_ratio` uses: bench_serving's steady window
+    (``engine_ratio_steady``) with its steady TPOT, else its whole run (``engine_ratio``; a
+    launch-bound engine changed speed 1.5x for 30 s within one run on the H200, so a
+    window's TPOT and a whole run's rate need not agree)."""
+    get = field_getter(row)
+    _, which = crosscheck_ratio(row)
+    steady = num_of(get("engine_ratio_steady"))
+    if which == STEADY and _ok(steady):
+        return steady
+    return num_of(get("engine_ratio"))
 
 
 def engine_moved(row: Any) -> bool:
     """Whether the two clients' TPOTs differ beyond the noise by about the engine's own change
-    of speed between the two runs: ``engine_ratio`` (the scheduler's tok/s during
+    of speed between the two runs (:func:`crosscheck_engine`, the scheduler's tok/s during
     bench_serving over during the study) itself beyond the noise, and the TPOT ratio not
     beyond the noise of it (an engine that moved less than the noise explains nothing)."""
     ratio, _ = crosscheck_ratio(row)
-    engine = num_of(field_getter(row)("engine_ratio"))
+    engine = crosscheck_engine(row)
     noise = decision_noise()
     return (beyond(run_to_run(ratio, 1.0), noise) and beyond(run_to_run(engine, 1.0), noise)
             and not beyond(run_to_run(ratio, engine), noise))  # fmt: skip
@@ -88,7 +106,7 @@ def crosscheck_sentence(row: Any) -> str:
     ratio, which = crosscheck_ratio(row)
     if not _ok(ratio):
         return ""
-    engine = num_of(get("engine_ratio"))
+    engine = crosscheck_engine(row)
     said = (f"At C = {num_of(get('concurrency')):.0f} the study's TPOT is {ratio:.3f}× "
             f"bench_serving's {which}")  # fmt: skip
     scheduler = (f"its scheduler {engine:.3f}× as fast during bench_serving"
@@ -108,7 +126,7 @@ def _crosscheck_source(row: Any, c: float, variant: str = "") -> str:
     _, which = crosscheck_ratio(row)
     source = f"bench_serving's {which} at C = {c:.0f}" + (f" ({variant})" if variant else "")
     if engine_moved(row):
-        engine = num_of(field_getter(row)("engine_ratio"))
+        engine = crosscheck_engine(row)
         source += (f": the engine itself ran at another speed (scheduler {engine:.3f}× during "
                    "bench_serving)")  # fmt: skip
     return source

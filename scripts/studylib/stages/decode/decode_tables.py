@@ -178,6 +178,9 @@ CROSSCHECK_SHOWN = {
     "engine_ratio": Column("scheduler during bench ÷ during study", ".3f", "×",
                            tip="the scheduler's median log line, bench_serving's run over "
                            "the study's window"),
+    "engine_ratio_steady": Column("scheduler during bench steady ÷ during study", ".3f", "×",
+                                  tip="the scheduler's median log line, bench_serving's steady "
+                                  "window (its steady TPOT's span) over the study's window"),
     "output_tok_s": Column("tok/s", ",.0f", tip="the study's output tok/s"),
     "bench_output_tok_s": Column("bench_serving tok/s", ",.0f"),
     "bench_prompts": Column("bench prompts", ".0f"),
