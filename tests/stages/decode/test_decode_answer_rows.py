@@ -137,6 +137,8 @@ def test_older_tables_answer_per_variant_and_compare_no_unknown_setting():
     assert rows["graphs"].sentence == (
         "graphs at C = 64 (its largest valid C): 1,500 tok/s, 1.6 J/token, 300 W per GPU (50 % "
         "of the limit). Invalid at C = 256: 2 request errors.")  # fmt: skip
+    assert rows["graphs"].verdict == "C = 64: 1.6 J/token, 300 W per GPU (50 % of the limit)"
+    assert rows["graphs"].value == "1,500 tok/s"
     most = rows["most throughput"]
     assert (most.status, most.verdict, most.runner_up) == (ANSWERED, "graphs", "eager")
     assert rows["least energy per token"].verdict == "graphs"
@@ -146,6 +148,7 @@ def test_older_tables_answer_per_variant_and_compare_no_unknown_setting():
                                   j_per_token=None)  # fmt: skip
     rows = by_subject(decode_answers(d))
     assert rows["eager"].sentence == "eager at C = 64 (its largest valid C): 1,000 tok/s."
+    assert rows["eager"].verdict == "C = 64"
     assert "power_source none" in rows["energy per token"].why
     assert "least energy per token" not in rows
     # The newer columns dropped from an SGLang table: no pairs, and the seed's power row

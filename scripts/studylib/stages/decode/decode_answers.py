@@ -319,8 +319,11 @@ def _variant_answers(df: pd.DataFrame) -> list[Answer]:
         sentence = f"{variant} at C = {c} (its largest valid C): " + ", ".join(bits) + "."
         if bad:
             sentence += f" {'; '.join(f'Invalid at C = {c}: {cause}' for c, cause in bad)}."
-        out.append(Answer(5, variant, ANSWERED, basis="tok/s", value=bits[0], sentence=sentence,
-                          why=why, points=int(g["valid"].sum()),
+        # The verdict cell: where its number was read and what else it drew there (a lone
+        # variant leads question 5, and an empty verdict there read as no answer).
+        verdict = f"C = {c}" + (": " + ", ".join(bits[1:]) if len(bits) > 1 else "")
+        out.append(Answer(5, variant, ANSWERED, verdict=verdict, basis="tok/s", value=bits[0],
+                          sentence=sentence, why=why, points=int(g["valid"].sum()),
                           evidence="; ".join(f"C = {r['concurrency']:.0f}: "
                                              f"{r['output_tok_s']:,.0f} tok/s"
                                              for _, r in g[g["valid"]].iterrows())))  # fmt: skip
