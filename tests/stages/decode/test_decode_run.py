@@ -12,6 +12,7 @@ pytest.importorskip("fastapi")
 from studylib.core.table_registry import read_table  # noqa: E402
 from studylib.instruments.serving.served_model import build_moe_model  # noqa: E402
 from studylib.instruments.step_components import COMPONENTS  # noqa: E402
+from studylib.stages.decode import decode_crosscheck as crosscheck  # noqa: E402
 from studylib.stages.decode.decode_judgements import invalid_note  # noqa: E402
 from studylib.stages.decode.decode_run import run_decode  # noqa: E402
 from studylib.stages.decode.decode_schema import BREAKDOWN_COLUMNS, SUMMARY_COLUMNS  # noqa: E402
@@ -97,6 +98,48 @@ def test_sglang_contract_with_the_recorder_in_its_own_pass(tmp_path, monkeypatch
     run = json.loads((out / "run.json").read_text())
     assert run["recorder_teardown"]["left_behind"] is False
     assert run["served_name"] in (out / "server.log").read_text()
+
+
+def test_a_cross_check_apart_alternates_the_clients_on_the_same_server(tmp_path, monkeypatch):
+    # bench_serving (faked: the stand-in speaks no /generate) reads far slower than the
+    # study's load: the job alternates the two on the same server, measuring a study window
+    # more on the stand-in, and writes the rounds beside the row.
+    _standin_sglang(monkeypatch)
+
+    class SlowBench:
+        def __init__(self, log_path):
+            self.runs = 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def run(self, argv, result_file, timeout_s):
+            self.runs += 1
+            return {"t0": 0.0, "t1": 1.0, "details": {}, "bench_tpot_ms": 1e4,
+                    "bench_error": "", "runner_died": False}  # fmt: skip
+
+    monkeypatch.setattr(crosscheck, "BenchWorker", SlowBench)
+    plan = {
+        "engine": "sglang", "variant": "checked", "model": "standin", "model_kind": "dummy",
+        "args": [], "host": "127.0.0.1", "port": free_port(), "concurrency": [2],
+        "input_len": 8, "output_len": 12, "min_steady_s": 0.3, "idle_s": 0.1,
+        "ready_timeout_s": 30, "sample_hz": 20, "vocab_size": 1000, "weights": "bf16",
+        "crosscheck": True, "crosscheck_rounds": 2,
+    }  # fmt: skip
+    summary = run_decode(plan, tmp_path / "out")
+    assert summary["valid"].all()
+    check = pd.read_csv(tmp_path / "out" / "crosscheck.csv").iloc[0]
+    assert check["rounds"] == 2 and check["bench_tpot_rounds_ms"] == 1e4
+    assert check["tpot_ratio_rounds"] < 0.01
+    rounds = pd.read_csv(tmp_path / "out" / "crosscheck" / "rounds_c2.csv")
+    assert rounds["arm"].tolist() == ["study", "bench", "bench", "study"]
+    # The second study window was measured on the stand-in, not copied from the first.
+    study = rounds[rounds["arm"] == "study"]
+    assert study["tpot_ms"].notna().all() and study["tpot_ms"].iloc[1] > 0
+    assert (rounds["error"].fillna("") == "").all()
 
 
 def test_a_short_window_is_flagged_not_reported(tmp_path, monkeypatch):

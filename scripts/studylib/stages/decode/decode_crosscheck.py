@@ -1,16 +1,23 @@
 """The cross-check of a decode job: SGLang's own client, bench_serving
 (instruments.serving.bench_serving), at each C against the same server right after the main
-pass's window at that C, one crosscheck.csv row per C beside the study's figures; a job's
-runs share one bench_serving runner (:func:`crosscheck_worker`)."""
+pass's window at that C, one crosscheck.csv row per C beside the study's figures; where that
+pair disagrees, the two clients alternated for ``crosscheck_rounds`` rounds (:func:`alternate`);
+a job's runs share one bench_serving runner (:func:`crosscheck_worker`)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import math
+import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
+
+from ...core.finding_records import _ok
+from ...core.verdicts import beyond, decision_noise, run_to_run
 from ...instruments.serving.bench_serving import (
     BenchWorker,
     bench_prompts,
@@ -25,6 +32,7 @@ from ...instruments.serving.decode_load import (
 from ...instruments.serving.launcher import url_host
 from ...instruments.serving.load_stagger import staggered_length
 from ...instruments.serving.server_log import server_window_of
+from .decode_noise import crosscheck_ratio
 from .decode_server import ServerPass, drain_server
 
 log = logging.getLogger("study.decode")
@@ -49,31 +57,64 @@ def crosscheck_worker(out_dir: Path, skipped: dict | None):
 
 
 def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
-                  worker: BenchWorker | None = None) -> dict:  # fmt: skip
+                  worker: BenchWorker | None = None,
+                  study_again: Callable[[int], dict] | None = None) -> dict:  # fmt: skip
     """SGLang's bench_serving (instruments.serving.bench_serving) at C against the same
     server, right after the study's window at C (the engine's own speed drifts between
     windows minutes apart: on the H200 its scheduler's rate at C = 1 moved 13 % within one
-    server's life): the crosscheck.csv row of C. A failed run is its ``bench_error``;
-    nothing else is lost."""
+    server's life): the crosscheck.csv row of C. Where that pair disagrees beyond the noise
+    and the plan asks for ``crosscheck_rounds`` > 1, the two clients then alternate
+    (:func:`alternate`; ``study_again(c)`` measures one more study window). A failed run is
+    its ``bench_error``; nothing else is lost."""
     plan = pas.plan
     folder = out_dir / "crosscheck"
     folder.mkdir(parents=True, exist_ok=True)
     out = {key: row.get(key) for key in ("engine", "variant", "weights", "cuda_graphs",
            "concurrency", "tpot_ms", "tpot_source", "output_tok_s", "server_tok_s_median",
            "avg_w_per_gpu", "valid")}  # fmt: skip
-    # as long as the study's window lasted (a precise window may end before min_steady_s)
-    seconds = row.get("steady_s") or plan["min_steady_s"]
-    # Staggered as the study's load was (bench_serving's module says why it matters).
     staggered = bool(plan.get("stagger"))
-    first = [staggered_length(plan["output_len"], c, i) for i in range(c)] if staggered else None
-    prompts = bench_prompts(c, seconds, plan["output_len"], row.get("tpot_ms"), staggered)
     out["bench_staggered"] = staggered
-    out["bench_prompts"] = prompts
+    out["bench_prompts"] = bench_prompts_at(plan, c, row)
     if not pas.server.alive():
         out["bench_error"] = "the server is no longer running"
         return out
+    out.update(bench_run(pas, c, row, folder, worker))
+    out.update(ratios(out))
+    rounds = int(plan.get("crosscheck_rounds") or 1)
+    if rounds > 1 and study_again is not None and pair_apart(out):
+        log.info("C=%d: the two clients %.1f %% apart: %d rounds alternating them", c,
+                 100 * abs(crosscheck_ratio(out)[0] - 1), rounds)  # fmt: skip
+        out.update(alternate(pas, c, row, out, folder, worker, study_again, rounds))
+    if out.get("bench_error"):
+        log.warning("C=%d: cross-check failed: %s", c, out["bench_error"])
+    else:
+        log.info("C=%d: bench_serving TPOT %.2f ms (steady %.2f), %.0f tok/s (study %.2f ms, "
+                 "%.0f tok/s)", c, out.get("bench_tpot_ms") or 0,
+                 out.get("bench_tpot_steady_ms") or 0, out.get("bench_output_tok_s") or 0,
+                 out.get("tpot_ms") or 0, out.get("output_tok_s") or 0)  # fmt: skip
+    return out
+
+
+def bench_prompts_at(plan: dict, c: int, row: dict) -> int:
+    """bench_serving's requests at C: as long as the study's window lasted (a precise window
+    may end before min_steady_s), its staggered first wave included where the load has one."""
+    seconds = row.get("steady_s") or plan["min_steady_s"]
+    return bench_prompts(c, seconds, plan["output_len"], row.get("tpot_ms"),
+                         bool(plan.get("stagger")))  # fmt: skip
+
+
+def bench_run(pas: ServerPass, c: int, row: dict, folder: Path,
+              worker: BenchWorker | None, tag: str = "") -> dict:  # fmt: skip
+    """One bench_serving run at C after the server is drained: its ``bench_*`` fields, its
+    steady TPOT and the scheduler's rate over its whole run and its steady window.
+    ``tag`` names a later round's files (bench_c{C}{tag}.jsonl)."""
+    plan = pas.plan
+    staggered = bool(plan.get("stagger"))
+    # Staggered as the study's load was (bench_serving's module says why it matters).
+    first = [staggered_length(plan["output_len"], c, i) for i in range(c)] if staggered else None
+    prompts = bench_prompts_at(plan, c, row)
     drain_server(pas)
-    result_file = folder / f"bench_c{c}.jsonl"
+    result_file = folder / f"bench_c{c}{tag}.jsonl"
     argv = bench_serving_argv(sys.executable, url_host(pas.host), pas.port, plan["model"], c,
                               plan["input_len"], plan["output_len"], prompts, c,
                               result_file, first)  # fmt: skip
@@ -88,6 +129,7 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
     if result is None:
         result = run_bench_serving(argv, result_file, timeout_s, folder / "bench_serving.log")
     t0, t1 = result.pop("t0"), result.pop("t1")
+    out = {}
     # Its TPOT over a window as long as the study's, after its own admission: like for like.
     details = result.pop("details", {})
     running = math.ceil(STEADY_FRACTION * c)
@@ -110,15 +152,82 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
     # its end's stragglers), as over the study's steady window.
     steady = server_window_of(pas.server.log_path, t0, t1, running, c)
     out["bench_server_tok_s_median"] = steady["server_tok_s_median"]
-    out.update(ratios(out))
-    if out.get("bench_error"):
-        log.warning("C=%d: cross-check failed: %s", c, out["bench_error"])
-    else:
-        log.info("C=%d: bench_serving TPOT %.2f ms (steady %.2f), %.0f tok/s (study %.2f ms, "
-                 "%.0f tok/s)", c, out.get("bench_tpot_ms") or 0,
-                 out.get("bench_tpot_steady_ms") or 0, out.get("bench_output_tok_s") or 0,
-                 out.get("tpot_ms") or 0, out.get("output_tok_s") or 0)  # fmt: skip
     return out
+
+
+def pair_apart(out: dict) -> bool:
+    """Whether one study window and one bench_serving run disagree beyond the noise (the
+    verdict's own rule, decode_noise): only then do more rounds have something to tell."""
+    ratio, _ = crosscheck_ratio(out)
+    return not out.get("bench_error") and beyond(run_to_run(ratio, 1.0), decision_noise())
+
+
+def alternate(pas: ServerPass, c: int, row: dict, first: dict, folder: Path,
+              worker: BenchWorker | None, study_again: Callable[[int], dict],
+              rounds: int) -> dict:  # fmt: skip
+    """The two clients alternated on one server: the first pair (the study's window, then
+    bench_serving) is round 0; round r runs them in reverse on odd r (A B, B A, A B, ...), so
+    a change of the engine's speed over the rounds (a launch-bound engine follows the host's
+    phases of seconds to tens of seconds: on the H200 its rate at C = 16 fell 1.5x for 33 s
+    from the end of one study window) weighs on both alike. Each arm's TPOT (bench_serving's
+    steady one) and the scheduler's rate over its window go to crosscheck/rounds_c{C}.csv;
+    the row gets the medians over rounds and their ratios (``tpot_ratio_rounds``,
+    ``engine_ratio_rounds``) and how many rounds ran whole (``rounds``)."""
+    arms = [{"round": 0, "arm": "study", "tpot_ms": row.get("tpot_ms"),
+             "server_tok_s_median": row.get("server_tok_s_median"),
+             "steady_s": row.get("steady_s"), "error": ""},
+            {"round": 0, "arm": "bench", **_bench_arm(first)}]  # fmt: skip
+    for r in range(1, rounds):
+        for arm in ("bench", "study") if r % 2 else ("study", "bench"):
+            if not pas.server.alive():
+                arms.append({"round": r, "arm": arm, "error": "the server is no longer running"})
+                break
+            if arm == "study":
+                got = study_again(c)
+            else:
+                got = _bench_arm(bench_run(pas, c, row, folder, worker, tag=f"_r{r}"))
+            arms.append({"round": r, "arm": arm, **got})
+    frame = pd.DataFrame(arms).reindex(columns=ROUND_COLUMNS)
+    frame.to_csv(folder / f"rounds_c{c}.csv", index=False)
+    return rounds_summary(arms)
+
+
+def _bench_arm(result: dict) -> dict:
+    """A bench_serving run as one arm of a round: its steady TPOT (else its median) and the
+    scheduler's rate over the same span."""
+    steady = result.get("bench_tpot_steady_ms")
+    return {"tpot_ms": steady or result.get("bench_tpot_ms"),
+            "server_tok_s_median": result.get("bench_server_tok_s_steady") if steady
+            else result.get("bench_server_tok_s_median"),
+            "error": result.get("bench_error") or ""}  # fmt: skip
+
+
+#: crosscheck/rounds_c{C}.csv: one row per arm of each round.
+ROUND_COLUMNS = ["round", "arm", "tpot_ms", "server_tok_s_median", "steady_s", "error"]
+
+
+def rounds_summary(arms: list[dict]) -> dict:
+    """The medians over the rounds that ran whole (both arms measured) and their ratios: the
+    study's TPOT over bench_serving's, the scheduler's rate under bench_serving over under the
+    study."""
+    whole = []
+    for r in sorted({a["round"] for a in arms}):
+        pair = {a["arm"]: a for a in arms if a["round"] == r}
+        if all(_ok(pair.get(arm, {}).get("tpot_ms")) and not pair[arm].get("error")
+               for arm in ("study", "bench")):  # fmt: skip
+            whole.append(pair)
+    if not whole:
+        return {"rounds": 0}
+
+    def median(arm: str, key: str) -> float | None:
+        values = [p[arm][key] for p in whole if _ok(p[arm].get(key))]
+        return statistics.median(values) if values else None
+
+    study, bench = median("study", "tpot_ms"), median("bench", "tpot_ms")
+    rates = median("study", "server_tok_s_median"), median("bench", "server_tok_s_median")
+    return {"rounds": len(whole), "tpot_rounds_ms": study, "bench_tpot_rounds_ms": bench,
+            "tpot_ratio_rounds": study / bench if study and bench else None,
+            "engine_ratio_rounds": rates[1] / rates[0] if all(rates) else None}  # fmt: skip
 
 
 def ratios(row: dict) -> dict:

@@ -63,10 +63,23 @@ def largest(*noises: Noise) -> Noise:
 STEADY = "steady TPOT"
 
 
+def alternated_rounds(row: Any) -> int:
+    """How many whole rounds the two clients alternated in (decode_crosscheck.alternate); 0
+    where they did not (one pair, or a table from before the rounds)."""
+    rounds = num_of(field_getter(row)("rounds"))
+    return int(rounds) if _ok(rounds) and rounds >= 2 else 0
+
+
 def crosscheck_ratio(row: Any) -> tuple[float, str]:
-    """The study's TPOT over bench_serving's, and which of bench_serving's TPOTs: its steady
-    one where the row has it (like for like), else its median over the whole run."""
+    """The study's TPOT over bench_serving's, and which of bench_serving's TPOTs: the ratio of
+    their medians over the alternated rounds where they ran (both clients under the same mix
+    of the engine's speeds), else its steady one where the row has it (like for like), else
+    its median over the whole run."""
     get = field_getter(row)
+    rounds = alternated_rounds(row)
+    alternated = num_of(get("tpot_ratio_rounds"))
+    if rounds and _ok(alternated):
+        return alternated, f"{STEADY} over {rounds} alternated rounds"
     steady = num_of(get("tpot_ratio_steady"))
     if _ok(steady):
         return steady, STEADY
@@ -75,12 +88,15 @@ def crosscheck_ratio(row: Any) -> tuple[float, str]:
 
 def crosscheck_engine(row: Any) -> float:
     """The scheduler's tok/s during bench_serving over during the study, over the span of the
-    TPOT :func:`crosscheck_ratio` uses: bench_serving's steady window
-    (``engine_ratio_steady``) with its steady TPOT, else its whole run (``engine_ratio``; a
+    TPOT :func:`crosscheck_ratio` uses: the medians over the alternated rounds
+    (``engine_ratio_rounds``), bench_serving's steady window (``engine_ratio_steady``) with
+    its steady TPOT, else its whole run (``engine_ratio``; a
     launch-bound engine changed speed 1.5x for 30 s within one run on the H200, so a
     window's TPOT and a whole run's rate need not agree)."""
     get = field_getter(row)
     _, which = crosscheck_ratio(row)
+    if alternated_rounds(row) and _ok(num_of(get("tpot_ratio_rounds"))):
+        return num_of(get("engine_ratio_rounds"))
     steady = num_of(get("engine_ratio_steady"))
     if which == STEADY and _ok(steady):
         return steady

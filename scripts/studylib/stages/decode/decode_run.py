@@ -31,6 +31,7 @@ import json
 import logging
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -161,6 +162,8 @@ def run_decode(
         started = time.monotonic()
         main_left = [c for c in concurrency if journal.get(f"main:{c}") is None]
         if main_left or profile_left(plan, journal):
+            # The cross-check's alternated rounds measure more study windows on this server.
+            again = partial(study_window, main, sampler=sampler, windows=runs.windows)
             with main.server, crosscheck_worker(out_dir, skipped) as bench:
                 facts["ready_s"] = main.server.wait_ready()
                 progress.last = time.monotonic()  # the server's start is not a step
@@ -173,7 +176,8 @@ def run_decode(
                                            runs.requests, idle_w_total, model_facts)  # fmt: skip
                     runs.rows.append(row)
                     if skipped is None:
-                        runs.crosscheck.append(crosscheck_at(main, c, row, out_dir, bench))
+                        runs.crosscheck.append(crosscheck_at(main, c, row, out_dir, bench,
+                                                             again))  # fmt: skip
                     runs.record_main(c, mark)
                     log.info("%s main pass, C=%d done", progress.step(), c)
                 # After every measured window: no measured window follows a trace.
@@ -389,6 +393,25 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
              summary["tpot_ci_pct"] or 0, summary["steady_s"], row["valid"],
              load.cpu_pct or 0)  # fmt: skip
     return row
+
+
+def study_window(pas: ServerPass, c: int, sampler, windows: list) -> dict:
+    """One more window of the study's load at C, as the main pass measures it (its warm-up,
+    its precision rule), for the cross-check's alternated rounds: its TPOT, length and the
+    scheduler's median rate over it (its power is not a result: its warm-up's samples are
+    kept as ``check-warmup`` windows, its own not)."""
+    spec, load, window = steady_load(pas, c, pas.plan["min_steady_s"], sampler, windows,
+                                     "check-", precise=True)  # fmt: skip
+    if window is None:
+        return {"error": "no steady window"}
+    summary = summarize_load(load.records, spec, *window)
+    server = server_window_of(pas.server.log_path, *window)
+    return {
+        "tpot_ms": summary["tpot_ms"],
+        "steady_s": summary["steady_s"],
+        "server_tok_s_median": server["server_tok_s_median"],
+        "error": "" if summary["errors"] == 0 else f"{summary['errors']} request errors",
+    }
 
 
 def use_engine_account(row: dict) -> None:

@@ -180,6 +180,9 @@ CROSSCHECK_SHOWN = {
     "engine_ratio_steady": Column("scheduler during bench steady ÷ during study", ".3f", "×",
                                   tip="the scheduler's median log line, bench_serving's steady "
                                   "window (its steady TPOT's span) over the study's window"),
+    "rounds": Column("alternated rounds", ".0f",
+                     tip="rounds of the two clients alternated where one pair disagreed"),
+    "tpot_ratio_rounds": Column("TPOT ÷ bench steady TPOT, medians over rounds", ".3f", "×"),
     "output_tok_s": Column("tok/s", ",.0f", tip="the study's output tok/s"),
     "bench_output_tok_s": Column("bench_serving tok/s", ",.0f"),
     "bench_prompts": Column("bench prompts", ".0f"),
