@@ -291,6 +291,21 @@ def test_a_pair_apart_is_followed_by_alternated_rounds(tmp_path, monkeypatch):
     bench_tpots = iter([11.0])
     out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path, None, study_again)
     assert len(order) == 2 and "rounds" not in out
+    # A study window that fails loses its round only: here every later one, so one whole
+    # round is left, and the verdict reads the first pair as before.
+    pas.plan["crosscheck_rounds"] = 3
+    bench_tpots = iter([11.0, 10.0, 10.1])
+
+    def failing(c):
+        raise ConnectionError("the server went away")
+
+    out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path, None, failing)
+    assert out["rounds"] == 1 and out["tpot_ratio"] == pytest.approx(0.9)
+    assert crosscheck_ratio(out) == (pytest.approx(0.9), "TPOT")
+    rounds = pd.read_csv(tmp_path / "crosscheck" / "rounds_c4.csv")
+    assert rounds["error"].fillna("").tolist()[2:] == ["", "ConnectionError: the server went "
+                                                       "away", "ConnectionError: the server "
+                                                       "went away", ""]  # fmt: skip
 
 
 def test_rounds_count_only_where_both_arms_measured():

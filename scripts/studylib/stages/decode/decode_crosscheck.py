@@ -182,10 +182,15 @@ def alternate(pas: ServerPass, c: int, row: dict, first: dict, folder: Path,
             if not pas.server.alive():
                 arms.append({"round": r, "arm": arm, "error": "the server is no longer running"})
                 break
-            if arm == "study":
-                got = study_again(c)
-            else:
-                got = _bench_arm(bench_run(pas, c, row, folder, worker, tag=f"_r{r}"))
+            try:
+                if arm == "study":
+                    got = study_again(c)
+                else:
+                    got = _bench_arm(bench_run(pas, c, row, folder, worker, tag=f"_r{r}"))
+            except Exception as exc:  # noqa: BLE001 - the rounds so far and the row stand
+                log.warning("C=%d: round %d's %s arm failed: %s: %s", c, r, arm,
+                            type(exc).__name__, exc)  # fmt: skip
+                got = {"error": f"{type(exc).__name__}: {exc}"}
             arms.append({"round": r, "arm": arm, **got})
     frame = pd.DataFrame(arms).reindex(columns=ROUND_COLUMNS)
     frame.to_csv(folder / f"rounds_c{c}.csv", index=False)
