@@ -59,12 +59,36 @@ def _spread(samples: list[float]) -> float:
     return (q3 - q1) / med if med > 0 else math.inf
 
 
+def rel_stderr_of(spread: float, n: float) -> float:
+    """Relative standard error of a median of ``n`` samples whose IQR over median is
+    ``spread`` (robust to outliers)."""
+    sigma = spread / 1.349  # IQR of a normal distribution is 1.349 sigma
+    # stderr of a median is ~1.2533 sigma/sqrt(n)
+    return 1.2533 * sigma / math.sqrt(n)
+
+
 def median_rel_stderr(samples: list[float], spread: float | None = None) -> float:
     """Relative standard error of the median, from the IQR (robust to outliers)."""
     spread = _spread(samples) if spread is None else spread
-    sigma = spread / 1.349  # IQR of a normal distribution is 1.349 sigma
-    # stderr of a median is ~1.2533 sigma/sqrt(n)
-    return 1.2533 * sigma / math.sqrt(len(samples)) if samples else math.inf
+    return rel_stderr_of(spread, len(samples)) if samples else math.inf
+
+
+#: A normal 95 % interval's half-width in standard errors.
+Z95 = 1.96
+
+
+def median_ci_pct(iqr, median, samples) -> float:
+    """The 95 % interval of a point's median as a percent of it, half-width, from what its
+    row keeps (IQR, median, samples: :func:`median_rel_stderr`'s estimate): the precision the
+    stopping rule reached. NaN where any is missing, under four samples or a median not
+    above 0."""
+    try:
+        iqr, median, samples = float(iqr), float(median), float(samples)
+    except (TypeError, ValueError):
+        return math.nan
+    if not all(map(math.isfinite, (iqr, median, samples))) or median <= 0 or samples < 4:
+        return math.nan
+    return 100 * Z95 * rel_stderr_of(iqr / median, samples)
 
 
 def needed_stderr(spread: float, rel_noise: float) -> float:

@@ -1,8 +1,16 @@
 import json
+import math
 
 import numpy as np
 import pandas as pd
-from studylib.stages.sweep.sweep_aggregate import add_roofline, aggregate, support_matrix
+import pytest
+from studylib.instruments.timing import median_ci_pct, median_rel_stderr, summarize
+from studylib.stages.sweep.sweep_aggregate import (
+    add_precision,
+    add_roofline,
+    aggregate,
+    support_matrix,
+)
 from studylib.stages.sweep.sweep_run import to_frame
 
 
@@ -91,3 +99,23 @@ def test_the_hbm_floor_divides_by_the_gpus_that_read_the_step_at_once():
     assert table["tpot_over_floor"].tolist() == [1.0, 1.2]
     # No copy bandwidth measured (a CPU run): no floor, not a made-up one.
     assert decode_table([rows], {"device": "cpu"})["hbm_floor_ms"].isna().all()
+
+
+def test_each_mode_states_the_precision_its_stopping_rule_reached():
+    # A point's row keeps its median, IQR and samples (timing.summarize); the sweep table
+    # states the 95 % interval of each mode's median from them, by the same estimate the
+    # stopping rule judged (timing.median_rel_stderr).
+    rng = np.random.default_rng(7)
+    samples = list(10.0 + rng.normal(0, 0.3, 400))
+    row = {"backend": "a", "impl": "x", "op": "mm", "dtype": "bf16", "shape": "s", "M": 1,
+           "N": 8, "K": 8, "status": "ok", **summarize(samples, "eager"),
+           **summarize(samples[:40], "graph")}  # fmt: skip
+    table = add_precision(to_frame([row]))
+    expected = 100 * 1.96 * median_rel_stderr(samples)
+    assert table["eager_ci_pct"].iloc[0] == pytest.approx(expected)
+    assert 0.25 < expected < 0.45  # sigma 3 %, 400 samples: 1.96 x 1.2533 x 3 % / 20 = 0.37 %
+    # Ten times fewer samples: about sqrt(10) times wider.
+    assert table["graph_ci_pct"].iloc[0] / expected == pytest.approx(math.sqrt(10), rel=0.25)
+    # No cold mode measured, or too few samples: no precision, not a made-up one.
+    assert np.isnan(table["cold_ci_pct"].iloc[0])
+    assert math.isnan(median_ci_pct(0.1, 1.0, 3)) and math.isnan(median_ci_pct(None, 1.0, 9))

@@ -7,7 +7,8 @@ import pandas as pd
 from ...core.io import write_frame
 from ...core.table_registry import read_record, read_table
 from ...instruments.peaks import PEAK_FOR_DTYPE
-from .sweep_schema import STATUSES, SUPPORT_TABLE, SWEEPS
+from ...instruments.timing import median_ci_pct
+from .sweep_schema import PRECISION, STATUSES, SUPPORT_TABLE, SWEEPS
 
 COLUMNS = list(SWEEPS.columns)
 
@@ -76,10 +77,26 @@ def add_roofline(sweep: pd.DataFrame, peaks: dict) -> pd.DataFrame:
     return sweep
 
 
+def add_precision(sweep: pd.DataFrame) -> pd.DataFrame:
+    """Each timing mode's precision: the 95 % interval of its median, in percent
+    (``{mode}_ci_pct``, instruments.timing.median_ci_pct), from the IQR and samples the row
+    keeps: how far the stopping rule got before it stopped."""
+    sweep = sweep.copy()
+    for column in PRECISION:
+        mode = column.removesuffix("_ci_pct")
+        parts = [sweep.get(f"{mode}{k}") for k in ("_iqr_us", "_us", "_samples")]
+        if any(part is None for part in parts):
+            sweep[column] = float("nan")
+            continue
+        sweep[column] = [median_ci_pct(*values) for values in zip(*parts, strict=True)]
+    return sweep
+
+
 def aggregate(sweep_paths, peaks_path, out_sweep_csv, out_support_csv) -> pd.DataFrame:
     """The sweep table and the support matrix (the rankings per size, ``tables/fastest.csv``,
     are rule answers': they need the comparison with a baseline, made after this)."""
     sweep = add_roofline(load_sweeps(sweep_paths), read_record("peaks", peaks_path))
+    sweep = add_precision(sweep)
     write_frame(sweep, out_sweep_csv)
     write_frame(support_matrix(sweep), out_support_csv)
     return sweep

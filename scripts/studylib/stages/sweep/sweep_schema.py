@@ -35,6 +35,8 @@ SWEEP = {
 SWEEP_ADDED = ("prepare_s", "check_s")
 ROOFLINE = {"compute_floor_us": "num", "memory_floor_us": "num", "floor_us": "num",
             "floor_basis": "any", "efficiency": "num"}  # fmt: skip
+#: The sweep table's precision of each timing mode's median (sweep_aggregate.add_precision).
+PRECISION = {"eager_ci_pct": "num", "graph_ci_pct": "num", "cold_ci_pct": "num"}
 SUPPORT = {"backend": "text", "impl": "text", "op": "text", "dtype": "text", "points": "int",
            **{s: "int" for s in STATUSES}, "status": "text", "reason": "any"}  # fmt: skip
 
@@ -42,8 +44,8 @@ _STATUS = {"status": STATUSES, "dtype": DTYPES}
 SWEEPS = Table("sweep", "a backend's sweep", "results/sweeps/{backend}.parquet", SWEEP,
                {**_STATUS, "device": DEVICES}, added=SWEEP_ADDED)  # fmt: skip
 SWEEP_TABLE = Table("sweep_table", "the sweep table", "results/tables/sweep.csv",
-                    {**SWEEP, **ROOFLINE}, {**_STATUS, "device": DEVICES},
-                    added=SWEEP_ADDED)  # fmt: skip
+                    {**SWEEP, **ROOFLINE, **PRECISION}, {**_STATUS, "device": DEVICES},
+                    added=SWEEP_ADDED + tuple(PRECISION))  # fmt: skip
 SUPPORT_TABLE = Table("support", "the support matrix", "results/tables/support.csv",
                       SUPPORT, {"dtype": DTYPES})  # fmt: skip
 #: tables/fastest.csv: the per-size rankings the answers are stated from (sweep_ranking.py),
@@ -75,8 +77,14 @@ SWEEP_SHOWN = {
     "eager_us": Column("eager µs", "us"),
     "eager_iqr_us": Column("IQR µs", "us", tip="eager IQR (µs)", tip_fmt=".3g"),
     "eager_samples": Column("samples", "d"),
+    "eager_ci_pct": Column("eager ± %", ".2f", tip="the eager median's 95 % interval, "
+                           "half-width, in % (from its IQR and samples)", tip_fmt=".3g"),
     "graph_us": Column("graph µs", "us", tip="graph (µs)", tip_fmt=".4g"),
+    "graph_ci_pct": Column("graph ± %", ".2f", tip="the graph median's 95 % interval, "
+                           "half-width, in %", tip_fmt=".3g"),
     "cold_us": Column("cold µs", "us", tip="cold (µs)", tip_fmt=".4g"),
+    "cold_ci_pct": Column("cold ± %", ".2f", tip="the cold median's 95 % interval, "
+                          "half-width, in %", tip_fmt=".3g"),
     "floor_us": Column("floor µs", "us", tip="floor (µs)", tip_fmt=".4g"),
     "launch_overhead_us": Column("launch µs", "us", tip="launch overhead (µs)",
                                  tip_fmt=".3g"),
