@@ -5,14 +5,16 @@ A window's TPOT is measured once, so its spread comes from what checked it:
 
 * the cross-check: SGLang's own client (bench_serving) against the same server at the same C
   right after the window (tables/decode_crosscheck.csv); the study's TPOT over bench_serving's
-  steady TPOT (``tpot_ratio_steady``, like for like) or, in tables from before it, its median
-  TPOT (``tpot_ratio``), taken the larger way round. Where the two differ by about the engine's
-  own change of speed between the two runs over the same spans (``engine_ratio_steady`` or
-  ``engine_ratio``, the scheduler's log), the source says the engine itself ran at another speed
-  (:func:`crosscheck_sentence`): the clients read what it did; what slowed it (a warm-up, drift,
-  the load) the two runs alone do not say. Where this variant has no cross-check at that C, the
-  largest disagreement of another variant of the same engine at that C stands in (the engine's
-  own change of speed between two runs is most of it: 5.8 % at C = 1 on the H200, 2026-12-02);
+  steady TPOT (``tpot_ratio_steady``, like for like; where that pair disagreed and the two then
+  alternated, the ratio of their medians over the rounds, ``tpot_ratio_rounds``) or, in tables
+  from before it, its median TPOT (``tpot_ratio``), taken the larger way round. Where the two
+  differ by about the engine's own change of speed between the two runs over the same spans
+  (``engine_ratio_steady`` or ``engine_ratio``, the scheduler's log), the source says the engine
+  itself ran at another speed (:func:`crosscheck_sentence`): the clients read what it did; what
+  slowed it (a warm-up, drift, the load) the two runs alone do not say. Where this variant has
+  no cross-check at that C, the largest disagreement of another variant of the same engine at
+  that C stands in (the engine's own change of speed between two runs is most of it: 5.8 % at C
+  = 1 on the H200, 2026-12-02);
 * the scheduler's own count: the tokens/s SGLang's scheduler logged over the window against
   the client's;
 * the window's own precision: the 95 % confidence interval of its token rate over one-second
@@ -90,9 +92,9 @@ def crosscheck_engine(row: Any) -> float:
     """The scheduler's tok/s during bench_serving over during the study, over the span of the
     TPOT :func:`crosscheck_ratio` uses: the medians over the alternated rounds
     (``engine_ratio_rounds``), bench_serving's steady window (``engine_ratio_steady``) with
-    its steady TPOT, else its whole run (``engine_ratio``; a
-    launch-bound engine changed speed 1.5x for 30 s within one run on the H200, so a
-    window's TPOT and a whole run's rate need not agree)."""
+    its steady TPOT, else its whole run (``engine_ratio``; a launch-bound engine changed
+    speed 1.5x for 30 s within one run on the H200, so a window's TPOT and a whole run's
+    rate need not agree)."""
     get = field_getter(row)
     _, which = crosscheck_ratio(row)
     if alternated_rounds(row) and _ok(num_of(get("tpot_ratio_rounds"))):
