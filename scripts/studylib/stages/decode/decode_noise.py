@@ -13,8 +13,8 @@ A window's TPOT is measured once, so its spread comes from what checked it:
   itself ran at another speed (:func:`crosscheck_sentence`): the clients read what it did; what
   slowed it (a warm-up, drift, the load) the two runs alone do not say. Where this variant has
   no cross-check at that C, the largest disagreement of another variant of the same engine at
-  that C stands in (the engine's own change of speed between two runs is most of it: 5.8 % at C
-  = 1 on the H200, 2026-12-02);
+  that C stands in (the engine's own change of speed between two runs is most of it: 5.8 %
+  at C = 1 on the H200, 2026-12-02);
 * the scheduler's own count: the tokens/s SGLang's scheduler logged over the window against
   the client's;
 * the window's own precision: the 95 % confidence interval of its token rate over one-second
