@@ -90,12 +90,13 @@ def kernel_power_measuring(windows: pd.DataFrame) -> tuple[float, str]:
 def decode_measuring(summary: pd.DataFrame, recorder: pd.DataFrame, crosscheck: pd.DataFrame,
                      windows: pd.DataFrame, run: dict) -> tuple[float, str]:  # fmt: skip
     """Seconds of a decode job inside measurement: the steady windows of its main and
-    recorder passes, bench_serving's runs and its idle baseline (a window only where a
-    power reader sampled it)."""
+    recorder passes, bench_serving's runs, the cross-check's alternated rounds after its first
+    pair and its idle baseline (a window only where a power reader sampled it)."""
     idle = _one_device(windows)
     idle = idle[idle["label"].astype(str) == "idle"] if "label" in idle else idle.iloc[0:0]
     measured = (_seconds(summary, "steady_s") + _seconds(recorder, "steady_s")
-                + _seconds(crosscheck, "bench_duration_s") + _seconds(idle, "seconds"))  # fmt: skip
+                + _seconds(crosscheck, "bench_duration_s") + _seconds(crosscheck, "rounds_s")
+                + _seconds(idle, "seconds"))  # fmt: skip
     start = run.get("ready_s")
     started = f"server start {start:.0f} s; " if isinstance(start, int | float) else ""
     return measured, f"{started}warm-ups, drains, ramp-downs, profile traces"

@@ -60,6 +60,9 @@ def test_decode_measures_its_steady_windows_bench_runs_and_idle_baseline():
     measured, outside = decode_measuring(summary, recorder, crosscheck, windows, {"ready_s": 61.4})
     assert measured == 15 + 15 + 10 + 20 + 10  # the warm-up is not measurement
     assert outside.startswith("server start 61 s")
+    # The cross-check's alternated rounds after its first pair measured 45 s more.
+    rounds = crosscheck.assign(rounds_s=[45.0, None])
+    assert decode_measuring(summary, recorder, rounds, windows, {})[0] == measured + 45
 
 
 def test_the_table_totals_the_jobs_that_split_and_names_the_rest(tmp_path):

@@ -249,7 +249,7 @@ def test_a_pair_apart_is_followed_by_alternated_rounds(tmp_path, monkeypatch):
     def fake_run(argv, result_file, timeout_s, log_path):
         order.append(("bench", Path(result_file).name))
         return {"t0": 0.0, "t1": 1.0, "details": {}, "bench_tpot_ms": next(bench_tpots),
-                "bench_error": ""}  # fmt: skip
+                "bench_duration_s": 20.0, "bench_error": ""}  # fmt: skip
 
     pas = pass_with_bench(tmp_path, monkeypatch, fake_run, stagger=False)
     monkeypatch.setattr(decode_crosscheck, "server_window_of",
@@ -259,7 +259,7 @@ def test_a_pair_apart_is_followed_by_alternated_rounds(tmp_path, monkeypatch):
 
     def study_again(c):
         order.append(("study", c))
-        return {"tpot_ms": next(study_tpots), "server_tok_s_median": 100.0, "steady_s": 12.0,
+        return {"tpot_ms": next(study_tpots), "server_tok_s_median": 100.0, "seconds": 12.0,
                 "error": ""}  # fmt: skip
 
     row = {"tpot_ms": 9.9, "steady_s": 12.0, "server_tok_s_median": 100.0}
@@ -269,6 +269,7 @@ def test_a_pair_apart_is_followed_by_alternated_rounds(tmp_path, monkeypatch):
                      ("bench", "bench_c4_r3.jsonl"), ("study", 4)]  # fmt: skip
     assert out["tpot_ratio"] == pytest.approx(0.9)  # the first pair: 9.9 against 11.0
     assert out["rounds"] == 4
+    assert out["rounds_s"] == 3 * (12.0 + 20.0)  # measured after the first pair
     assert out["tpot_rounds_ms"] == pytest.approx((9.9 + 10.0) / 2)  # of 9.9, 10.3, 9.8, 10.0
     assert out["bench_tpot_rounds_ms"] == pytest.approx((10.1 + 10.2) / 2)
     assert out["tpot_ratio_rounds"] == pytest.approx(9.95 / 10.15)
@@ -320,7 +321,7 @@ def test_rounds_count_only_where_both_arms_measured():
     assert got["tpot_rounds_ms"] == pytest.approx(10.1)
     assert got["bench_tpot_rounds_ms"] == pytest.approx(10.8)
     assert got["engine_ratio_rounds"] == pytest.approx(92.0 / 99.0)
-    assert rounds_summary(arms[2:4]) == {"rounds": 0}
+    assert rounds_summary(arms[2:4]) == {"rounds": 0, "rounds_s": 0}
     # The engine's ratio paired with the alternated TPOTs is the rounds' own.
     row = {**got, "tpot_ratio_steady": 0.9, "engine_ratio_steady": 0.8}
     assert crosscheck_engine(row) == pytest.approx(92.0 / 99.0)

@@ -172,10 +172,11 @@ def alternate(pas: ServerPass, c: int, row: dict, first: dict, folder: Path,
     from the end of one study window) weighs on both alike. Each arm's TPOT (bench_serving's
     steady one) and the scheduler's rate over its window go to crosscheck/rounds_c{C}.csv;
     the row gets the medians over rounds and their ratios (``tpot_ratio_rounds``,
-    ``engine_ratio_rounds``) and how many rounds ran whole (``rounds``)."""
+    ``engine_ratio_rounds``), how many rounds ran whole (``rounds``) and the seconds the
+    rounds after the first measured (``rounds_s``, the device-time account's)."""
     arms = [{"round": 0, "arm": "study", "tpot_ms": row.get("tpot_ms"),
              "server_tok_s_median": row.get("server_tok_s_median"),
-             "steady_s": row.get("steady_s"), "error": ""},
+             "seconds": row.get("steady_s"), "error": ""},
             {"round": 0, "arm": "bench", **_bench_arm(first)}]  # fmt: skip
     for r in range(1, rounds):
         for arm in ("bench", "study") if r % 2 else ("study", "bench"):
@@ -204,17 +205,20 @@ def _bench_arm(result: dict) -> dict:
     return {"tpot_ms": steady or result.get("bench_tpot_ms"),
             "server_tok_s_median": result.get("bench_server_tok_s_steady") if steady
             else result.get("bench_server_tok_s_median"),
+            "seconds": result.get("bench_duration_s"),
             "error": result.get("bench_error") or ""}  # fmt: skip
 
 
-#: crosscheck/rounds_c{C}.csv: one row per arm of each round.
-ROUND_COLUMNS = ["round", "arm", "tpot_ms", "server_tok_s_median", "steady_s", "error"]
+#: crosscheck/rounds_c{C}.csv: one row per arm of each round; ``seconds``: what it measured
+#: (a study window's steady span, a bench_serving run's own duration).
+ROUND_COLUMNS = ["round", "arm", "tpot_ms", "server_tok_s_median", "seconds", "error"]
 
 
 def rounds_summary(arms: list[dict]) -> dict:
     """The medians over the rounds that ran whole (both arms measured) and their ratios: the
     study's TPOT over bench_serving's, the scheduler's rate under bench_serving over under the
-    study."""
+    study; and the seconds every arm after the first pair measured (``rounds_s``)."""
+    extra = sum(a["seconds"] for a in arms if a["round"] > 0 and _ok(a.get("seconds")))
     whole = []
     for r in sorted({a["round"] for a in arms}):
         pair = {a["arm"]: a for a in arms if a["round"] == r}
@@ -222,7 +226,7 @@ def rounds_summary(arms: list[dict]) -> dict:
                for arm in ("study", "bench")):  # fmt: skip
             whole.append(pair)
     if not whole:
-        return {"rounds": 0}
+        return {"rounds": 0, "rounds_s": extra}
 
     def median(arm: str, key: str) -> float | None:
         values = [p[arm][key] for p in whole if _ok(p[arm].get(key))]
@@ -230,7 +234,8 @@ def rounds_summary(arms: list[dict]) -> dict:
 
     study, bench = median("study", "tpot_ms"), median("bench", "tpot_ms")
     rates = median("study", "server_tok_s_median"), median("bench", "server_tok_s_median")
-    return {"rounds": len(whole), "tpot_rounds_ms": study, "bench_tpot_rounds_ms": bench,
+    return {"rounds": len(whole), "rounds_s": extra, "tpot_rounds_ms": study,
+            "bench_tpot_rounds_ms": bench,
             "tpot_ratio_rounds": study / bench if study and bench else None,
             "engine_ratio_rounds": rates[1] / rates[0] if all(rates) else None}  # fmt: skip
 

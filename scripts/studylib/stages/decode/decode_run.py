@@ -408,7 +408,7 @@ def study_window(pas: ServerPass, c: int, sampler, windows: list) -> dict:
     server = server_window_of(pas.server.log_path, *window)
     return {
         "tpot_ms": summary["tpot_ms"],
-        "steady_s": summary["steady_s"],
+        "seconds": summary["steady_s"],
         "server_tok_s_median": server["server_tok_s_median"],
         "error": "" if summary["errors"] == 0 else f"{summary['errors']} request errors",
     }
