@@ -41,7 +41,7 @@ from studylib.instruments.serving.bench_serving import (  # noqa: E402
     bench_serving_argv,
     run_bench_serving,
 )
-from studylib.instruments.serving.bench_steady import bench_steady_tpot_ms, steady_span_at  # noqa: E402
+from studylib.instruments.serving.bench_steady import bench_steady  # noqa: E402
 from studylib.instruments.serving.decode_load import (  # noqa: E402
     STEADY_FRACTION,
     LoadSpec,
@@ -165,12 +165,11 @@ def bench(pas, a, c, input_len, output_len, model, tpot_guess, out, worker):
     # Like for like with the study's arm: its TPOT over a window as long as the study's after
     # its admission (not its wave's start prefills, nor its warm-up request), and the
     # scheduler's rate over that window with 0.85 C to C running.
-    details = r.pop("details", {})
-    steady = bench_steady_tpot_ms(details, c, output_len, a.seconds)
-    span = steady_span_at(details, c, r["t1"], a.seconds) or (r["t0"], r["t1"])
+    steady = bench_steady(r.pop("details", {}), c, output_len, r["t1"], a.seconds) or {}
+    span = steady.get("span") or (r["t0"], r["t1"])
     server = server_window_of(pas.server.log_path, *span, math.ceil(STEADY_FRACTION * c), c)
     return {"tpot_ms": None, "bench_tpot_ms": r.get("bench_tpot_ms"),
-            "bench_tpot_steady_ms": steady,
+            "bench_tpot_steady_ms": steady.get("tpot_ms"),
             "bench_output_tok_s": r.get("bench_output_tok_s"), "bench_prompts": prompts,
             "bench_duration_s": r.get("bench_duration_s"), "error": r.get("bench_error"),
             "server_tok_s": server["server_tok_s"],

@@ -22,10 +22,10 @@ from studylib.instruments.serving.bench_serving import (
 )
 from studylib.instruments.serving.bench_steady import (
     bench_requests,
+    bench_steady,
     bench_steady_span,
     bench_steady_tpot_ms,
     first_wave_admitted,
-    steady_span_at,
 )
 from studylib.instruments.serving.decode_load import LoadSpec
 from studylib.instruments.serving.load_stagger import (
@@ -229,7 +229,9 @@ def test_the_engine_is_compared_over_the_span_each_tpot_covers(tmp_path, monkeyp
     out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
     records, w0, w1 = bench_steady_span(details, 4, 0.3)
     last = max(r.end for r in records)
-    steady = steady_span_at(details, 4, 100.0, 0.3)
+    found = bench_steady(details, 4, 50, 100.0, 0.3)
+    assert found["tpot_ms"] == bench_steady_tpot_ms(details, 4, 50, 0.3)
+    steady = found["span"]
     assert steady == pytest.approx((100.0 - last + w0, 100.0 - last + w1))
     assert w1 - w0 == pytest.approx(0.3) and 90.0 < steady[0] < steady[1] < 100.0
     assert sorted(asked) == sorted([steady, (90.0, 100.0)])
@@ -237,7 +239,7 @@ def test_the_engine_is_compared_over_the_span_each_tpot_covers(tmp_path, monkeyp
     assert out["engine_ratio_steady"] == pytest.approx(0.94)
     assert out["engine_ratio"] == pytest.approx(0.60)
     # Without details there is no steady window, and no rate over it.
-    assert steady_span_at({}, 4, 100.0) is None
+    assert bench_steady({}, 4, 50, 100.0) is None
 
 
 def test_a_pair_apart_is_followed_by_alternated_rounds(tmp_path, monkeypatch):

@@ -123,6 +123,13 @@ def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = 
     return records, t0, t1
 
 
+def _tpot_ms(records: list[RequestRecord], t0: float, t1: float, concurrency: int,
+             output_len: int) -> float | None:  # fmt: skip
+    spec = LoadSpec(concurrency=concurrency, input_len=1, output_len=output_len,
+                    num_prompts=len(records))  # fmt: skip
+    return summarize_load(records, spec, t0, t1)["tpot_ms"]
+
+
 def bench_steady_tpot_ms(details: dict, concurrency: int, output_len: int,
                          steady_s: float | None = None,
                          staggered: bool = False) -> float | None:  # fmt: skip
@@ -130,29 +137,23 @@ def bench_steady_tpot_ms(details: dict, concurrency: int, output_len: int,
     median over requests of their tokens' pace inside the steady window
     (:func:`bench_steady_span`). None when the details are missing or no window is found."""
     span = bench_steady_span(details, concurrency, steady_s, staggered)
-    if span is None:
-        return None
-    records, t0, t1 = span
-    spec = LoadSpec(concurrency=concurrency, input_len=1, output_len=output_len,
-                    num_prompts=len(records))  # fmt: skip
-    return summarize_load(records, spec, t0, t1)["tpot_ms"]
+    return None if span is None else _tpot_ms(*span, concurrency, output_len)
 
 
-def steady_span_at(details: dict, concurrency: int, run_end: float,
-                   steady_s: float | None = None,
-                   staggered: bool = False) -> tuple[float, float] | None:  # fmt: skip
-    """The steady window (:func:`bench_steady_span`) on the caller's clock, given when the run
-    ended there (``run_end``): bench_serving's clock has no absolute time, so its last
-    request's end is put at ``run_end``. That end comes after bench_serving wrote its
-    result (and, run in its own process, after the interpreter exited): the window lands
-    up to about a second late, which a server log read in whole seconds (server_log) leaves
-    within its own trimming. None where :func:`bench_steady_span` is."""
-    span = bench_steady_span(details, concurrency, steady_s, staggered)
-    if span is None:
+def bench_steady(details: dict, concurrency: int, output_len: int, run_end: float,
+                 steady_s: float | None = None,
+                 staggered: bool = False) -> dict | None:  # fmt: skip
+    """:func:`bench_steady_tpot_ms` and the window it covers on the caller's clock (``span``),
+    from one rebuild of the requests, given when the run ended there (``run_end``):
+    bench_serving's clock has no absolute time, so its last request's end is put at
+    ``run_end``. That end comes after bench_serving wrote its result (and, run in its own
+    process, after the interpreter exited): the window lands up to about a second late,
+    which a server log read in whole seconds (server_log) leaves within its own trimming.
+    None where :func:`bench_steady_span` is; ``span`` None where no request ended."""
+    found = bench_steady_span(details, concurrency, steady_s, staggered)
+    if found is None:
         return None
-    records, t0, t1 = span
+    records, t0, t1 = found
     last = max((r.end for r in records if r.end is not None), default=None)
-    if last is None:
-        return None
-    shift = run_end - last
-    return shift + t0, shift + t1
+    span = None if last is None else (run_end - last + t0, run_end - last + t1)
+    return {"tpot_ms": _tpot_ms(records, t0, t1, concurrency, output_len), "span": span}

@@ -25,7 +25,7 @@ from ...instruments.serving.bench_serving import (
     bench_timeout_s,
     run_bench_serving,
 )
-from ...instruments.serving.bench_steady import bench_steady_tpot_ms, steady_span_at
+from ...instruments.serving.bench_steady import bench_steady
 from ...instruments.serving.decode_load import (
     STEADY_FRACTION,
 )
@@ -134,15 +134,15 @@ def bench_run(pas: ServerPass, c: int, row: dict, folder: Path,
     details = result.pop("details", {})
     running = math.ceil(STEADY_FRACTION * c)
     try:
-        out["bench_tpot_steady_ms"] = bench_steady_tpot_ms(details, c, plan["output_len"],
-                                                           row.get("steady_s"),
-                                                           staggered)  # fmt: skip
+        steady = bench_steady(details, c, plan["output_len"], t1, row.get("steady_s"),
+                              staggered)  # fmt: skip
+        if steady is not None:
+            out["bench_tpot_steady_ms"] = steady["tpot_ms"]
         # The scheduler's rate over that same window: an engine that changes speed within
         # bench_serving's run (a launch-bound one's host phases: 1.5x for 30 s at C = 16 on
         # the H200) is compared over the span each TPOT covers.
-        span = steady_span_at(details, c, t1, row.get("steady_s"), staggered)
-        if span is not None:
-            at = server_window_of(pas.server.log_path, *span, running, c)
+        if steady is not None and steady["span"] is not None:
+            at = server_window_of(pas.server.log_path, *steady["span"], running, c)
             out["bench_server_tok_s_steady"] = at["server_tok_s_median"]
     except Exception as exc:  # noqa: BLE001 - details it cannot read: the plain ratio stands
         log.warning("C=%d: no steady TPOT from bench_serving's details: %s: %s", c,
