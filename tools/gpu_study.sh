@@ -23,9 +23,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 STATE=results/.gpu_study
 
+# The journals of unfinished jobs (results/**/.*.work) come too: a machine lost mid-job
+# (session 22 lost a decode job's four finished levels with theirs) leaves them here, and
+# carried back to a fresh box they let the job resume where it stopped.
 collect() {
   local out=${OUT:-.}
-  tar czf "$out/results.tar.gz" --exclude="*.work" --exclude=results/decode/model results \
+  tar czf "$out/results.tar.gz" --exclude=results/decode/model results \
     .snakemake/log 2>/dev/null
   ls -la "$out/results.tar.gz"
 }

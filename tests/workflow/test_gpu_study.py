@@ -1,6 +1,6 @@
 """tools/gpu_study.sh run detached (issue 34): a box whose commands are cut after minutes
 starts the study in its own session, then asks for its state, waits for its end and packs
-its results, one command each. Snakemake here is a stand-in on PATH that holds until a gate
+its results (with the journals of unfinished jobs), one command each. Snakemake here is a stand-in on PATH that holds until a gate
 file appears (no timing), writes a result and exits 3."""
 
 import os
@@ -13,6 +13,7 @@ from helpers import ROOT
 
 FAKE_SNAKEMAKE = """#!/usr/bin/env bash
 echo "snakemake $*"
+mkdir -p results/decode/.v.work && echo '{"_key": "main:1"}' > results/decode/.v.work/progress-1.jsonl
 until [ -f gate ]; do sleep 0.05; done
 mkdir -p results/tables && echo done > results/tables/x.csv
 echo "snakemake done"
@@ -48,7 +49,10 @@ def test_a_detached_study_is_started_watched_waited_for_and_collected(tmp_path):
     waited = run(folder, "--wait", "1", "--collect", env=env)  # the wait ends at its limit
     assert waited.returncode == 3 and "running" in waited.stdout
     with tarfile.open(tmp_path / "results.tar.gz") as tar:  # what the run has so far
-        assert "results/.gpu_study/run.log" in tar.getnames()
+        names = tar.getnames()
+    # the unfinished job's journal too: carried back to a fresh box, the job resumes
+    assert "results/.gpu_study/run.log" in names
+    assert "results/decode/.v.work/progress-1.jsonl" in names
     (tmp_path / "results.tar.gz").unlink()
 
     (folder / "gate").touch()
