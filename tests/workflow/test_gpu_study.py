@@ -1,7 +1,8 @@
 """tools/gpu_study.sh run detached (issue 34): a box whose commands are cut after minutes
 starts the study in its own session, then asks for its state, waits for its end and packs
-its results (with the journals of unfinished jobs), one command each. Snakemake here is a stand-in on PATH that holds until a gate
-file appears (no timing), writes a result and exits 3."""
+its results (with the journals of unfinished jobs), one command each. Snakemake here is a
+stand-in on PATH that holds until a gate file appears (no timing), writes a result and exits
+3."""
 
 import os
 import shutil
@@ -13,7 +14,8 @@ from helpers import ROOT
 
 FAKE_SNAKEMAKE = """#!/usr/bin/env bash
 echo "snakemake $*"
-mkdir -p results/decode/.v.work && echo '{"_key": "main:1"}' > results/decode/.v.work/progress-1.jsonl
+mkdir -p results/decode/.v.work
+echo '{"_key": "main:1"}' > results/decode/.v.work/progress-1.jsonl
 until [ -f gate ]; do sleep 0.05; done
 mkdir -p results/tables && echo done > results/tables/x.csv
 echo "snakemake done"
@@ -26,9 +28,11 @@ def run(folder: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
-def test_a_detached_study_is_started_watched_waited_for_and_collected(tmp_path):
+def test_a_detached_study_is_started_watched_waited_for_and_collected(tmp_path, request):
     folder = tmp_path / "repo"
     (folder / "tools").mkdir(parents=True)
+    # A failed assertion still opens the gate: the detached stand-in never outlives the test.
+    request.addfinalizer(lambda: (folder / "gate").touch())
     shutil.copy2(ROOT / "tools" / "gpu_study.sh", folder / "tools")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

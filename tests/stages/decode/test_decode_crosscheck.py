@@ -586,3 +586,31 @@ def test_the_loads_own_cost_per_chunk_stays_bounded(tmp_path):
 
 #: The load's CPU per chunk, at most this many times a bare parse of one.
 LOAD_COST_BOUND = 25
+
+
+def test_alternated_rounds_are_judged_round_by_round_against_the_engine():
+    # FP8 without graphs at C = 256 on the H200 (session 22, rounds_c256.csv): the engine
+    # moved 0.90-1.05x between arms, so the arms' medians fall in different phases (TPOT
+    # 0.960 against the engine's 0.997), while each round's TPOT ratio followed that round's
+    # engine ratio (0.990, 0.978, 1.030 after it).
+    rounds = pd.read_csv(ROOT / "examples" / "h200-2026-12-03-fp8-eager" / "decode"
+                         / "sglang-fp8-eager" / "crosscheck" / "rounds_c256.csv")  # fmt: skip
+    arms = rounds.fillna({"error": ""}).to_dict("records")
+    got = rounds_summary(arms)
+    assert got["rounds"] == 3
+    assert got["tpot_ratio_rounds"] == pytest.approx(0.960, abs=5e-4)
+    assert got["engine_ratio_rounds"] == pytest.approx(0.997, abs=5e-4)
+    assert got["client_ratio_rounds"] == pytest.approx(0.990, abs=5e-4)
+    row = {"concurrency": 256, **got}
+    assert engine_moved(row)
+    assert crosscheck_sentence(row) == (
+        "At C = 256 the study's TPOT is 0.960× bench_serving's steady TPOT over 3 alternated "
+        "rounds (its scheduler 0.997× as fast during bench_serving); round by round, over the "
+        "engine's own change of speed, 0.990×: the engine itself ran at other speeds between "
+        "the arms.")  # fmt: skip
+    # Rounds whose clients stay apart after each round's engine: the load, not the engine.
+    apart = {**row, "client_ratio_rounds": 0.93}
+    assert not engine_moved(apart)
+    assert "beyond the 3.0 % noise" in crosscheck_sentence(apart)
+    # Rounds without the scheduler's rates (a table before session 22): the medians judge.
+    assert not engine_moved({**row, "client_ratio_rounds": None})

@@ -172,7 +172,8 @@ def alternate(pas: ServerPass, c: int, row: dict, first: dict, folder: Path,
     from the end of one study window) weighs on both alike. Each arm's TPOT (bench_serving's
     steady one) and the scheduler's rate over its window go to crosscheck/rounds_c{C}.csv;
     the row gets the medians over rounds and their ratios (``tpot_ratio_rounds``,
-    ``engine_ratio_rounds``), how many rounds ran whole (``rounds``) and the seconds the
+    ``engine_ratio_rounds``; the median of each round's TPOT ratio over its engine ratio,
+    ``client_ratio_rounds``), how many rounds ran whole (``rounds``) and the seconds the
     rounds after the first measured (``rounds_s``, the device-time account's)."""
     arms = [{"round": 0, "arm": "study", "tpot_ms": row.get("tpot_ms"),
              "server_tok_s_median": row.get("server_tok_s_median"),
@@ -217,7 +218,8 @@ ROUND_COLUMNS = ["round", "arm", "tpot_ms", "server_tok_s_median", "seconds", "e
 def rounds_summary(arms: list[dict]) -> dict:
     """The medians over the rounds that ran whole (both arms measured) and their ratios: the
     study's TPOT over bench_serving's, the scheduler's rate under bench_serving over under the
-    study; and the seconds every arm after the first pair measured (``rounds_s``)."""
+    study, and round by round the first over the second (``client_ratio_rounds``); and the
+    seconds every arm after the first pair measured (``rounds_s``)."""
     extra = sum(a["seconds"] for a in arms if a["round"] > 0 and _ok(a.get("seconds")))
     whole = []
     for r in sorted({a["round"] for a in arms}):
@@ -234,10 +236,22 @@ def rounds_summary(arms: list[dict]) -> dict:
 
     study, bench = median("study", "tpot_ms"), median("bench", "tpot_ms")
     rates = median("study", "server_tok_s_median"), median("bench", "server_tok_s_median")
+    # Each round's TPOT ratio over its engine ratio: each client against the scheduler's rate
+    # over its own window. The arms' medians can come from different rounds: on the H200
+    # (FP8 without graphs, C = 256) the engine moved 0.90-1.05x between arms and the medians
+    # read 0.960 TPOT against 0.997 engine, where round by round the ratio followed the
+    # engine's (0.978-1.030 after it).
+    paired = []
+    for p in whole:
+        rate = {arm: p[arm].get("server_tok_s_median") for arm in ("study", "bench")}
+        if all(_ok(v) and v > 0 for v in rate.values()) and p["bench"]["tpot_ms"] > 0:
+            tpot_ratio = p["study"]["tpot_ms"] / p["bench"]["tpot_ms"]
+            paired.append(tpot_ratio / (rate["bench"] / rate["study"]))
     return {"rounds": len(whole), "rounds_s": extra, "tpot_rounds_ms": study,
             "bench_tpot_rounds_ms": bench,
             "tpot_ratio_rounds": study / bench if study and bench else None,
-            "engine_ratio_rounds": rates[1] / rates[0] if all(rates) else None}  # fmt: skip
+            "engine_ratio_rounds": rates[1] / rates[0] if all(rates) else None,
+            "client_ratio_rounds": statistics.median(paired) if paired else None}  # fmt: skip
 
 
 def ratios(row: dict) -> dict:

@@ -109,12 +109,26 @@ def engine_moved(row: Any) -> bool:
     """Whether the two clients' TPOTs differ beyond the noise by about the engine's own change
     of speed between the two runs (:func:`crosscheck_engine`, the scheduler's tok/s during
     bench_serving over during the study) itself beyond the noise, and the TPOT ratio not
-    beyond the noise of it (an engine that moved less than the noise explains nothing)."""
+    beyond the noise of it (an engine that moved less than the noise explains nothing). Over
+    alternated rounds, by the rounds paired one by one (:func:`client_ratio`) within the
+    noise: the medians of the two arms can fall in different phases of the engine."""
     ratio, _ = crosscheck_ratio(row)
     engine = crosscheck_engine(row)
     noise = decision_noise()
+    paired = client_ratio(row)
+    if _ok(paired):  # alternated: each round's clients against that round's engine
+        return beyond(run_to_run(ratio, 1.0), noise) and not beyond(run_to_run(paired, 1.0), noise)
     return (beyond(run_to_run(ratio, 1.0), noise) and beyond(run_to_run(engine, 1.0), noise)
             and not beyond(run_to_run(ratio, engine), noise))  # fmt: skip
+
+
+def client_ratio(row: Any) -> float:
+    """Over alternated rounds, the median of each round's TPOT ratio over its engine ratio
+    (``client_ratio_rounds``): 1 where each client read the engine's speed of its own
+    window, however the engine moved between the arms; NaN without rounds."""
+    if not alternated_rounds(row):
+        return float("nan")
+    return num_of(field_getter(row)("client_ratio_rounds"))
 
 
 def crosscheck_sentence(row: Any) -> str:
@@ -133,6 +147,11 @@ def crosscheck_sentence(row: Any) -> str:
     if not beyond(run_to_run(ratio, 1.0), decision_noise()):
         return f"{said}: the two clients agree within the {noise} noise ({scheduler})."
     if engine_moved(row):
+        paired = client_ratio(row)
+        if _ok(paired):
+            return (f"{said} ({scheduler}); round by round, over the engine's own change of "
+                    f"speed, {paired:.3f}×: the engine itself ran at other speeds between "
+                    "the arms.")  # fmt: skip
         return (f"{said}, about the engine's own change of speed between the two runs "
                 f"({scheduler}): the engine itself ran at another speed.")  # fmt: skip
     return (

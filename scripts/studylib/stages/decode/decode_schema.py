@@ -115,16 +115,17 @@ CROSSCHECK_COLUMNS = [
     "bench_duration_s", "bench_server_tok_s_median", "bench_server_tok_s_steady", "tpot_ratio",
     "tpot_ratio_steady", "itl_ratio", "engine_ratio", "engine_ratio_steady", "tok_s_ratio",
     "rounds", "rounds_s", "tpot_rounds_ms", "bench_tpot_rounds_ms", "tpot_ratio_rounds",
-    "engine_ratio_rounds", "bench_error",
+    "engine_ratio_rounds", "client_ratio_rounds", "bench_error",
 ]  # fmt: skip
 #: Cross-check columns newer than the committed examples' tables (2026-12-02, session 14:
 #: bench_serving's TPOT over its steady part; whose account the study's TPOT is; session 18:
 #: whether bench_serving's first requests were staggered as the study's were; session 21: the
-#: scheduler's rate over bench_serving's steady window, and the alternated rounds).
+#: scheduler's rate over bench_serving's steady window, and the alternated rounds; session 22:
+#: the rounds' TPOT ratio over their engine ratio, round by round).
 CROSSCHECK_ADDED = ("bench_tpot_steady_ms", "tpot_ratio_steady", "tpot_source", "bench_staggered",
                     "bench_server_tok_s_steady", "engine_ratio_steady", "rounds", "rounds_s",
                     "tpot_rounds_ms", "bench_tpot_rounds_ms", "tpot_ratio_rounds",
-                    "engine_ratio_rounds")  # fmt: skip
+                    "engine_ratio_rounds", "client_ratio_rounds")  # fmt: skip
 
 
 #: tables/decode_tp_pairs.csv: a TP variant beside its one-GPU twin (decode_judgements.tp_pairs).
