@@ -36,6 +36,7 @@ from studylib.instruments.serving.load_stagger import (
 from studylib.stages.decode import decode_crosscheck
 from studylib.stages.decode.decode_crosscheck import ROUND_COLUMNS, ratios, rounds_summary
 from studylib.stages.decode.decode_noise import (
+    _crosscheck_source,
     crosscheck_engine,
     crosscheck_ratio,
     crosscheck_sentence,
@@ -608,6 +609,10 @@ def test_alternated_rounds_are_judged_round_by_round_against_the_engine():
         "rounds (its scheduler 0.997× as fast during bench_serving); round by round, over the "
         "engine's own change of speed, 0.990×: the engine itself ran at other speeds between "
         "the arms.")  # fmt: skip
+    # Where it sets question 5's noise, the source names the rounds' own figure.
+    assert _crosscheck_source(row, 256).endswith(
+        "the engine itself ran at other speeds between the arms (round by round 0.990×)"
+    )
     # Rounds whose clients stay apart after each round's engine: the load, not the engine.
     apart = {**row, "client_ratio_rounds": 0.93}
     assert not engine_moved(apart)

@@ -163,8 +163,10 @@ def _crosscheck_source(row: Any, c: float, variant: str = "") -> str:
     _, which = crosscheck_ratio(row)
     source = f"bench_serving's {which} at C = {c:.0f}" + (f" ({variant})" if variant else "")
     if engine_moved(row):
-        engine = crosscheck_engine(row)
-        source += (f": the engine itself ran at another speed (scheduler {engine:.3f}× during "
+        engine, paired = crosscheck_engine(row), client_ratio(row)
+        source += (f": the engine itself ran at other speeds between the arms (round by round "
+                   f"{paired:.3f}×)" if _ok(paired) else
+                   f": the engine itself ran at another speed (scheduler {engine:.3f}× during "
                    "bench_serving)")  # fmt: skip
     return source
 
