@@ -23,7 +23,6 @@ from studylib.instruments.serving.bench_steady import (
     bench_requests,
     bench_steady,
     bench_steady_span,
-    bench_steady_tpot_ms,
     first_wave_admitted,
 )
 from studylib.instruments.serving.decode_load import LoadSpec
@@ -125,6 +124,18 @@ def fake_bench_details(concurrency: int, requests: int, output_len: int,
         "output_lens": lens,
         "errors": [""] * requests,
     }  # fmt: skip
+
+
+def bench_steady_tpot_ms(
+    details: dict,
+    concurrency: int,
+    output_len: int,
+    steady_s: float | None = None,
+    staggered: bool = False,
+) -> float | None:
+    """bench_steady's TPOT alone (its run's end on the caller's clock does not move it)."""
+    found = bench_steady(details, concurrency, output_len, 0.0, steady_s, staggered)
+    return None if found is None else found["tpot_ms"]
 
 
 def plain_median_tpot_ms(details: dict) -> float:

@@ -123,27 +123,12 @@ def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = 
     return records, t0, t1
 
 
-def _tpot_ms(records: list[RequestRecord], t0: float, t1: float, concurrency: int,
-             output_len: int) -> float | None:  # fmt: skip
-    spec = LoadSpec(concurrency=concurrency, input_len=1, output_len=output_len,
-                    num_prompts=len(records))  # fmt: skip
-    return summarize_load(records, spec, t0, t1)["tpot_ms"]
-
-
-def bench_steady_tpot_ms(details: dict, concurrency: int, output_len: int,
-                         steady_s: float | None = None,
-                         staggered: bool = False) -> float | None:  # fmt: skip
-    """bench_serving's TPOT as the study computes its own (decode_load.summarize_load): the
-    median over requests of their tokens' pace inside the steady window
-    (:func:`bench_steady_span`). None when the details are missing or no window is found."""
-    span = bench_steady_span(details, concurrency, steady_s, staggered)
-    return None if span is None else _tpot_ms(*span, concurrency, output_len)
-
-
 def bench_steady(details: dict, concurrency: int, output_len: int, run_end: float,
                  steady_s: float | None = None,
                  staggered: bool = False) -> dict | None:  # fmt: skip
-    """:func:`bench_steady_tpot_ms` and the window it covers on the caller's clock (``span``),
+    """bench_serving's TPOT as the study computes its own (decode_load.summarize_load: the
+    median over requests of their tokens' pace inside the steady window,
+    :func:`bench_steady_span`; ``tpot_ms``) and that window on the caller's clock (``span``),
     from one rebuild of the requests, given when the run ended there (``run_end``):
     bench_serving's clock has no absolute time, so its last request's end is put at
     ``run_end``. That end comes after bench_serving wrote its result (and, run in its own
@@ -156,4 +141,6 @@ def bench_steady(details: dict, concurrency: int, output_len: int, run_end: floa
     records, t0, t1 = found
     last = max((r.end for r in records if r.end is not None), default=None)
     span = None if last is None else (run_end - last + t0, run_end - last + t1)
-    return {"tpot_ms": _tpot_ms(records, t0, t1, concurrency, output_len), "span": span}
+    spec = LoadSpec(concurrency=concurrency, input_len=1, output_len=output_len,
+                    num_prompts=len(records))  # fmt: skip
+    return {"tpot_ms": summarize_load(records, spec, t0, t1)["tpot_ms"], "span": span}
