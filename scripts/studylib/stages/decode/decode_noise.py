@@ -113,13 +113,14 @@ def engine_moved(row: Any) -> bool:
     alternated rounds, by the rounds paired one by one (:func:`client_ratio`) within the
     noise: the medians of the two arms can fall in different phases of the engine."""
     ratio, _ = crosscheck_ratio(row)
-    engine = crosscheck_engine(row)
     noise = decision_noise()
+    if not beyond(run_to_run(ratio, 1.0), noise):
+        return False
     paired = client_ratio(row)
     if _ok(paired):  # alternated: each round's clients against that round's engine
-        return beyond(run_to_run(ratio, 1.0), noise) and not beyond(run_to_run(paired, 1.0), noise)
-    return (beyond(run_to_run(ratio, 1.0), noise) and beyond(run_to_run(engine, 1.0), noise)
-            and not beyond(run_to_run(ratio, engine), noise))  # fmt: skip
+        return not beyond(run_to_run(paired, 1.0), noise)
+    engine = crosscheck_engine(row)
+    return beyond(run_to_run(engine, 1.0), noise) and not beyond(run_to_run(ratio, engine), noise)
 
 
 def client_ratio(row: Any) -> float:
@@ -163,11 +164,11 @@ def _crosscheck_source(row: Any, c: float, variant: str = "") -> str:
     _, which = crosscheck_ratio(row)
     source = f"bench_serving's {which} at C = {c:.0f}" + (f" ({variant})" if variant else "")
     if engine_moved(row):
-        engine, paired = crosscheck_engine(row), client_ratio(row)
+        paired = client_ratio(row)
         source += (f": the engine itself ran at other speeds between the arms (round by round "
                    f"{paired:.3f}×)" if _ok(paired) else
-                   f": the engine itself ran at another speed (scheduler {engine:.3f}× during "
-                   "bench_serving)")  # fmt: skip
+                   ": the engine itself ran at another speed (scheduler "
+                   f"{crosscheck_engine(row):.3f}× during bench_serving)")  # fmt: skip
     return source
 
 
