@@ -125,8 +125,14 @@ def provenance(hw: dict[str, Any], config_hash: str | None, hardware_from: str |
     ]
     if not is_missing(hw_hash) and not is_missing(config_hash) and hw_hash != config_hash:
         run.append(("hardware collected under config", hw_hash))
+    collected_at = dash(hw.get("collected_at"))
     if hardware_from:
-        # An example that kept no hardware record of its own borrows one of the same machine.
+        # An example that kept no hardware record of its own borrows one of the same machine:
+        # its commit and time are that other run's, and are said to be.
+        borrowed_note = " (the borrowed hardware record's, not this run's)"
+        run[1] = ("git commit", git + borrowed_note if git != DASH else git)
+        run[2] = ("hardware collected at", collected_at + borrowed_note)
+        collected_at += borrowed_note
         run.append(("hardware record", f"borrowed from {hardware_from} (same kind of machine)"))
     if peaks_from:
         run.append(("peaks record", f"borrowed from {peaks_from} (same kind of machine)"))
@@ -151,7 +157,7 @@ def provenance(hw: dict[str, Any], config_hash: str | None, hardware_from: str |
         "collected": bool(hw),
         "device": dash(hw.get("device")),
         "config_hash": dash(config_hash),
-        "collected_at": dash(hw.get("collected_at")),
+        "collected_at": collected_at,
     }
 
 

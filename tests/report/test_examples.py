@@ -85,6 +85,11 @@ def test_the_readme_command_renders_the_report(example, example_render):
         if record in argv:
             # A borrowed hardware or peaks record is named in the report's provenance.
             assert f"borrowed from {argv[argv.index(record) + 1]}" in text
+    if "--hardware" in argv:  # its commit and time are not this run's, and say so
+        assert (
+            "collected " in text
+            and "(the borrowed hardware record&#39;s, not this run&#39;s)" in text
+        )
     answers = pd.read_csv(out / "tables" / "answers.csv", dtype={"question": str})
     assert set(QUESTIONS) <= set(answers["question"])
     for question in answered_questions(example, out):
