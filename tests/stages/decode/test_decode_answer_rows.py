@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from findings_frames import HW_H200, PEAKS, sglang_decode, synthetic_decode
 from helpers import ROOT
-from studylib.core.answer_records import ANSWERED, NOT_MEASURED, TIE
+from studylib.core.answer_records import ANSWERED, NOT_MEASURED, TIE, UNDECIDED
 from studylib.core.verdicts import NOISE_FLOOR
 from studylib.seed_comparison import POWER, seed_answers
 from studylib.stages.decode.decode_answers import decode_answers
@@ -95,13 +95,34 @@ def test_invalid_windows_never_answer():
     assert graphs.sentence.startswith("sg-bf16-graphs at C = 1 (its largest valid C):")
     assert "Invalid at C = 256: 2 request errors." in graphs.sentence
     assert graphs.why == "invalid at C = 256: 2 request errors"
-    # the headline reads each variant at its largest valid C: the eager one's C = 256
+    # the headline compares one C, the largest both ran validly: not the eager one's C = 256
+    # against the graphs one's C = 1 (20 ms at 256 requests is far more tok/s than 2 ms at 1)
     most = subjects["most throughput"]
-    assert most.verdict == "sg-bf16-eager" and "(C = 256)" in most.sentence
+    assert most.verdict == "sg-bf16-graphs" and most.runner_up == "sg-bf16-eager"
+    assert "(C = 1)" in most.sentence and "C = 256" not in most.sentence
+    assert most.basis == "tok/s at C = 1, the C most variants ran validly"
     # a variant with no valid window says so, and nothing of it is a result
     decode.loc[decode["variant"] == "sg-bf16-graphs", "valid"] = False
     only_invalid = by_subject(decode_answers(decode))["sg-bf16-graphs"]
     assert only_invalid.status == NOT_MEASURED and "invalid at C = 1" in only_invalid.why
+
+
+def test_headlines_compare_one_shared_c_or_say_there_is_none():
+    # As the H200 ran them (2026-12-04): one variant at C = 1 and 16, another at 512 only.
+    rows = [window("sg-bf16-eager", c, t) for c, t in {1: 12.3, 16: 10.7}.items()]
+    rows += [window("sg-fp8-eager", 512, 18.1, weights="fp8")]
+    subjects = by_subject(decode_answers(pd.DataFrame(rows)))
+    for subject in ("most throughput", "least energy per token"):
+        row = subjects[subject]
+        assert row.status == UNDECIDED and row.lead and not row.verdict
+        assert "no two variants ran validly at one C (sg-bf16-eager: C = 1 and 16; " \
+               "sg-fp8-eager: C = 512)" in row.why  # fmt: skip
+    # A third variant at C = 16: the two that share it are compared there, the other named.
+    rows += [window("sg-bf16-graphs", 16, 8.0)]
+    most = by_subject(decode_answers(pd.DataFrame(rows)))["most throughput"]
+    assert (most.verdict, most.runner_up) == ("sg-bf16-graphs", "sg-bf16-eager")
+    assert "(C = 16)" in most.sentence
+    assert most.sentence.endswith("; not compared: sg-fp8-eager (no valid window at C = 16).")
 
 
 def test_weights_and_tp_compared_per_c_beyond_noise():

@@ -14,6 +14,7 @@ from studylib.stages.decode.decode_noise import (
     crosscheck_engine,
     crosscheck_ratio,
     crosscheck_sentence,
+    engine_helped,
     engine_moved,
 )
 from test_decode_crosscheck import pass_with_bench
@@ -135,5 +136,22 @@ def test_alternated_rounds_are_judged_round_by_round_against_the_engine():
     apart = {**row, "client_ratio_rounds": 0.93}
     assert not engine_moved(apart)
     assert "beyond the 3.0 % noise" in crosscheck_sentence(apart)
+    # bf16 without graphs at C = 1 on the H200 (2026-12-04, rounds_c1.csv): the engine ran
+    # slower under the study's load in two rounds of three, more than the whole gap, and over
+    # its own speed the clients still differ 4.5 % the other way: neither "the engine moved"
+    # nor "not by the engine's change of speed".
+    rounds = pd.read_csv(ROOT / "examples" / "h200-2026-12-04-eager-rounds" / "decode"
+                         / "sglang-bf16-eager" / "crosscheck" / "rounds_c1.csv")  # fmt: skip
+    c1 = {"concurrency": 1, **rounds_summary(rounds.fillna({"error": ""}).to_dict("records"))}
+    assert (c1["tpot_ratio_rounds"], c1["engine_ratio_rounds"], c1["client_ratio_rounds"]) == (
+        pytest.approx(1.139, abs=5e-4), pytest.approx(1.162, abs=5e-4),
+        pytest.approx(0.955, abs=5e-4))  # fmt: skip
+    assert not engine_moved(c1) and engine_helped(c1)
+    assert crosscheck_sentence(c1) == (
+        "At C = 1 the study's TPOT is 1.139× bench_serving's steady TPOT over 3 alternated "
+        "rounds, beyond the 3.0 % noise (its scheduler 1.162× as fast during bench_serving); "
+        "round by round, over the engine's own change of speed, 0.955×, still beyond it: the "
+        "engine itself ran at other speeds under the two clients, and over its speed the two "
+        "clients still differ.")  # fmt: skip
     # Rounds without the scheduler's rates (a table before session 22): the medians judge.
     assert not engine_moved({**row, "client_ratio_rounds": None})

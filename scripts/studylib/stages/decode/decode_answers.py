@@ -15,7 +15,15 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ...core.answer_records import ANSWERED, NOT_MEASURED, TIE, Answer, Question, not_measured
+from ...core.answer_records import (
+    ANSWERED,
+    NOT_MEASURED,
+    TIE,
+    UNDECIDED,
+    Answer,
+    Question,
+    not_measured,
+)
 from ...core.finding_records import _ok, num_of
 from ...core.verdicts import Contender, beyond, gap, rank
 from .decode_judgements import (
@@ -330,48 +338,72 @@ def _variant_answers(df: pd.DataFrame) -> list[Answer]:
     return out
 
 
+def _shared_c(df: pd.DataFrame, column: str) -> tuple[int | None, dict[str, list[int]]]:
+    """The C at which the most variants ran validly with ``column`` measured (the largest such
+    C), and each variant's valid Cs: throughput at C = 512 against another variant's at C = 16
+    says nothing about the two, so the headlines compare one C only."""
+    ok = df[df["valid"] & df[column].notna() & (df[column] > 0)]
+    cs = {v: sorted(int(c) for c in g["concurrency"]) for v, g in ok.groupby("variant", sort=True)}
+    counts = ok.groupby("concurrency")["variant"].nunique()
+    if counts.empty or counts.max() < 2:
+        return None, cs
+    return int(max(counts[counts == counts.max()].index)), cs
+
+
 def _headline(df: pd.DataFrame, noise: pd.DataFrame, column: str, subject: str, unit: str,
               better: str, invert: bool) -> Answer | None:  # fmt: skip
     """The variant with the most throughput (``invert``: higher is better) or the least
-    J/token, each at its largest valid C, against the next beyond the noise."""
+    J/token at the one C most variants ran validly (:func:`_shared_c`), against the next
+    beyond the noise; undecided where no two variants share a valid C."""
+    c, cs = _shared_c(df, column)
+    if c is None:
+        if len(cs) < 2:
+            return None
+        ran = "; ".join(f"{v}: C = {_cs(v_cs)}" for v, v_cs in cs.items())
+        why = f"no two variants ran validly at one C ({ran}): {unit} is compared at one C only"
+        return Answer(5, subject, UNDECIDED, why=why, basis=f"{unit} at one shared C",
+                      sentence=f"{better.capitalize()}: not decided here: {why}.",
+                      lead=True)  # fmt: skip
+    at_c = df[(df["concurrency"] == c) & df["valid"] & df[column].notna() & (df[column] > 0)]
     contenders = []
-    for variant, g in df.groupby("variant", sort=True):
-        top = _largest_valid(g)
-        if top is None or not _ok(top[column]) or top[column] <= 0:
-            continue
-        n = noise_of(noise, variant, top["concurrency"], "j" if column == "j_per_token" else "tpot")
+    for variant, g in at_c.groupby("variant", sort=True):
+        top = g.iloc[0]
+        n = noise_of(noise, variant, c, "j" if column == "j_per_token" else "tpot")
         value = 1 / top[column] if invert else top[column]
         contenders.append(Contender(variant, value, n.share, (top, n)))
     ranking = rank(contenders)
     if ranking is None:
         return None
-    tied = [c for c in ranking.order if c.who in ranking.tied]
+    tied = [x for x in ranking.order if x.who in ranking.tied]
     fmt = (lambda x: f"{x:,.0f}") if invert else (lambda x: f"{x:.3g}")
-    values = [c.row[0][column] for c in tied]
+    values = [x.row[0][column] for x in tied]
     lo, hi = min(values), max(values)
     value = f"{fmt(lo)}–{fmt(hi)} {unit}" if fmt(lo) != fmt(hi) else f"{fmt(lo)} {unit}"
-    cs = sorted({int(c.row[0]["concurrency"]) for c in tied})
-    names = _cs(c.who for c in tied)
-    sentence = (f"{better.capitalize()}: {names}{' tie' if len(tied) > 1 else ''} at {value} "
-                f"(C = {_cs(cs)})")  # fmt: skip
+    names = _cs(x.who for x in tied)
+    sentence = (
+        f"{better.capitalize()}: {names}{' tie' if len(tied) > 1 else ''} at {value} (C = {c})"
+    )
     if ranking.runner_up is not None and len(tied) == 1:
         r = ranking.runner_up
         sentence += f"; next {r.who}, {fmt(r.row[0][column])}"
-    noise_src = max((c.row[1] for c in tied), key=lambda n: n.share).source
+    left_out = [v for v in cs if v not in at_c["variant"].values]
+    if left_out:
+        sentence += f"; not compared: {_cs(left_out)} (no valid window at C = {c})"
+    noise_src = max((x.row[1] for x in tied), key=lambda n: n.share).source
     return Answer(5, subject, ranking.status, verdict=" = ".join(ranking.tied),
                   runner_up=ranking.runner_up.who if ranking.runner_up else "",
                   margin=ranking.margin, noise=ranking.noise, noise_from=noise_src,
-                  basis=f"{unit} at each variant's largest valid C", value=value,
-                  evidence="; ".join(f"{c.who}: {fmt(c.row[0][column])} {unit} at C = "
-                                     f"{c.row[0]['concurrency']:.0f}" for c in ranking.order),
+                  basis=f"{unit} at C = {c}, the C most variants ran validly", value=value,
+                  evidence="; ".join(f"{x.who}: {fmt(x.row[0][column])} {unit}"
+                                     for x in ranking.order),
                   points=len(ranking.order), sentence=sentence + ".", lead=True)  # fmt: skip
 
 
 def decode_answers(decode: pd.DataFrame | None,
                    crosscheck: pd.DataFrame | None = None) -> list[Answer]:  # fmt: skip
     """Question 5's rows, lead rows first: the CUDA-graphs summaries, the most throughput and
-    the least J/token; then CUDA graphs per C, weights and TP against one GPU, each variant at
-    its largest valid C."""
+    the least J/token (at one shared C); then CUDA graphs per C, weights and TP against one
+    GPU, each variant at its largest valid C."""
     if decode is None or decode.empty or "concurrency" not in decode.columns:
         return [not_measured(5, "decode", "no decode ran here (no decode table)",
                              lead=True)]  # fmt: skip
