@@ -160,6 +160,10 @@ GARBAGE = [
     ("output-len-1", _set("decode.output_len.cpu", 1),
      "decode.output_len.cpu: 1 token has no time per output token (TPOT is the time between a "
      "request's tokens): give 2 or more"),
+    ("preaged-lockstep", lambda c: c["decode"].update(preaged={"cuda": False, "cpu": True},
+                                                      stagger={"cuda": True, "cpu": False}),
+     "decode.preaged.cpu: pre-aged first requests are a staggered load's (their lengths are "
+     "its slots); turn decode.stagger.cpu on or this off"),
     ("input-len-beyond-positions", _set("decode.input_len.cpu", 5000),
      "decode.input_len.cpu (5000) + decode.output_len.cpu (32) = 5032 tokens per request, "
      "beyond the 4096 positions of variant transformers's model "

@@ -420,6 +420,29 @@ def test_a_staggered_load_ends_its_first_requests_one_after_another(tmp_path):
     assert summary["wrong_length"] == 0  # each request checked against its own length
 
 
+def test_a_preaged_load_starts_its_window_before_its_first_requests_end(tmp_path):
+    # The same load pre-aged: client i's first prompt holds the context its age would have
+    # given it (4 + 40 - 4, 4 + 40 - 18, ... tokens), every later prompt 4, and the window
+    # starts once every first request has streamed and warmup_s has passed, while the
+    # longer first requests still stream.
+    spec = LoadSpec(concurrency=4, duration_s=0.3, input_len=4, output_len=40, vocab_size=500,
+                    stagger=True, preaged=True, warmup_s=0.05)  # fmt: skip
+    assert [len(p) for p in random_prompts(spec, 6)] == [40, 26, 23, 9, 4, 4]
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.01")
+    assert not any(r.error for r in load.records)
+    first = [r for r in load.records if r.index < 4]
+    assert [r.max_tokens for r in first] == [4, 18, 21, 35]
+    assert all(r.completion_tokens == r.max_tokens for r in first if not r.cut)
+    assert load.admitted >= max(r.first_token for r in first)
+    assert load.admitted >= load.active[0][0] + 0.05
+    assert load.admitted < max(r.end for r in first)  # 35 tokens of 10 ms: not waited for
+    s0, s1 = steady_window(load.active, 4, after=load.admitted)
+    assert s0 == load.admitted and s1 - s0 >= 0.3
+    assert summarize_load(load.records, spec, s0, s1)["wrong_length"] == 0
+    with pytest.raises(ValueError, match="pre-aged first requests need a staggered load"):
+        LoadSpec(concurrency=4, duration_s=1, input_len=4, output_len=40, preaged=True)
+
+
 def test_a_staggered_first_request_that_comes_back_short_is_a_wrong_length():
     spec = LoadSpec(concurrency=2, duration_s=1, input_len=4, output_len=10, stagger=True)
     records = [RequestRecord(index=0, start=0.0, first_token=0.1, token_times=[0.1, 0.2],

@@ -2,6 +2,7 @@
 planned, per-device entries."""
 
 from helpers import ROOT, default_config
+from studylib.stages.decode.decode_server import load_specs
 
 
 def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
@@ -11,12 +12,17 @@ def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
     config = default_config()
     variants = config["decode"]["variants"]
     variants["two_gpus"] = {"engine": "transformers", "model": "local", "gpus": 2,
-                            "concurrency": {"cuda": [16], "cpu": [2]}}  # fmt: skip
+                            "concurrency": {"cuda": [16], "cpu": [2]},
+                            "preaged": {"cuda": True, "cpu": False}}  # fmt: skip
     validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
     base = resolve_for_device(decode_plan(config, "transformers"), "cuda")
     two = resolve_for_device(decode_plan(config, "two_gpus"), "cuda")
     assert base["concurrency"] == [1, 16, 64, 256, 512] and two["concurrency"] == [16]
     assert two["gpus"] == 2 and two["output_len"] == base["output_len"]
+    # Its own preaged reaches its load, and only its own: a pre-aged job beside a plain one.
+    specs = {name: load_specs({**plan, "vocab_size": 1000}, 16, 30.0)[1]
+             for name, plan in (("two", two), ("base", base))}  # fmt: skip
+    assert specs["two"].preaged and specs["two"].stagger and not specs["base"].preaged
 
 
 def test_variants_are_planned_where_they_serve():

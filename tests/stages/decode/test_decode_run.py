@@ -387,3 +387,6 @@ def test_a_staggered_load_is_its_own_warm_up(tmp_path, monkeypatch, caplog):
     assert (requests.groupby("concurrency")["index"].min() == 0).all()
     said = [r.getMessage() for r in caplog.records if "pass staggered" in r.getMessage()]
     assert len(said) == 2 and "warming up in the load" in said[0]
+    # The run record says how the windows reached their steady state.
+    facts = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert facts["load"] == {"stagger": True, "preaged": False, "warmup_s": 0.2}

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from .load_stagger import first_length, warmed_up_at
+from .load_stagger import first_length, first_prompt_len, warmed_up_at
 from .served_model import prompt_text
 from .window_precision import (
     RunningSlices,
@@ -68,6 +68,8 @@ class LoadSpec:
     # and, staggered, once each client's first (shorter) request has ended (load_stagger).
     warmup_s: float = 0.0
     stagger: bool = False
+    # Staggered: first prompts also hold their age's context (load_stagger.first_prompt_len).
+    preaged: bool = False
 
     def __post_init__(self):
         if self.concurrency < 1:
@@ -76,6 +78,8 @@ class LoadSpec:
             raise ValueError("a load needs duration_s > 0 or num_prompts")
         if self.precision > 0 and not 0 < self.shortest_s <= self.duration_s:
             raise ValueError("a window ending at a precision needs 0 < shortest_s <= duration_s")
+        if self.preaged and not self.stagger:
+            raise ValueError("pre-aged first requests need a staggered load (stagger)")
 
 
 @dataclass
@@ -148,11 +152,12 @@ class LoadResult:
 
 
 def prompt_ids(spec: LoadSpec, index: int) -> list[int]:
-    """Prompt ``index``: fresh random token ids, reproducible from the spec's seed."""
+    """Prompt ``index``: fresh random token ids, reproducible from the spec's seed, input_len
+    of them (a pre-aged first request's more: load_stagger.first_prompt_len)."""
     rng = random.Random(spec.seed * 1_000_003 + index)
     # Skip the first ids: special tokens (BOS/EOS/PAD) usually live there.
     low = min(100, spec.vocab_size - 1)
-    return [rng.randrange(low, spec.vocab_size) for _ in range(spec.input_len)]
+    return [rng.randrange(low, spec.vocab_size) for _ in range(first_prompt_len(spec, index))]
 
 
 def random_prompts(spec: LoadSpec, count: int) -> list[list[int]]:

@@ -8,6 +8,13 @@ client i's first request asks for about output_len x (i + 1) / C tokens
 steps, as a server's requests do in its steady state; every later request has the full
 length. The window starts once each first request has ended (every client then streams a
 full-length request, at ages spread over the output length) and the warm-up time has passed.
+
+Pre-aged (``preaged``), client i's first request also carries the context its age would have
+given it: a prompt of input_len + output_len - its length (:func:`first_prompt_len`). From
+its prefill on, the clients' contexts are spread over input_len ... input_len + output_len as
+in the steady state, so the window need not wait output_len steps for the first requests to
+end (at C = 512 on the H200, 1,024 steps of 18-39 ms: 18-40 s of warm-up at every C): it
+starts once every first request has streamed (the prefill burst over) and warmup_s has passed.
 """
 
 from __future__ import annotations
@@ -41,6 +48,14 @@ def first_length(spec, index: int) -> int | None:
     return staggered_length(spec.output_len, spec.concurrency, index)
 
 
+def first_prompt_len(spec, index: int) -> int:
+    """Request ``index``'s prompt length: pre-aged first requests (one per client) carry the
+    context of the tokens their shorter length leaves out, input_len + output_len - length;
+    every other request, input_len."""
+    length = first_length(spec, index) if spec.preaged else None
+    return spec.input_len if length is None else spec.input_len + spec.output_len - length
+
+
 def first_requests_ended(records, concurrency: int) -> float | None:
     """When each of the first C requests (one per client) had ended: a staggered load's
     steady state begins there. None while one of them has not (or fewer than C were sent)."""
@@ -52,12 +67,13 @@ def first_requests_ended(records, concurrency: int) -> float | None:
 
 def warmed_up_at(records, spec, admitted: float | None, t_begin: float) -> float | None:
     """When a timed load's warm-up is over: its first C requests admitted (``admitted``),
-    ``warmup_s`` after the load's start (``t_begin``), and, staggering, each of its first C
-    requests ended. None while one of them is not (a time in the future: wait for it)."""
+    ``warmup_s`` after the load's start (``t_begin``), and, staggering without pre-aged first
+    requests, each of its first C requests ended. None while one of them is not (a time in
+    the future: wait for it)."""
     if admitted is None:
         return None
     times = [admitted, t_begin + spec.warmup_s]
-    if spec.stagger:
+    if spec.stagger and not spec.preaged:
         ended = first_requests_ended(records, spec.concurrency)
         if ended is None:
             return None

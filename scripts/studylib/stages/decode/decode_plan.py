@@ -134,6 +134,18 @@ def check_decode(config: dict) -> list[str]:
             problems.append(f"decode.model.{device}.shared_experts "
                             f"({geometry['shared_experts']}): qwen3_moe has no shared experts; "
                             "give 0 or architecture glm4_moe")  # fmt: skip
+    preaged = {"decode.preaged": decode.get("preaged") or {}}
+    preaged |= {
+        f"decode.variants.{name}.preaged": spec["preaged"]
+        for name, spec in (decode.get("variants") or {}).items()
+        if spec.get("preaged")
+    }
+    for key, by_device in preaged.items():
+        for device, on in by_device.items():
+            if on and not (decode.get("stagger") or {}).get(device, True):
+                problems.append(f"{key}.{device}: pre-aged first requests are a staggered "
+                                f"load's (their lengths are its slots); turn "
+                                f"decode.stagger.{device} on or this off")  # fmt: skip
     variants = {name: spec for name, spec in (decode.get("variants") or {}).items()
                 if spec.get("enabled", True)}  # fmt: skip
     for name in variants:

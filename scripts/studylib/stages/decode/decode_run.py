@@ -150,6 +150,10 @@ def run_decode(
         facts["resumed"] = journal.reused
         log.info("resuming a stopped run: %d finished items kept (%s)", len(journal.reused),
                  ", ".join(journal.reused))  # fmt: skip
+    # How each window reached its steady state (load_stagger): the table's ``load`` says the
+    # window's shape; whether the first requests were pre-aged and the warm-up's floor, here.
+    facts["load"] = {"stagger": bool(plan.get("stagger")), "preaged": bool(plan.get("preaged")),
+                     "warmup_s": float(plan.get("warmup_s") or 0)}  # fmt: skip
     skipped = crosscheck_skipped(plan)
     facts["crosscheck"] = skipped or {"enabled": True}
     if skipped and skipped.get("skipped"):

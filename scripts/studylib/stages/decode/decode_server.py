@@ -138,12 +138,14 @@ def load_specs(plan: dict, c: int, seconds: float, precise: bool = False
     lines was 1.37x that over its first, and 675 tok/s 30 s later against 551 in the window:
     the engine was still warming up inside it); without ``warmup_s``, C short requests (or
     ``warmup_requests``). With ``stagger`` the warm-up is the steady load's own start, its
-    first requests staggered (load_stagger), and there is no separate warm-up (None)."""
+    first requests staggered (load_stagger; ``preaged``: their prompts holding their age's
+    context), and there is no separate warm-up (None)."""
     common = {"concurrency": c, "input_len": plan["input_len"], "vocab_size": plan["vocab_size"]}
     warm_s = float(plan.get("warmup_s") or 0)
     seed = c + WARMUP_SEED_OFFSET
     if plan.get("stagger"):
-        warm, common = None, {**common, "stagger": True, "warmup_s": warm_s}
+        warm, common = None, {**common, "stagger": True, "warmup_s": warm_s,
+                              "preaged": bool(plan.get("preaged"))}  # fmt: skip
     elif warm_s > 0:
         warm = LoadSpec(**common, seed=seed, output_len=plan["output_len"], duration_s=warm_s)
     else:
