@@ -447,6 +447,8 @@ def test_decode_frontier_one_line_per_variant_c_by_size_not_labels():
     assert layers[0]["encoding"]["order"]["field"] == "concurrency"
     # C is the points' size (and in the tooltip), never a text label that could overlap
     assert layers[1]["encoding"]["size"]["field"] == "concurrency"
+    ran = sorted(int(c) for c in make_sglang()["concurrency"].unique())
+    assert layers[1]["encoding"]["size"]["legend"]["values"] == ran  # the Cs run, no other
     assert all("text" not in _marks(c) for c in _cells(spec))
     no_power = charts.chart_spec(decode_frontier_chart(make_cpu()))
     assert "no J/token to draw" in json.dumps(no_power)

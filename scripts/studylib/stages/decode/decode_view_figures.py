@@ -110,8 +110,11 @@ def _frontier_panel(strict: pd.DataFrame, column: str, title: str, scale: alt.Sc
     base = alt.Chart(strict).encode(x=x, y=y, color=variant_color(scale)).transform_filter(ok)
     # C grows along each line (its points' size too); its value is in the tooltip: a text
     # label per point overlapped the next variant's wherever two variants ran alike.
+    # The legend names the Cs that ran, not the scale's round values (it showed 4, never run).
+    ran = sorted({int(c) for c in pd.to_numeric(strict["concurrency"], errors="coerce").dropna()})
     size = alt.Size("concurrency:Q", scale=alt.Scale(type="log", base=2, range=[25, 160]),
-                    legend=alt.Legend(orient="bottom", title="concurrency C"))  # fmt: skip
+                    legend=alt.Legend(orient="bottom", title="concurrency C",
+                                      values=ran))  # fmt: skip
     return alt.layer(
         base.mark_line(strokeWidth=1.8)
         .encode(order="concurrency:Q", detail="variant:N", **dash(strict))
