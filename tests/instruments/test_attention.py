@@ -384,16 +384,3 @@ def test_flashinfer_decode_without_cuda_is_unsupported():
 )
 def test_flashinfer_refusals_are_unsupported(exc):
     assert fi.is_unsupported_error(exc)
-    # a head size the kernel lacks is the shape's, an arch's backend the machine's: only the
-    # machine's refusal stands for the op's other sizes (sweep_run)
-    assert not fi.refuses_every_size(exc)
-
-
-def test_flashinfer_refusals_of_the_machine_hold_for_every_size():
-    # FlashInfer 0.7.2.post1 on the H200 (run 14): 0.7 s a point to say so for mm_fp4 cutlass
-    assert fi.refuses_every_size(
-        RuntimeError("BackendSupportedError: mm_fp4 does not support backend 'cutlass' with "
-                     "capability 90"))  # fmt: skip
-    assert fi.refuses_every_size(
-        RuntimeError("cuDNN grouped_mm_bf16 requires backend version >= 92100, found 91900.")
-    )

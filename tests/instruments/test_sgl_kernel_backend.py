@@ -157,19 +157,6 @@ def test_real_failures_stay_errors(exc):
     assert not sgl.is_unsupported_error(exc)
 
 
-def test_a_refusal_of_the_machine_holds_for_every_size_and_one_of_the_size_does_not():
-    # The sweep asks such a refusal once per impl, op and dtype (sweep_run): the arch or the
-    # build says no whatever M is; "not supported on this device" may name the problem's
-    # size, so it is asked again at the next.
-    assert sgl.refuses_every_size(RuntimeError("fp8_blockwise_scaled_mm JIT kernel requires "
-                                               "SM120 (Blackwell)."))  # fmt: skip
-    assert sgl.refuses_every_size(RuntimeError("NVFP4 JIT kernels require compute capability "
-                                               ">= 10.0, got 9.0."))  # fmt: skip
-    assert sgl.refuses_every_size(NotImplementedError("No compiled nvfp4 quantization kernel"))
-    assert not sgl.refuses_every_size(RuntimeError("fp8_scaled_mm is not supported here"))
-    assert not sgl.refuses_every_size(RuntimeError("mat_a must be a row major tensor"))
-
-
 def test_worker_row_carries_the_library_text():
     from studylib.instruments.worker import Measurer
 
@@ -178,7 +165,7 @@ def test_worker_row_carries_the_library_text():
     row = measurer.failure(
         RuntimeError("fp8_blockwise_scaled_mm JIT kernel requires SM120 (Blackwell).")
     )
-    assert row["status"] == "unsupported" and row["every_size"] is True
+    assert row["status"] == "unsupported"
     assert (
         row["error"]
         == "RuntimeError: fp8_blockwise_scaled_mm JIT kernel requires SM120 (Blackwell)."

@@ -91,8 +91,6 @@ def inject_fault(point: dict) -> None:
         time.sleep(1.0)
     elif fault == "raise":
         raise RuntimeError("injected fault")
-    elif fault == "unsupported_here":  # the machine's refusal, whatever the size
-        raise Unsupported("injected: this machine cannot run it", every_size=True)
     elif fault == "exit":
         os._exit(7)
     elif fault == "cuda_trap":
@@ -154,16 +152,13 @@ class Measurer:
         return row
 
     def failure(self, exc: Exception) -> dict:
-        """The row of a point that raised: unsupported (the library or arch says no; with
-        ``every_size`` where that holds for the op's every size on this machine) or error;
+        """The row of a point that raised: unsupported (the library or arch says no) or error;
         ``fatal`` when the exception left the CUDA context unusable."""
         if isinstance(exc, Unsupported):
-            return {"status": "unsupported", "error": str(exc), "every_size": exc.every_size}
+            return {"status": "unsupported", "error": str(exc)}
         classify = getattr(self.module, "is_unsupported_error", None)
         if classify is not None and classify(exc):
-            every = getattr(self.module, "refuses_every_size", None)
-            row = {"status": "unsupported", "error": describe(exc),
-                   "every_size": bool(every is not None and every(exc))}  # fmt: skip
+            row = {"status": "unsupported", "error": describe(exc)}
         else:
             traceback.print_exc()
             row = {"status": "error", "error": describe(exc)}

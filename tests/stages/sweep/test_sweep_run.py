@@ -119,28 +119,6 @@ def test_a_fault_costs_one_point(tmp_path, log_file, monkeypatch, fault, message
             assert all(e.startswith("not run: aten matmul") for e in later), later
 
 
-def test_a_refusal_of_the_machine_is_not_asked_again_at_other_sizes(tmp_path, log_file,
-                                                                    monkeypatch):  # fmt: skip
-    # The first matmul point's library says this machine cannot run it at any size (as
-    # FlashInfer's "does not support backend 'cutlass' with capability 90", 0.7 s a point on
-    # the H200): the family's other points get the same row without a call. The injected
-    # refusal is at M = 1 only, so a call at M = 16 would have measured it.
-    monkeypatch.setenv("STUDY_INJECT_FAULTS", json.dumps({"matmul:1": "unsupported_here"}))
-    frame = run_sweep(plan_for(), tmp_path / "t.parquet", log_stream=log_file)
-    matmul = frame[frame.op == "matmul"]
-    assert (matmul["status"] == "unsupported").all(), matmul[["M", "status", "error"]]
-    assert (matmul["error"] == "injected: this machine cannot run it").all()
-    called = matmul["point_s"].notna()
-    assert called.sum() == 2  # one call per (impl, op, dtype): bf16 and fp32 at M = 1
-    assert (matmul.loc[called, "M"] == 1).all()
-    assert "every_size" not in frame.columns
-    # A refusal of the size alone (the same fault, not the machine's) is asked at every size.
-    monkeypatch.setenv("STUDY_INJECT_FAULTS", json.dumps({"matmul:1": "raise"}))
-    frame = run_sweep(plan_for(), tmp_path / "u.parquet", log_stream=log_file)
-    matmul = frame[frame.op == "matmul"]
-    assert (matmul.loc[matmul.M == 16, "status"] == "ok").all()
-
-
 def test_interrupted_sweep_resumes(tmp_path, log_file, monkeypatch):
     out = tmp_path / "t.parquet"
     plan = plan_for()

@@ -11,12 +11,6 @@ An adapter module defines:
 ``prepare(point, device) -> Prepared``
     Builds fresh random inputs for one point and returns the call to time. Raises
     :class:`Unsupported` with the library's own text when the library or the GPU says no.
-``is_unsupported_error(exc) -> bool``, ``refuses_every_size(exc) -> bool`` (optional)
-    Whether a library's exception is its "cannot do this" (an ``unsupported`` row, not an
-    ``error``), and whether that refusal is the machine's (its arch, the library's build or
-    version) rather than the point's size: the sweep then records it for the op's other
-    points without calling them (on the H200, FlashInfer's ``mm_fp4`` with the cutlass
-    backend took 0.7 s a point to say so, 38 s over its 54 points).
 """
 
 from __future__ import annotations
@@ -29,13 +23,7 @@ from typing import Any
 
 
 class Unsupported(Exception):
-    """The library, the arch or the machine cannot run this point (not a failure).
-    ``every_size``: nor any other size or shape of its op, impl and dtype on this machine (no
-    CUDA device, a function the installed build lacks, a module not built for this arch)."""
-
-    def __init__(self, message: str, every_size: bool = False):
-        super().__init__(message)
-        self.every_size = every_size
+    """The library, the arch or the machine cannot run this point (not a failure)."""
 
 
 @dataclass
@@ -81,7 +69,7 @@ def gemm_bytes(
 
 def require_cuda(device: str) -> None:
     if device != "cuda":
-        raise Unsupported("no CUDA device", every_size=True)
+        raise Unsupported("no CUDA device")
 
 
 def cuda_capability() -> tuple[int, int]:

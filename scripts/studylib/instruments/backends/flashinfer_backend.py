@@ -85,17 +85,9 @@ def is_unsupported_error(exc: BaseException) -> bool:
     )
 
 
-def refuses_every_size(exc: BaseException) -> bool:
-    """FlashInfer's refusals of the machine rather than the size: a backend the GPU's
-    capability lacks ("mm_fp4 does not support backend 'cutlass' with capability 90") or a
-    cuDNN older than the op needs ("requires backend version >= 92100, found 91900")."""
-    text = str(exc).lower()
-    return "with capability" in text or "requires backend version" in text
-
-
 def prepare(point: dict, device: str) -> Prepared:
     if device != "cuda":
-        raise Unsupported("no CUDA device", every_size=True)
+        raise Unsupported("no CUDA device")
     if point["op"] == "mm_fp4":
         return _mm_fp4(point)
     if point["op"] == "bmm_fp8":
@@ -215,7 +207,7 @@ def _require(name: str):
 
     fn = getattr(flashinfer, name, None)
     if fn is None:
-        raise Unsupported(f"flashinfer {flashinfer.__version__} has no {name}", every_size=True)
+        raise Unsupported(f"flashinfer {flashinfer.__version__} has no {name}")
     return fn
 
 
@@ -283,13 +275,12 @@ def _fused_moe(point: dict) -> Prepared:
     try:
         from flashinfer.fused_moe import cutlass_fused_moe
     except ImportError as exc:
-        raise Unsupported(f"flashinfer has no fused_moe.cutlass_fused_moe: {exc}",
-                          every_size=True) from None  # fmt: skip
+        raise Unsupported(f"flashinfer has no fused_moe.cutlass_fused_moe: {exc}") from None
     geo = moe.require_moe_cuda(point, "cuda")
     major, minor = torch.cuda.get_device_capability()
     missing = moe_module_missing(f"{major * 10 + minor}")
     if missing:
-        raise Unsupported(missing, every_size=True)
+        raise Unsupported(missing)
     fp8 = point["dtype"] == "fp8_e4m3"
     ids, weights = moe.routing(point, "cuda")
 

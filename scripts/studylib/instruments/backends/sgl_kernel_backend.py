@@ -189,8 +189,7 @@ def find(name: str) -> Found:
         if callable(fn):
             return Found(name, module_name, fn)
         tried.append(f"{module_name} (no {name})")
-    raise Unsupported(f"{name} not found in {_versions()}: searched " + "; ".join(tried),
-                      every_size=True)  # fmt: skip
+    raise Unsupported(f"{name} not found in {_versions()}: searched " + "; ".join(tried))
 
 
 def _announce(found: Found) -> dict:
@@ -215,22 +214,9 @@ def is_unsupported_error(exc: BaseException) -> bool:
     return type(exc).__name__ == "NotImplementedError" or bool(_UNSUPPORTED_TEXT.search(str(exc)))
 
 
-#: The refusals of the machine rather than the size: an arch the kernel needs, a kernel the
-#: build was compiled without.
-_EVERY_SIZE_TEXT = re.compile(r"no compiled|requires? (compute capab|sm_?\d|blackwell|hopper)",
-                              re.IGNORECASE)  # fmt: skip
-
-
-def refuses_every_size(exc: BaseException) -> bool:
-    """Whether an unsupported error holds for every size on this machine (SGLang 0.5.16's
-    "fp8_blockwise_scaled_mm JIT kernel requires SM120 (Blackwell).", the NVFP4 JIT's
-    "require compute capability >= 10.0", sgl-kernel's "No compiled nvfp4 ... kernel")."""
-    return bool(_EVERY_SIZE_TEXT.search(str(exc)))
-
-
 def prepare(point: dict, device: str) -> Prepared:
     if device != "cuda":
-        raise Unsupported("no CUDA device", every_size=True)
+        raise Unsupported("no CUDA device")
     builders = {
         "fp8_scaled_mm": _fp8_scaled_mm,
         "fp8_blockwise_scaled_mm": _fp8_blockwise_scaled_mm,

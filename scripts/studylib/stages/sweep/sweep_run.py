@@ -77,9 +77,6 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
         # timeout (a hang, or a first call building kernels for longer than the timeout)
         # would repeat on each of them, costing the whole timeout every time.
         timed_out: dict[tuple, tuple[int, str]] = {}
-        # (impl, op, dtype) -> the library's refusal of this machine (its arch, its build):
-        # the same for every size, so its other points are not called (backend_interface).
-        refused: dict[tuple, str] = {}
         counter = Progress(len(points))
         with append_to(progress) as progress_file:
             for point in points:
@@ -95,8 +92,6 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
                     result = {"status": "error", "error": hello["failed"]}
                 elif family in timed_out and point["M"] >= timed_out[family][0]:
                     result = {"status": "error", "error": timed_out[family][1]}
-                elif family in refused:
-                    result = {"status": "unsupported", "error": refused[family]}
                 else:
                     try:
                         if client.proc is None:
@@ -111,10 +106,6 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
                     if result.pop("fatal", False):
                         log.error("point %s poisoned the worker; restarting it", point)
                         client.stop()
-                    if result.pop("every_size", False) and result["status"] == "unsupported":
-                        refused[family] = result["error"]
-                        log.info("%s %s %s: unsupported on this machine at every size; its "
-                                 "other points are not called", *family)  # fmt: skip
                 row = derive({**point, **base, **result})
                 log.info(
                     "%s %s %s %s M=%s N=%s K=%s: %s %s",
