@@ -6,9 +6,10 @@ results/tables/device_time.csv, shown in the report's provenance.
 
 What counts as measurement, per job:
 
-``sweep``         each point's time less its first call (JIT builds, autotuning) and its
-                  preparation (``prepare_s``: inputs, FlashInfer's fused-MoE autotuning):
-                  the check against the reference, the warm-up and the timed samples
+``sweep``         each sampled point's time (ok, mismatch) less its first call (JIT builds,
+                  autotuning) and its preparation (``prepare_s``: inputs, FlashInfer's
+                  fused-MoE autotuning): the check against the reference, the warm-up and
+                  the timed samples; unsupported and error points are outside
 ``kernel_power``  its windows: the idle baseline and every sustained loop
 ``decode``        the steady windows of its main and recorder passes, SGLang's bench_serving
                   runs beside them and its idle baseline; outside: the server's start
@@ -57,14 +58,27 @@ def _column(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(values, errors="coerce").fillna(0)
 
 
+#: The sweep statuses whose points took samples (a mismatch ran and was timed, then failed
+#: its check).
+SAMPLED = ("ok", "mismatch")
+
+
 def sweep_measuring(sweep: pd.DataFrame) -> tuple[float, str]:
     """Seconds of a sweep inside its points' measurement, and what the rest holds (a sweep
     without ``prepare_s``, before session 20, counts its preparation in)."""
+    # A point that never sampled (unsupported, error) measured nothing, however long it took:
+    # on the H200 (session 23) a worker's first FlashInfer point, refused on sm_90, took 40 s
+    # (the library's first use) and its first sgl-kernel point 7 s.
+    sampled = (sweep["status"].isin(SAMPLED) if "status" in sweep
+               else pd.Series(True, index=sweep.index))  # fmt: skip
     point, prepare = _column(sweep, "point_s"), _column(sweep, "prepare_s")
     first = _column(sweep, "first_call_ms") / 1e3
     prepared = f"preparing inputs {prepare.sum():.0f} s; " if prepare.sum() > 0 else ""
-    return float((point - first - prepare).clip(lower=0).sum()), (
-        f"first calls (JIT builds, autotuning) {first.sum():.0f} s; {prepared}"
+    unsampled = point[~sampled].sum()
+    refused = (f"points that sampled nothing (unsupported, errors) {unsampled:.0f} s; "
+               if unsampled > 0 else "")  # fmt: skip
+    return float((point - first - prepare).clip(lower=0)[sampled].sum()), (
+        f"first calls (JIT builds, autotuning) {first.sum():.0f} s; {prepared}{refused}"
         "worker starts, imports, untimed points"
     )
 
