@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import signal
 import statistics
 import threading
 import time
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit
 
 from .load_stagger import first_length, first_prompt_len, warmed_up_at
 from .served_model import prompt_text
+from .stoppable import run_stoppable
 from .window_precision import (
     RunningSlices,
     lasted,
@@ -447,57 +447,10 @@ def run_load(
 
     wall0, cpu0 = time.monotonic(), time.thread_time()
     load = _run(base_url, model, spec, extras or {}, make_prompt, control)
-    result = _run_stoppable(load)
+    result = run_stoppable(load)
     result.cpu_s = time.thread_time() - cpu0
     result.wall_s = time.monotonic() - wall0
     return result
-
-
-#: Signals that stop a job (serving.guard turns them into SystemExit in the main thread).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-
-
-def _run_stoppable(load):
-    """Run the load's coroutine; a stop signal during it cancels the load, and is delivered
-    again to its own handler once the loop has closed. Raised inside the loop, the job's
-    SystemExit ended whichever request's task ran then, then each client awaiting it, and
-    asyncio.run's shutdown logged them all with their tracebacks into the job's log (CI:
-    decode stopped by SIGHUP). Cancelled, every task ends as cancelled, and the job stops as
-    before: its handler runs, outside the loop. Only in the main thread (signals reach no
-    other); a signal ignored stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        return asyncio.run(load)
-    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    caught = [sig for sig, handler in previous.items() if handler is not signal.SIG_IGN]
-    received: list[int] = []
-
-    async def stoppable():
-        loop, main = asyncio.get_running_loop(), asyncio.current_task()
-
-        def stop(sig: int) -> None:
-            if not received:
-                received.append(sig)
-                main.cancel()
-
-        for sig in caught:
-            loop.add_signal_handler(sig, stop, sig)
-        try:
-            return await load
-        finally:
-            for sig in caught:  # the loop's removal leaves the default action: the job's back
-                loop.remove_signal_handler(sig)
-                signal.signal(sig, previous[sig])
-
-    try:
-        return asyncio.run(stoppable())
-    except asyncio.CancelledError:
-        if not received:
-            raise
-    finally:
-        for sig in caught:  # also where the loop never started
-            signal.signal(sig, previous[sig])
-    signal.raise_signal(received[0])  # the job's handler: SystemExit, KeyboardInterrupt
-    raise asyncio.CancelledError(f"load stopped by {signal.Signals(received[0]).name}")
 
 
 def steady_window(active: list[tuple[float, int]], concurrency: int,
