@@ -44,10 +44,11 @@ def test_a_sweep_measures_its_points_less_their_first_calls():
     assert "preparing inputs 2 s" in outside
     # A point that sampled nothing is outside, however long it took: on the H200 a worker's
     # first FlashInfer point, refused on sm_90, took 40.1 s (the library's first use).
-    sweep["status"] = ["ok", "mismatch", "ok"]
-    refused = pd.DataFrame({"point_s": [40.1], "first_call_ms": [None], "prepare_s": [None],
-                            "status": ["unsupported"]})  # fmt: skip
-    measured, outside = sweep_measuring(pd.concat([sweep, refused], ignore_index=True))
+    sweep = pd.DataFrame({"point_s": [10.0, 3.0, 0.1, 40.1],
+                          "first_call_ms": [4000.0, 500.0, None, None],
+                          "prepare_s": [1.0, 0.5, None, None],
+                          "status": ["ok", "mismatch", "ok", "unsupported"]})  # fmt: skip
+    measured, outside = sweep_measuring(sweep)
     assert measured == pytest.approx(5.0 + 2.0 + 0.1)
     assert "points that sampled nothing (unsupported, errors) 40 s" in outside
 
