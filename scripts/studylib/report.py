@@ -118,21 +118,21 @@ def provenance(hw: dict[str, Any], config_hash: str | None, hardware_from: str |
         ("CUDA", dash(hw.get("cuda_version"))),
         ("NVML", nvml_text),
     ]
-    run = [
-        ("config hash", dash(config_hash)),
-        ("git commit", git),
-        ("hardware collected at", dash(hw.get("collected_at"))),
-    ]
-    if not is_missing(hw_hash) and not is_missing(config_hash) and hw_hash != config_hash:
-        run.append(("hardware collected under config", hw_hash))
     collected_at = dash(hw.get("collected_at"))
     if hardware_from:
         # An example that kept no hardware record of its own borrows one of the same machine:
         # its commit and time are that other run's, and are said to be.
         borrowed_note = " (the borrowed hardware record's, not this run's)"
-        run[1] = ("git commit", git + borrowed_note if git != DASH else git)
-        run[2] = ("hardware collected at", collected_at + borrowed_note)
+        git += borrowed_note if git != DASH else ""
         collected_at += borrowed_note
+    run = [
+        ("config hash", dash(config_hash)),
+        ("git commit", git),
+        ("hardware collected at", collected_at),
+    ]
+    if not is_missing(hw_hash) and not is_missing(config_hash) and hw_hash != config_hash:
+        run.append(("hardware collected under config", hw_hash))
+    if hardware_from:
         run.append(("hardware record", f"borrowed from {hardware_from} (same kind of machine)"))
     if peaks_from:
         run.append(("peaks record", f"borrowed from {peaks_from} (same kind of machine)"))

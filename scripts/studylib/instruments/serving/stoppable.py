@@ -19,8 +19,10 @@ import contextlib
 import signal
 import threading
 
-#: Signals that stop a job.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+from .guard import STOP_SIGNALS as JOB_STOP_SIGNALS
+
+#: Signals that stop a job: serving.guard's, and Ctrl-C.
+STOP_SIGNALS = (*JOB_STOP_SIGNALS, signal.SIGINT)
 
 
 @contextlib.contextmanager

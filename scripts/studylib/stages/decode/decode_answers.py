@@ -338,11 +338,10 @@ def _variant_answers(df: pd.DataFrame) -> list[Answer]:
     return out
 
 
-def _shared_c(df: pd.DataFrame, column: str) -> tuple[int | None, dict[str, list[int]]]:
-    """The C at which the most variants ran validly with ``column`` measured (the largest such
-    C), and each variant's valid Cs: throughput at C = 512 against another variant's at C = 16
-    says nothing about the two, so the headlines compare one C only."""
-    ok = df[df["valid"] & df[column].notna() & (df[column] > 0)]
+def _shared_c(ok: pd.DataFrame) -> tuple[int | None, dict[str, list[int]]]:
+    """The C at which the most variants ran validly (``ok``: their valid windows with the
+    measure), the largest such C, and each variant's valid Cs: throughput at C = 512 against
+    another variant's at C = 16 says nothing about the two, so the headlines compare one C."""
     cs = {v: sorted(int(c) for c in g["concurrency"]) for v, g in ok.groupby("variant", sort=True)}
     counts = ok.groupby("concurrency")["variant"].nunique()
     if counts.empty or counts.max() < 2:
@@ -355,7 +354,8 @@ def _headline(df: pd.DataFrame, noise: pd.DataFrame, column: str, subject: str, 
     """The variant with the most throughput (``invert``: higher is better) or the least
     J/token at the one C most variants ran validly (:func:`_shared_c`), against the next
     beyond the noise; undecided where no two variants share a valid C."""
-    c, cs = _shared_c(df, column)
+    ok = df[df["valid"] & df[column].notna() & (df[column] > 0)]
+    c, cs = _shared_c(ok)
     if c is None:
         if len(cs) < 2:
             return None
@@ -364,7 +364,7 @@ def _headline(df: pd.DataFrame, noise: pd.DataFrame, column: str, subject: str, 
         return Answer(5, subject, UNDECIDED, why=why, basis=f"{unit} at one shared C",
                       sentence=f"{better.capitalize()}: not decided here: {why}.",
                       lead=True)  # fmt: skip
-    at_c = df[(df["concurrency"] == c) & df["valid"] & df[column].notna() & (df[column] > 0)]
+    at_c = ok[ok["concurrency"] == c]
     contenders = []
     for variant, g in at_c.groupby("variant", sort=True):
         top = g.iloc[0]
