@@ -10,7 +10,9 @@ C, for each round, runs the level's arms (all six when it names none) in turn an
 row per arm to DIR/probe.csv:
 - study: the study's load (usage statistics in every chunk) with the power sampler (NVML
   at 20 Hz and GPM) running, as the decode job runs it;
-- nosampler / nogpm: the same load with no sampler / the sampler without GPM;
+- nosampler / nogpm / lowrate: the same load with no sampler / the sampler without GPM / the
+  sampler at 2 Hz instead of decode.sample_hz (the energy counter still once a second, GPM
+  on);
 - nousage: the load without per-chunk usage statistics (one token per chunk counted);
 - bench / bench_sampler: SGLang's bench_serving (instruments.serving.bench_serving) without /
   with the sampler.
@@ -52,7 +54,9 @@ from studylib.instruments.serving.engines import engine  # noqa: E402
 from studylib.instruments.serving.server_log import server_window_of  # noqa: E402
 from studylib.stages.decode.decode_server import ServerPass  # noqa: E402
 
-ARMS = ("study", "nosampler", "nogpm", "nousage", "bench", "bench_sampler")
+ARMS = ("study", "nosampler", "nogpm", "lowrate", "nousage", "bench", "bench_sampler")
+#: The ``lowrate`` arm's sampler rate (the others run at the config's decode.sample_hz).
+LOW_SAMPLE_HZ = 2.0
 
 
 class NoSampler:
@@ -115,8 +119,7 @@ def main() -> int:
             tpot_guess = None
             for rnd in range(a.rounds):
                 for arm in round_arms(arms, rnd):
-                    sampler = (NoSampler() if arm in ("nosampler", "bench")
-                               else Sampler(readers, rate_hz=20, gpm=arm != "nogpm"))  # fmt: skip
+                    sampler = arm_sampler(arm, readers, config["sample_hz"])
                     row = {"arm": arm, "round": rnd, "concurrency": c}
                     with sampler:
                         if arm.startswith("bench"):
@@ -131,6 +134,15 @@ def main() -> int:
     print_summary(rows)
     print_rounds(rows)
     return 0
+
+
+def arm_sampler(arm: str, readers, sample_hz: float):
+    """The sampler an arm runs beside its load: none, or the decode job's (``sample_hz``),
+    without GPM or slower where the arm says so."""
+    if arm in ("nosampler", "bench"):
+        return NoSampler()
+    rate = LOW_SAMPLE_HZ if arm == "lowrate" else sample_hz
+    return Sampler(readers, rate_hz=rate, gpm=arm != "nogpm")
 
 
 def round_arms(arms: list[str], rnd: int) -> list[str]:

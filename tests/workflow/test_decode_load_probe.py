@@ -19,6 +19,17 @@ def test_rounds_alternate_the_arms_order():
     assert [p.round_arms(arms, r) for r in range(3)] == [arms, arms[::-1], arms]
 
 
+def test_each_arm_runs_its_own_sampler(monkeypatch):
+    p = probe()
+    monkeypatch.setattr(p, "Sampler", lambda readers, **kwargs: kwargs)
+    assert isinstance(p.arm_sampler("nosampler", [], 20), p.NoSampler)
+    assert isinstance(p.arm_sampler("bench", [], 20), p.NoSampler)
+    # The decode job's sampler (its sample_hz, GPM on), and the two that each drop a part.
+    assert p.arm_sampler("study", [], 20) == {"rate_hz": 20, "gpm": True}
+    assert p.arm_sampler("nogpm", [], 20) == {"rate_hz": 20, "gpm": False}
+    assert p.arm_sampler("lowrate", [], 20) == {"rate_hz": p.LOW_SAMPLE_HZ, "gpm": True}
+
+
 def test_each_arm_is_set_beside_the_first_round_by_round(capsys):
     p = probe()
     rows = [  # round 1 ran bench first: the pairing is by round and arm, not by order
