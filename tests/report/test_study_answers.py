@@ -267,3 +267,20 @@ def test_gaps_of_a_machine_without_a_gpu_are_expected_and_a_missed_recorder_is_n
         for a in compute_answers(StudyTables(HW_H200, PEAKS, decode=decode_gpu))
     }
     assert "recorder not run or failed" in gpu[(4, "per-expert M")].why
+    # The default's variants route by SGLang's uniform simulation, the recorder off: said so.
+    decode_sim = pd.DataFrame([{"engine": "sglang", "variant": "sglang-bf16-graphs",
+                                "model_kind": "dummy", "routing": "uniform",
+                                "concurrency": 1}])  # fmt: skip
+    sim = {
+        (a.question, a.subject): a
+        for a in compute_answers(StudyTables(HW_H200, PEAKS, decode=decode_sim))
+    }
+    why = sim[(4, "per-expert M")].why
+    assert "off in the default" in why and "config/examples/full.yaml" in why
+    # One variant on a served model's own router: the recorder should have run.
+    decode_own = decode_sim.assign(routing="model")
+    own = {
+        (a.question, a.subject): a
+        for a in compute_answers(StudyTables(HW_H200, PEAKS, decode=decode_own))
+    }
+    assert "recorder not run or failed" in own[(4, "per-expert M")].why

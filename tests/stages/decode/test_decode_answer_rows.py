@@ -435,3 +435,16 @@ def test_every_examples_decode_answers_hold_their_noise(folder):
         for variant, c in invalid:
             assert not (a.subject.startswith("CUDA graphs") and a.subject.endswith(f"C = {c}")
                         and variant in a.evidence), a  # fmt: skip
+
+
+def test_graphs_not_measured_says_why():
+    # The default's decode: two variants, both with CUDA graphs (none without).
+    default = pd.DataFrame([window("sg-bf16-graphs", 16, 8.0),
+                            window("sg-fp8-graphs", 16, 5.0, weights="fp8")])  # fmt: skip
+    row = by_subject(decode_answers(default))["CUDA graphs"]
+    assert row.status == NOT_MEASURED and row.lead
+    assert "no variant ran without CUDA graphs" in row.why and "full.yaml" in row.why
+    # One without graphs, at another C: the pairs were missing, not the variant.
+    apart = pair({16: 8.0}, {64: 12.0})
+    row = by_subject(decode_answers(apart))["CUDA graphs"]
+    assert row.why == "no weights ran validly with CUDA graphs both on and off at a shared C"

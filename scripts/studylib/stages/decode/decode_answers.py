@@ -425,8 +425,11 @@ def decode_answers(decode: pd.DataFrame | None,
         out.append(not_measured(5, "energy per token", "no power was measured here "
                                 "(power_source none): J/token and watts not reported"))  # fmt: skip
     if not graphs and df["graphs"].notna().any():
-        out.insert(0, not_measured(5, "CUDA graphs", "no weights ran validly with CUDA graphs "
-                                   "both on and off at a shared C", lead=True))  # fmt: skip
+        why = "no weights ran validly with CUDA graphs both on and off at a shared C"
+        if not (df["graphs"] == False).any():  # noqa: E712 - a flag column with None cells
+            why = ("no variant ran without CUDA graphs (the default serves the two with them; "
+                   "config/examples/full.yaml adds the two without)")  # fmt: skip
+        out.insert(0, not_measured(5, "CUDA graphs", why, lead=True))
     out += [a for a in graphs if not a.lead]
     out += _weights_answers(df, noise, engines) + _tp_answers(decode, noise)
     return out + variants

@@ -155,6 +155,17 @@ def _rank_answers(expert_m: pd.DataFrame, decode: pd.DataFrame | None) -> list[A
     return out
 
 
+def _simulated_only(decode: pd.DataFrame | None) -> bool:
+    """Whether every SGLang variant of the decode table ran SGLang's uniform routing on random
+    weights (what the recorder would record is then the simulation's spread)."""
+    if not _has(decode, "engine", "variant"):
+        return False
+    sglang = {text_of(v) for v, e in zip(decode["variant"], decode["engine"], strict=True)
+              if text_of(e) == "sglang"}  # fmt: skip
+    routing = _routing(decode)
+    return bool(sglang) and all(routing.get(v, "").startswith("SGLang's uniform") for v in sglang)
+
+
 def expert_answers(expert_m: pd.DataFrame | None,
                    decode: pd.DataFrame | None = None) -> list[Answer]:  # fmt: skip
     """Question 4's rows: per variant and C (in order of C), per-expert M against the balanced
@@ -167,6 +178,12 @@ def expert_answers(expert_m: pd.DataFrame | None,
             why = "no decode ran here (no decode table)"
         elif engines and "sglang" not in engines:
             why += f": decode ran through {', '.join(sorted(engines))}, which has no recorder"
+        elif _simulated_only(decode):
+            why += (" (tables/expert_m.csv has no rows): the recorder pass is off in the "
+                    "default, whose variants route tokens by SGLang's uniform simulation, "
+                    "which it would check rather than measure (a variant's "
+                    "expert_distribution turns it on: config/examples/full.yaml), or it "
+                    "failed")  # fmt: skip
         else:
             why += " (tables/expert_m.csv has no rows: recorder not run or failed)"
         return [not_measured(4, "per-expert M", why, lead=True)]
