@@ -179,11 +179,9 @@ def expert_answers(expert_m: pd.DataFrame | None,
         elif engines and "sglang" not in engines:
             why += f": decode ran through {', '.join(sorted(engines))}, which has no recorder"
         elif _simulated_only(decode):
-            why += (" (tables/expert_m.csv has no rows): the recorder pass is off in the "
-                    "default, whose variants route tokens by SGLang's uniform simulation, "
-                    "which it would check rather than measure (a variant's "
-                    "expert_distribution turns it on: config/examples/full.yaml), or it "
-                    "failed")  # fmt: skip
+            why += (": the recorder pass is off in the default, its variants routing by "
+                    "SGLang's uniform simulation (expert_distribution turns it on, as "
+                    "config/examples/full.yaml does), or it failed")  # fmt: skip
         else:
             why += " (tables/expert_m.csv has no rows: recorder not run or failed)"
         return [not_measured(4, "per-expert M", why, lead=True)]
