@@ -51,4 +51,4 @@ def test_a_per_device_entry_may_name_one_device():
     plan = decode_plan(config, "sglang-bf16-eager")
     assert "--disable-cuda-graph" in resolve_for_device(plan, "cuda")["args"]
     assert resolve_for_device(plan, "cpu")["args"] is None
-    assert resolve_for_device(plan, "cuda")["min_steady_s"] == 30
+    assert resolve_for_device(plan, "cuda")["min_steady_s"] == 20
