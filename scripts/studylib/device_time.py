@@ -1,7 +1,9 @@
 """Where the measuring jobs' time went (issue 34): per job that holds the study's device (a
 backend's sweep and kernel-power loops, the peaks, a decode variant), its wall time from
 Snakemake's benchmark file and the seconds of it spent inside measurement, from the job's
-own records; the rest is starts, builds and waits. One row per job and a total row:
+own records; the rest is starts, builds and waits, the parts the records name stated apart
+(``starts_s``: server starts; ``builds_s``: first calls, JIT builds and autotuning;
+``warmups_s``: decode warm-ups). One row per job and a total row:
 results/tables/device_time.csv, shown in the report's provenance.
 
 What counts as measurement, per job:
@@ -29,7 +31,11 @@ from .core.io import read_json
 from .core.table_registry import Table, read_optional, read_table, register_tables
 
 COLUMNS = {"job": "text", "stage": "text", "wall_s": "num", "measuring_s": "num",
-           "share": "num", "outside": "any"}  # fmt: skip
+           "share": "num", "starts_s": "num", "builds_s": "num", "warmups_s": "num",
+           "outside": "any"}  # fmt: skip
+#: The parts of a job's time outside measurement its records name, each a column.
+PARTS = {"starts_s": "server starts", "builds_s": "first calls (JIT builds, autotuning)",
+         "warmups_s": "warm-ups"}  # fmt: skip
 DEVICE_TIME = Table("device_time", "the measuring jobs' device time",
                     "results/tables/device_time.csv", COLUMNS)  # fmt: skip
 register_tables(DEVICE_TIME)
@@ -63,14 +69,20 @@ def _column(frame: pd.DataFrame, column: str) -> pd.Series:
 SAMPLED = ("ok", "mismatch")
 
 
+def _sampled(sweep: pd.DataFrame) -> pd.Series:
+    """The points that took samples. One that never did (unsupported, error) measured
+    nothing, however long it took: on the H200 (session 23) a worker's first FlashInfer point,
+    refused on sm_90, took 40 s (the library's first use) and its first sgl-kernel point 7 s."""
+    if "status" not in sweep:
+        return pd.Series(True, index=sweep.index)
+    return sweep["status"].isin(SAMPLED)
+
+
 def sweep_measuring(sweep: pd.DataFrame) -> tuple[float, str]:
     """Seconds of a sweep inside its points' measurement, and what the rest holds (a sweep
-    without ``prepare_s``, before session 20, counts its preparation in)."""
-    # A point that never sampled (unsupported, error) measured nothing, however long it took:
-    # on the H200 (session 23) a worker's first FlashInfer point, refused on sm_90, took 40 s
-    # (the library's first use) and its first sgl-kernel point 7 s.
-    sampled = (sweep["status"].isin(SAMPLED) if "status" in sweep
-               else pd.Series(True, index=sweep.index))  # fmt: skip
+    without ``prepare_s``, before session 20, counts its preparation in). Its first calls:
+    :func:`sweep_builds`."""
+    sampled = _sampled(sweep)
     point, prepare = _column(sweep, "point_s"), _column(sweep, "prepare_s")
     first = _column(sweep, "first_call_ms") / 1e3
     prepared = f"preparing inputs {prepare.sum():.0f} s; " if prepare.sum() > 0 else ""
@@ -78,9 +90,14 @@ def sweep_measuring(sweep: pd.DataFrame) -> tuple[float, str]:
     refused = (f"points that sampled nothing (unsupported, errors) {unsampled:.0f} s; "
                if unsampled > 0 else "")  # fmt: skip
     return float((point - first - prepare).clip(lower=0)[sampled].sum()), (
-        f"first calls (JIT builds, autotuning) {first.sum():.0f} s; {prepared}{refused}"
+        f"first calls (JIT builds, autotuning) {sweep_builds(sweep):.0f} s; {prepared}{refused}"
         "worker starts, imports, untimed points"
     )
+
+
+def sweep_builds(sweep: pd.DataFrame) -> float:
+    """Seconds of a sweep's first calls (JIT builds, autotuning) at the points that sampled."""
+    return float((_column(sweep, "first_call_ms") / 1e3)[_sampled(sweep)].clip(lower=0).sum())
 
 
 def _one_device(windows: pd.DataFrame) -> pd.DataFrame:
@@ -116,10 +133,24 @@ def decode_measuring(summary: pd.DataFrame, recorder: pd.DataFrame, crosscheck: 
     return measured, f"{started}warm-ups, drains, ramp-downs, profile traces"
 
 
-def _row(job: str, stage: str, wall: float | None, measuring: float | None, outside: str):
+def decode_parts(windows: pd.DataFrame, run: dict) -> dict[str, float]:
+    """A decode job's server starts (its main and recorder passes' ``ready_s``, JIT builds
+    inside them) and warm-ups (its windows labelled ``*warmup``, each once)."""
+    starts = [run.get(k) for k in ("ready_s", "recorder_ready_s")]
+    warm = _one_device(windows)
+    if "label" in warm:
+        warm = warm[warm["label"].astype(str).str.endswith("warmup")]
+    else:
+        warm = warm.iloc[0:0]
+    return {"starts_s": float(sum(s for s in starts if isinstance(s, int | float))),
+            "warmups_s": _seconds(warm, "seconds")}  # fmt: skip
+
+
+def _row(job: str, stage: str, wall: float | None, measuring: float | None, outside: str,
+         **parts: float):  # fmt: skip
     share = min(measuring / wall, 1.0) if wall and measuring is not None else None
     return {"job": job, "stage": stage, "wall_s": wall, "measuring_s": measuring,
-            "share": share, "outside": outside}  # fmt: skip
+            "share": share, **{k: parts.get(k) for k in PARTS}, "outside": outside}  # fmt: skip
 
 
 def device_time(sweeps: dict, kernel_power: dict, decode: dict,
@@ -129,9 +160,10 @@ def device_time(sweeps: dict, kernel_power: dict, decode: dict,
     (``sweep/torch``, ``decode/<variant>``, ``peaks``) -> its benchmark file."""
     rows = []
     for backend, path in sweeps.items():
-        measuring, outside = sweep_measuring(read_table("sweep", path))
+        sweep = read_table("sweep", path)
+        measuring, outside = sweep_measuring(sweep)
         rows.append(_row(f"sweep/{backend}", "sweep", wall_s(benchmarks[f"sweep/{backend}"]),
-                         measuring, outside))  # fmt: skip
+                         measuring, outside, builds_s=sweep_builds(sweep)))  # fmt: skip
     for backend, path in kernel_power.items():
         measuring, outside = kernel_power_measuring(read_table("kernel_power", path))
         rows.append(
@@ -148,21 +180,26 @@ def device_time(sweeps: dict, kernel_power: dict, decode: dict,
                          "not split: the peaks job records no windows"))  # fmt: skip
     for variant, files in decode.items():
         summary, recorder, crosscheck, windows, run = files
+        windows, run = pd.read_parquet(windows), read_json(run)
         measuring, outside = decode_measuring(
             read_optional(summary), read_optional(recorder), read_optional(crosscheck),
-            pd.read_parquet(windows), read_json(run))  # fmt: skip
+            windows, run)  # fmt: skip
         rows.append(_row(f"decode/{variant}", "decode", wall_s(benchmarks[f"decode/{variant}"]),
-                         measuring, outside))  # fmt: skip
+                         measuring, outside, **decode_parts(windows, run)))  # fmt: skip
     split = [r for r in rows if r["wall_s"] and r["measuring_s"] is not None]
     unsplit = sum(r["wall_s"] or 0 for r in rows if r["measuring_s"] is None)
     total_wall = sum(r["wall_s"] for r in split)
+    parts = {k: sum(r[k] or 0 for r in split) for k in PARTS}
+    named = [f"{label} {parts[k]:.0f} s" for k, label in PARTS.items() if parts[k] > 0]
     total = _row(
         TOTAL,
         "all",
         total_wall or None,
         sum(r["measuring_s"] for r in split),
         f"{total_wall - sum(r['measuring_s'] for r in split):.0f} s outside measurement"
+        + (f", of it {', '.join(named)}" if named else "")
         + (f"; {unsplit:.0f} s of jobs not split (peaks) left out" if unsplit else ""),
+        **parts,
     )
     return pd.DataFrame([*rows, total], columns=list(COLUMNS))
 

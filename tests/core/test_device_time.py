@@ -10,9 +10,11 @@ from studylib.core.io import write_frame
 from studylib.device_time import (
     TOTAL,
     decode_measuring,
+    decode_parts,
     device_time,
     kernel_power_measuring,
     provenance_line,
+    sweep_builds,
     sweep_measuring,
     wall_s,
 )
@@ -104,8 +106,31 @@ def test_the_table_totals_the_jobs_that_split_and_names_the_rest(tmp_path):
     total = rows.loc[TOTAL]
     assert total["wall_s"] == 240 and total["measuring_s"] == 150  # peaks left out of both
     assert total["share"] == pytest.approx(150 / 240)
-    assert "90 s outside measurement; 50 s of jobs not split (peaks) left out" in total["outside"]
+    assert total["outside"] == (
+        "90 s outside measurement, of it server starts 60 s; 50 s of "
+        "jobs not split (peaks) left out"
+    )
+    # What the records name of the rest, stated apart: the decode job's start.
+    assert rows.loc["decode/v", "starts_s"] == 60 and rows.loc["sweep/torch", "builds_s"] == 0
+    assert total["starts_s"] == 60 and total["warmups_s"] == 0
     line = provenance_line(table)
     assert line.startswith("62 % of the measuring jobs' 240 s was inside measurement")
+    assert "(90 s outside measurement, of it server starts 60 s; 50 s" in line
     assert "most outside in decode/v: 70 of its 140 s (server start 60 s" in line
     assert provenance_line(pd.DataFrame(columns=table.columns)) is None
+
+
+def test_starts_builds_and_warmups_are_stated_apart():
+    # A sweep's first calls at the points that sampled (a refused point's time is not a build).
+    sweep = pd.DataFrame({"point_s": [10.0, 40.1], "first_call_ms": [4000.0, 39000.0],
+                          "status": ["ok", "unsupported"]})  # fmt: skip
+    assert sweep_builds(sweep) == pytest.approx(4.0)
+    # A decode job's starts (main and recorder passes) and its warm-ups on one GPU of two,
+    # the cross-check's and the recorder's included.
+    windows = pd.DataFrame({"label": ["idle", "warmup", "steady", "check-warmup",
+                                      "recorder-warmup", "warmup"],
+                            "gpu": [0, 0, 0, 0, 0, 1],
+                            "seconds": [5.0, 15.0, 20.0, 12.0, 8.0, 15.0]})  # fmt: skip
+    parts = decode_parts(windows, {"ready_s": 131.1, "recorder_ready_s": 70.0})
+    assert parts == {"starts_s": pytest.approx(201.1), "warmups_s": pytest.approx(35.0)}
+    assert decode_parts(windows.iloc[0:0], {}) == {"starts_s": 0.0, "warmups_s": 0.0}
