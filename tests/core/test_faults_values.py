@@ -146,6 +146,16 @@ def _args(variant, device, args):
     return _set(f"decode.variants.{variant}.args.{device}", args)
 
 
+def _recording(mutate):
+    """``mutate`` with the bf16 graphs variant's recorder pass on (off in the default)."""
+
+    def both(config):
+        config["decode"]["variants"]["sglang-bf16-graphs"]["expert_distribution"] = True
+        mutate(config)
+
+    return both
+
+
 GARBAGE = [
     ("rel-err-max-0", _set("check.rel_err_max.fp32", 0),
      "check.rel_err_max.fp32: 0 passes only an exact result: every point whose result is "
@@ -173,17 +183,17 @@ GARBAGE = [
      lambda c: c["decode"]["model"]["cpu"].update(max_position_embeddings=40),
      "= 48 tokens per request, beyond the 40 positions of variant transformers's model "
      "(decode.model.cpu.max_position_embeddings)"),
-    ("context-length-arg", _args("sglang-bf16-eager", "cuda", ["--context-length", "1000"]),
+    ("context-length-arg", _args("sglang-fp8-graphs", "cuda", ["--context-length", "1000"]),
      "decode.input_len.cuda (128) + decode.output_len.cuda (1024) = 1152 tokens per request, "
-     "beyond the 1000 positions of variant sglang-bf16-eager's model (--context-length in its "
+     "beyond the 1000 positions of variant sglang-fp8-graphs's model (--context-length in its "
      "args)"),
-    ("recorded-window-0", _set("decode.expert_distribution_s.cuda", 0),
+    ("recorded-window-0", _recording(_set("decode.expert_distribution_s.cuda", 0)),
      "decode.expert_distribution_s.cuda: a 0 s recorded window records no expert (variant "
      "sglang-bf16-graphs records them); give it more than 0"),
     ("qwen3-with-shared-experts", _set("decode.model.cpu.shared_experts", 1),
      "decode.model.cpu.shared_experts (1): qwen3_moe has no shared experts; give 0 or "
      "architecture glm4_moe"),
-    ("recorder-top-k-not-the-models", _set("decode.model.cuda.top_k", 4),
+    ("recorder-top-k-not-the-models", _recording(_set("decode.model.cuda.top_k", 4)),
      "decode.variants.sglang-bf16-graphs.top_k (8) is not the top_k of the model it serves on "
      "cuda (decode.model.cuda.top_k: 4): its recorded tokens per expert would be off by their "
      "ratio"),
@@ -232,13 +242,13 @@ ARGS = [
      "decode.variants.transformers.args.cpu: --port is set by the study itself"),
     ("repeats-host", _args("transformers", "cpu", ["--host", "0.0.0.0"]),
      "--host is set by the study itself (decode.host)"),
-    ("model-path", _args("sglang-bf16-eager", "cuda", ["--model-path", "/m"]),
-     "decode.variants.sglang-bf16-eager.args.cuda: --model-path is set by the study itself (the "
+    ("model-path", _args("sglang-fp8-graphs", "cuda", ["--model-path", "/m"]),
+     "decode.variants.sglang-fp8-graphs.args.cuda: --model-path is set by the study itself (the "
      "variant's model)"),
     ("load-format-of-a-dummy-model", _args("sglang-bf16-graphs", "cuda", ["--load-format", "auto"]),
      "--load-format is set by the study itself (model: dummy, served with random weights)"),
-    ("recorder-mode", _args("sglang-bf16-graphs", "cuda",
-                            ["--expert-distribution-recorder-mode", "stat"]),
+    ("recorder-mode", _recording(_args("sglang-bf16-graphs", "cuda",
+                                       ["--expert-distribution-recorder-mode", "stat"])),
      "--expert-distribution-recorder-mode is set by the study itself (expert_distribution: true, "
      "on its recorder pass)"),
     ("flag-twice", _args("transformers", "cpu", ["--device", "cpu", "--device", "cuda"]),

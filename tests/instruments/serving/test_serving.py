@@ -193,7 +193,8 @@ def test_h200_x2_example_plans_tp2_and_ep2_with_their_nccl_environment():
     validate(config, str(ROOT / "config" / "schema.yaml"), set_default=True)
     variants = decode_variants(config, "cuda")
     assert {"sglang-fp8-graphs-tp2", "sglang-fp8-eager-tp2", "sglang-fp8-graphs-ep2",
-            "sglang-bf16-graphs", "sglang-fp8-eager"} <= set(variants)  # fmt: skip
+            "sglang-bf16-graphs", "sglang-fp8-graphs"} <= set(variants)  # fmt: skip
+    assert "sglang-fp8-eager" not in variants  # off in the default, which this example extends
     facts = {}
     for name in ("sglang-fp8-graphs-tp2", "sglang-fp8-eager-tp2", "sglang-fp8-graphs-ep2",
                  "sglang-fp8-graphs-tp2-seed-nccl", "sglang-fp8-graphs"):  # fmt: skip
