@@ -1,9 +1,11 @@
 """Do two runs of the study answer alike? (studylib/run_agreement.py)
 
-    python3 tools/run_agreement.py FULL SHORT [--out DIR]
+    python3 tools/run_agreement.py FULL SHORT [--also FOLDER]... [--out DIR]
 
 FULL and SHORT are results folders (results/, or a copy) or committed examples: a shortened
-run against a full-length one, or any two runs of one machine kind. Prints how many per-size
+run against a full-length one, or any two runs of one machine kind. ``--also`` completes FULL
+with more full-length runs: each decode variant and C comes from the first of FULL, then the
+--also folders, that has it; the sweep from the first that has one. Prints how many per-size
 rankings name the same leaders, overlap or differ, and how many decode rows (variant x C)
 agree on TPOT, tok/s, W and J/token within their noise; writes ranking_agreement.csv and
 decode_agreement.csv under DIR (default: the current folder). Exit 1 when a ranking's leaders
@@ -27,9 +29,12 @@ def main() -> int:
     parser.add_argument("full", help="the full-length run's folder")
     parser.add_argument("short", help="the shortened run's folder")
     parser.add_argument("--out", default=".", help="folder for the two agreement tables")
+    parser.add_argument("--also", action="append", default=[], metavar="FOLDER",
+                        help="another full-length run completing FULL: decode variants and C "
+                        "that FULL lacks (repeatable, in order of priority)")  # fmt: skip
     args = parser.parse_args()
     try:
-        ranks, decode = compare_runs(args.full, args.short)
+        ranks, decode = compare_runs(args.full, args.short, args.also)
     except FileNotFoundError as exc:
         print(f"run_agreement: {exc}", file=sys.stderr)
         return 2

@@ -130,9 +130,28 @@ def run_tables(folder) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     return sweep, decode
 
 
-def compare_runs(folder_a, folder_b) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The ranking and decode agreement of two runs' folders (:func:`run_tables`)."""
-    (sweep_a, decode_a), (sweep_b, decode_b) = run_tables(folder_a), run_tables(folder_b)
+def reference_tables(folders) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """A full-length reference pieced from several runs, in order of priority: the sweep of the
+    first that has one (sweeps of different runs are not mixed: their rankings would), and
+    each decode variant and C from the first run that has it (the committed full-length
+    decode runs each hold some variants and C)."""
+    sweep, decodes = None, []
+    for folder in folders:
+        one_sweep, one_decode = run_tables(folder)
+        sweep = sweep if sweep is not None else one_sweep
+        if one_decode is not None and not one_decode.empty:
+            decodes.append(one_decode)
+    if not decodes:
+        return sweep, None
+    decode = pd.concat(decodes, ignore_index=True).drop_duplicates(DECODE_KEYS, keep="first")
+    return sweep, decode.reset_index(drop=True)
+
+
+def compare_runs(folder_a, folder_b, also=()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ranking and decode agreement of two runs' folders (:func:`run_tables`); ``also``:
+    more full-length runs that complete ``folder_a`` (:func:`reference_tables`)."""
+    (sweep_a, decode_a), (sweep_b, decode_b) = (reference_tables([folder_a, *also]),
+                                                run_tables(folder_b))  # fmt: skip
     return ranking_agreement(sweep_a, sweep_b), decode_agreement(decode_a, decode_b)
 
 

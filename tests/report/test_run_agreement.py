@@ -6,7 +6,12 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from studylib.run_agreement import decode_agreement, ranking_agreement, summary
+from studylib.run_agreement import (
+    decode_agreement,
+    ranking_agreement,
+    reference_tables,
+    summary,
+)
 from test_sweep_answers import frame, pt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,3 +88,20 @@ def test_the_summary_names_each_difference():
                     decode_agreement(decode(10.0, 600), decode(10.6, 600)))  # fmt: skip
     assert any("differs: bf16 down M = 16 cold" in line for line in lines)
     assert any("differs: v C = 64: TPOT, tok/s, J/token (noise 3.0 %)" in line for line in lines)
+
+
+def test_a_reference_pieced_from_several_runs_takes_each_row_from_the_first_that_has_it(
+    tmp_path,
+):
+    # Two committed full-length runs: one holds C = 1 and 16, the other C = 16 and 64.
+    for name, rows in (("a", [("v", 1, 1.4), ("v", 16, 5.0)]),
+                       ("b", [("v", 16, 9.9), ("v", 64, 9.8)])):  # fmt: skip
+        (tmp_path / name / "decode" / "v").mkdir(parents=True)
+        pd.DataFrame([{"variant": v, "concurrency": c, "tpot_ms": t} for v, c, t in rows]).to_csv(
+            tmp_path / name / "decode" / "v" / "summary.csv", index=False
+        )
+    sweep, decode = reference_tables([tmp_path / "a", tmp_path / "b"])
+    assert sweep is None
+    got = decode.set_index("concurrency")["tpot_ms"].to_dict()
+    assert got == {1: 1.4, 16: 5.0, 64: 9.8}  # C = 16 from the first run, C = 64 the second
+    assert reference_tables([tmp_path / "b"])[1]["concurrency"].tolist() == [16, 64]
