@@ -36,6 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import yaml  # noqa: E402
+from studylib.instruments.host_probes import (  # noqa: E402
+    LOW_SAMPLE_HZ,  # noqa: F401 - the lowrate arm's rate, read by its test
+    round_arms,
+    sampler_settings,
+)
 from studylib.instruments.power_sampler import Sampler, open_readers, visible_nvml_indices  # noqa: E402
 from studylib.instruments.serving.bench_serving import (  # noqa: E402
     BenchWorker,
@@ -55,8 +60,6 @@ from studylib.instruments.serving.server_log import server_window_of  # noqa: E4
 from studylib.stages.decode.decode_server import ServerPass  # noqa: E402
 
 ARMS = ("study", "nosampler", "nogpm", "lowrate", "nousage", "bench", "bench_sampler")
-#: The ``lowrate`` arm's sampler rate (the others run at the config's decode.sample_hz).
-LOW_SAMPLE_HZ = 2.0
 
 
 class NoSampler:
@@ -139,15 +142,8 @@ def main() -> int:
 def arm_sampler(arm: str, readers, sample_hz: float):
     """The sampler an arm runs beside its load: none, or the decode job's (``sample_hz``),
     without GPM or slower where the arm says so."""
-    if arm in ("nosampler", "bench"):
-        return NoSampler()
-    rate = LOW_SAMPLE_HZ if arm == "lowrate" else sample_hz
-    return Sampler(readers, rate_hz=rate, gpm=arm != "nogpm")
-
-
-def round_arms(arms: list[str], rnd: int) -> list[str]:
-    """The arms of round ``rnd`` in the order they run: as given, reversed on odd rounds."""
-    return list(arms) if rnd % 2 == 0 else list(arms)[::-1]
+    settings = sampler_settings(arm, sample_hz)
+    return NoSampler() if settings is None else Sampler(readers, **settings)
 
 
 def study(pas, spec, arm):

@@ -19,7 +19,13 @@ server's windows without taking from them) sees the same phases.
 import argparse
 import multiprocessing as mp
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from studylib.instruments.host_probes import launch_rate  # noqa: E402
 
 
 def cpu_stat() -> tuple[int, int]:
@@ -73,14 +79,9 @@ def main() -> int:
     before = cpu_stat()
     try:
         while time.monotonic() - start < a.seconds:
-            t0, launches, rounds0 = time.monotonic(), 0, counter.value
-            while time.monotonic() - t0 < a.slice:
-                for _ in range(50):
-                    x.add_(1)
-                torch.cuda.synchronize()
-                launches += 50
-            seconds = time.monotonic() - t0
-            rate, rounds = launches / seconds, (counter.value - rounds0) / seconds
+            t0, rounds0 = time.monotonic(), counter.value
+            rate = launch_rate(x, a.slice, torch)
+            rounds = (counter.value - rounds0) / (time.monotonic() - t0)
             after = cpu_stat()
             total = after[1] - before[1]
             steal = 100 * (after[0] - before[0]) / total if total else 0.0

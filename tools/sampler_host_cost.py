@@ -25,20 +25,19 @@ import argparse
 import multiprocessing as mp
 import statistics
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
 
+import yaml  # noqa: E402
+from studylib.instruments.host_probes import launch_rate, round_arms, sampler_settings  # noqa: E402
 from studylib.instruments.power_sampler import Sampler, open_readers, visible_nvml_indices  # noqa: E402
 
+#: The decode job's sampler rate (decode.sample_hz of the default config).
+SAMPLE_HZ = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["decode"]["sample_hz"]
 #: Each arm's sampler settings (None: no sampler).
-ARMS = {
-    "none": None,
-    "full": {"rate_hz": 20.0, "gpm": True},
-    "nogpm": {"rate_hz": 20.0, "gpm": False},
-    "lowrate": {"rate_hz": 2.0, "gpm": True},
-}
+ARMS = {arm: sampler_settings(arm, SAMPLE_HZ) for arm in ("none", "full", "nogpm", "lowrate")}
 
 
 def run_sampler(settings: dict, ready, stop) -> None:
@@ -47,22 +46,6 @@ def run_sampler(settings: dict, ready, stop) -> None:
     with Sampler(readers, **settings):
         ready.set()
         stop.wait()
-
-
-def round_arms(arms: list[str], rnd: int) -> list[str]:
-    """The arms of round ``rnd`` in the order they run: as given, reversed on odd rounds."""
-    return list(arms) if rnd % 2 == 0 else list(arms)[::-1]
-
-
-def launch_rate(x, seconds: float, torch) -> float:
-    """Launches per second of 50 tiny adds and a synchronise, over ``seconds``."""
-    t0, launches = time.monotonic(), 0
-    while time.monotonic() - t0 < seconds:
-        for _ in range(50):
-            x.add_(1)
-        torch.cuda.synchronize()
-        launches += 50
-    return launches / (time.monotonic() - t0)
 
 
 def summary(rows: list[dict]) -> list[str]:
