@@ -108,6 +108,27 @@ def _global_scale(x):
     return (FP8_MAX * FP4_MAX) / x.float().abs().amax().clamp(min=1e-12)
 
 
+def fp4_refusal(mm_fp4, impl: str, capability: int) -> str | None:
+    """FlashInfer's own refusal of ``mm_fp4`` with ``impl`` on this arch, asked before the
+    inputs are quantised (else None): on a fresh H200 the quantisation's first call
+    JIT-built fp4_quantization_90 for 35-36 s (2026-12-04) for points the call then
+    refused. The same checks and words as the
+    call's ``BackendSupportedError`` (FlashInfer's ``backend_requirement``); for ``auto``,
+    whether any backend supports the arch, as its automatic choice asks first."""
+    check = getattr(mm_fp4, "is_backend_supported", None)
+    if check is None:
+        return None  # a FlashInfer without the requirement decorator: the call decides
+    if impl == "auto":
+        if mm_fp4.is_compute_capability_supported(capability):
+            return None
+        return (f"BackendSupportedError: No suitable auto backends found for mm_fp4 (no "
+                f"backend supports capability {capability})")  # fmt: skip
+    if check(impl, capability):
+        return None
+    return (f"BackendSupportedError: mm_fp4 does not support backend '{impl}' with capability "
+            f"{capability}")  # fmt: skip
+
+
 def _mm_fp4(point: dict) -> Prepared:
     import flashinfer
     import torch
@@ -115,6 +136,10 @@ def _mm_fp4(point: dict) -> Prepared:
     m, n, k, impl = point["M"], point["N"], point["K"], point["impl"]
     if k % BLOCK:
         raise Unsupported(f"K={k} is not a multiple of the NVFP4 block ({BLOCK})")
+    major, minor = torch.cuda.get_device_capability()
+    refused = fp4_refusal(flashinfer.mm_fp4, impl, major * 10 + minor)
+    if refused:
+        raise Unsupported(refused)
     layout = flashinfer.SfLayout.layout_128x4
 
     def make():
