@@ -18,7 +18,7 @@ keeps them:
   ``decode_crosscheck.csv``), else each variant's files under ``decode/`` (``summary.csv``,
   ``expert_m.csv``, ``recorder.csv``, ``crosscheck.csv``) aggregated as rule
   ``aggregate_decode`` does;
-- ``tables/step_model.csv``.
+- ``tables/step_model.csv`` and ``tables/device_time.csv`` (the provenance's device time).
 Writes under OUT the tables (``tables/sweep.csv``, ``support.csv``, ``answers.csv``, ...),
 the Vega-Lite spec of every figure of the registry (``studylib/figure_list.py``) whose tables
 the example has, drawn by the functions rule ``plot`` calls (``--png`` adds each figure's PNG
@@ -238,8 +238,9 @@ def render(args: argparse.Namespace) -> Path:
     inputs = {"hardware": hardware, "peaks": peaks, **tables}
     inputs.update(kernel_power_tables(example, hardware, out))
     inputs.update(decode_tables(example, peaks, out))
-    if (example / "tables" / "step_model.csv").is_file():
-        inputs["step_model"] = example / "tables" / "step_model.csv"
+    for name in ("step_model", "device_time"):
+        if (example / "tables" / f"{name}.csv").is_file():
+            inputs[name] = example / "tables" / f"{name}.csv"
     # The workflow's files, where this example keeps them; examples keep no power timelines.
     located = {
         PEAKS: peaks, SWEEP_TABLE: tables.get("sweep"), SUPPORT_TABLE: tables.get("support"),

@@ -9,13 +9,17 @@ run does, within the rankings' tolerance?
   noise of the two rankings.
 * Decode, per variant and C (``tables/decode.csv``): TPOT, tok/s, W per GPU and J/token, each
   ``same`` when the two differ by no more than the rows' noise (the larger window precision,
-  ``tpot_ci_pct``, of the two; never below the floor, ``verdicts.decision_noise``).
+  ``tpot_ci_pct``, of the two; never below the floor, ``verdicts.decision_noise``). Each row
+  says whether the two ran on the same GPU (``hardware.json``'s UUIDs): on the H200, two
+  chips drew 8-9 % apart on the same FP8 decode at the same 1980 MHz (2026-12-04), so watts
+  that differ between chips say nothing of the windows' length.
 
 ``tools/run_agreement.py`` is its entry: two results folders in, two tables and a summary out.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -30,10 +34,12 @@ DECODE_KEYS = ["variant", "concurrency"]
 #: The decode figures compared, each with its column in tables/decode.csv.
 DECODE_FIGURES = {"TPOT": "tpot_ms", "tok/s": "output_tok_s", "W": "avg_w_per_gpu",
                   "J/token": "j_per_token"}  # fmt: skip
+#: The chips each decode row ran on, and their idle watts (a chip's own draw, per GPU).
+CHIP_COLUMNS = ["gpus_a", "gpus_b", "idle_w_per_gpu_a", "idle_w_per_gpu_b", "chips"]
 RANK_COLUMNS = [*RANK_KEYS, "leaders_a", "leaders_b", "fastest_us_a", "fastest_us_b",
                 "change", "noise", "agreement", "time"]  # fmt: skip
 DECODE_COLUMNS = [*DECODE_KEYS, *(f"{c}_{s}" for c in DECODE_FIGURES.values() for s in "ab"),
-                  "noise", "differs", "agreement"]  # fmt: skip
+                  "noise", "differs", "agreement", *CHIP_COLUMNS]  # fmt: skip
 
 
 def leaders(row) -> tuple[str, ...]:
@@ -89,9 +95,11 @@ def decode_agreement(decode_a: pd.DataFrame | None, decode_b: pd.DataFrame | Non
         frame = frame.copy()
         ci = frame["tpot_ci_pct"] if "tpot_ci_pct" in frame else float("nan")
         frame["tpot_ci_pct"] = pd.to_numeric(ci, errors="coerce")
-        if "load" not in frame:  # a table before session 18
-            frame["load"] = None
-        return frame[[*DECODE_KEYS, *DECODE_FIGURES.values(), "tpot_ci_pct", "load"]]
+        for column in ("load", "gpus", "idle_w_per_gpu"):  # absent: older tables, no record
+            if column not in frame:
+                frame[column] = None
+        return frame[[*DECODE_KEYS, *DECODE_FIGURES.values(), "tpot_ci_pct", "load", "gpus",
+                      "idle_w_per_gpu"]]  # fmt: skip
 
     both = valid(decode_a).merge(valid(decode_b), on=DECODE_KEYS, suffixes=("_a", "_b"))
     rows = []
@@ -106,8 +114,28 @@ def decode_agreement(decode_a: pd.DataFrame | None, decode_b: pd.DataFrame | Non
         rows.append({**{k: rec[k] for k in DECODE_KEYS},
                      **{f"{c}_{s}": rec[f"{c}_{s}"] for c in DECODE_FIGURES.values() for s in "ab"},
                      "noise": noise, "differs": ", ".join(differs),
-                     "agreement": "differs" if differs else "same"})  # fmt: skip
+                     "agreement": "differs" if differs else "same",
+                     **{f"{c}_{s}": rec[f"{c}_{s}"] for c in ("gpus", "idle_w_per_gpu")
+                        for s in "ab"},
+                     "chips": chips(rec["gpus_a"], rec["gpus_b"])})  # fmt: skip
     return pd.DataFrame(rows, columns=DECODE_COLUMNS)
+
+
+def chips(gpus_a, gpus_b) -> str:
+    """``same`` or ``different`` GPUs by their UUIDs; ``unknown`` where a run kept none."""
+    if not isinstance(gpus_a, str) or not isinstance(gpus_b, str) or not gpus_a or not gpus_b:
+        return "unknown"
+    return "same" if gpus_a == gpus_b else "different"
+
+
+def gpu_ids(folder) -> str | None:
+    """The UUIDs of the GPUs a run's ``hardware.json`` lists (joined by +), else None."""
+    try:
+        record = json.loads((Path(folder) / "hardware.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ids = [str(g.get("uuid")) for g in record.get("gpus") or [] if g.get("uuid")]
+    return "+".join(ids) or None
 
 
 def run_tables(folder) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
@@ -127,6 +155,8 @@ def run_tables(folder) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     if decode is None:
         parts = [pd.read_csv(f, comment="#") for f in sorted(folder.glob("decode/*/summary.csv"))]
         decode = pd.concat(parts, ignore_index=True) if parts else None
+    if decode is not None:
+        decode = decode.assign(gpus=gpu_ids(folder))
     return sweep, decode
 
 
@@ -177,6 +207,15 @@ def summary(ranks: pd.DataFrame, decode: pd.DataFrame) -> list[str]:
         lines.append(f"decode: {len(decode)} variants x C valid in both runs: {same} agree on "
                      f"TPOT, tok/s, W and J/token within the noise")  # fmt: skip
         for rec in decode[decode["agreement"] == "differs"].to_dict("records"):
+            chip = ""
+            if rec["chips"] == "different":
+                chip = (f"; another GPU, idle {rec['idle_w_per_gpu_a']:.1f} | "
+                        f"{rec['idle_w_per_gpu_b']:.1f} W")  # fmt: skip
             lines.append(f"  differs: {rec['variant']} C = {rec['concurrency']:g}: "
-                         f"{rec['differs']} (noise {100 * rec['noise']:.1f} %)")  # fmt: skip
+                         f"{rec['differs']} (noise {100 * rec['noise']:.1f} %{chip})")  # fmt: skip
+        other = int((decode["chips"] == "different").sum())
+        if other:
+            lines.append(f"chips: {other} of {len(decode)} decode rows compare two GPUs "
+                         "(hardware.json's UUIDs): their W and J/token differ by the chips as "
+                         "well as by the runs")  # fmt: skip
     return lines

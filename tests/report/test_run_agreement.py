@@ -105,3 +105,31 @@ def test_a_reference_pieced_from_several_runs_takes_each_row_from_the_first_that
     got = decode.set_index("concurrency")["tpot_ms"].to_dict()
     assert got == {1: 1.4, 16: 5.0, 64: 9.8}  # C = 16 from the first run, C = 64 the second
     assert reference_tables([tmp_path / "b"])[1]["concurrency"].tolist() == [16, 64]
+
+
+def test_decode_rows_say_whether_the_two_ran_on_one_gpu(tmp_path):
+    # Two H200s drew 8-9 % apart on the same FP8 decode at the same clock: a W difference
+    # between chips is not the shortened window's.
+    for name, uuid, w in (("full", "GPU-a1fb", 580.0), ("short", "GPU-a2b8", 629.0)):
+        folder = tmp_path / name
+        (folder / "decode" / "v").mkdir(parents=True)
+        decode(17.0, w).assign(idle_w_per_gpu=78.3 if name == "full" else 80.2).to_csv(
+            folder / "decode" / "v" / "summary.csv", index=False
+        )
+        (folder / "hardware.json").write_text(f'{{"gpus": [{{"uuid": "{uuid}"}}]}}')
+    (_, decode_a), (_, decode_b) = (
+        reference_tables([tmp_path / "full"]),
+        reference_tables([tmp_path / "short"]),
+    )
+    row = decode_agreement(decode_a, decode_b).iloc[0]
+    assert row["chips"] == "different" and row["differs"] == "W, J/token"
+    lines = summary(ranking_agreement(None, None), decode_agreement(decode_a, decode_b))
+    assert any("another GPU, idle 78.3 | 80.2 W" in line for line in lines)
+    assert any(line.startswith("chips: 1 of 1 decode rows compare two GPUs") for line in lines)
+    same = decode_agreement(decode_a, decode_a).iloc[0]
+    assert same["chips"] == "same" and same["agreement"] == "same"
+    (tmp_path / "short" / "hardware.json").unlink()  # a run that kept no record
+    assert (
+        decode_agreement(decode_a, reference_tables([tmp_path / "short"])[1]).iloc[0]["chips"]
+        == "unknown"
+    )
