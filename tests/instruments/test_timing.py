@@ -3,11 +3,14 @@ import math
 
 import pytest
 from studylib.instruments.timing import (
+    LAUNCH_LEAD_S,
     CpuTimer,
+    LaunchLead,
     StopRule,
     median_rel_stderr,
     needed_stderr,
     sample_until,
+    step_seconds,
     summarize,
 )
 
@@ -135,3 +138,76 @@ def test_a_point_wider_than_the_ranking_floor_needs_its_median_only_to_a_third_o
     # By the rule alone the wide point needed 0.0929 / sqrt(n) <= 0.001: 8,630 samples.
     assert 700 <= n_wide <= 900 and n_wide < 5000
     assert 300 <= n_tight <= 400  # 0.0186 / sqrt(n) <= 0.001: unchanged
+
+
+class QueuedDevice:
+    """A host issuing steps of ``host_s`` each to a device that runs them in order, ``device_s``
+    each, as a launch queue does: its events complete when the work before them has."""
+
+    def __init__(self, host_s: float, device_s: float):
+        self.host_s, self.device_s = host_s, device_s
+        self.host = self.free = self.idle = 0.0
+        self.events = 0
+
+    def step(self):
+        self.host += self.host_s
+        if self.free and self.host > self.free:  # the device waited for the host
+            self.idle += self.host - self.free
+        self.free = max(self.free, self.host) + self.device_s
+
+    def event(self):
+        device = self
+        device.events += 1
+
+        class Event:
+            def record(self):
+                self.done = device.free
+
+            def synchronize(self):
+                device.host = max(device.host, self.done)
+
+        return Event()
+
+    def sustain(self, seconds: float, lead: LaunchLead | None) -> float:
+        """The loop of Worker.sustain: steps until the host's clock passes ``seconds``; the
+        window's end (the final synchronise)."""
+        while self.host < seconds:
+            self.step()
+            if lead is not None:
+                lead.after_step()
+        return max(self.host, self.free)
+
+
+@pytest.mark.parametrize("device_s", [0.0013, 0.0063])  # the H200's graph replays of 2026-12-04
+def test_a_sustained_loop_of_graph_replays_ends_with_its_seconds(device_s):
+    # The host launches a replay in 10 µs, the device takes 1.3-6.3 ms for it. Unbounded, the
+    # host's 4 s queue 400-1600 s of work here (a real queue, ~1000 launches deep, held
+    # 1.3-6.3 s); bounded, the window ends within the lead and one step of its 4 s, and the
+    # device never waits for the host.
+    free = QueuedDevice(10e-6, device_s)
+    assert free.sustain(4.0, None) > 400
+    device = QueuedDevice(10e-6, device_s)
+    lead = LaunchLead(device_s, device.event)
+    end = device.sustain(4.0, lead)
+    assert 4.0 <= end <= 4.0 + LAUNCH_LEAD_S + 2 * device_s
+    assert device.idle == 0.0
+
+
+def test_a_launch_bound_loop_is_left_alone():
+    # Eager launches of a 5-µs kernel at 12 µs each: the device keeps up, so no wait ever
+    # happens, and events are few (one per 2 ms of steps) so they cost the host nothing.
+    device = QueuedDevice(12e-6, 5e-6)
+    lead = LaunchLead(12e-6, device.event)
+    end = device.sustain(1.0, lead)
+    assert end == pytest.approx(1.0, abs=1e-4)
+    assert device.events <= 1.0 / 0.002 + 1
+    assert LaunchLead(12e-6, None).make_event is None  # off CUDA: nothing recorded
+
+
+def test_step_seconds_doubles_the_steps_until_they_take_long_enough():
+    calls = []
+    step_seconds(lambda: calls.append(1), lambda: None, least_s=10.0, most_steps=8)
+    assert len(calls) == 1 + 2 + 4 + 8  # never 10 s: capped at 8 steps
+    calls.clear()
+    assert step_seconds(lambda: calls.append(1), lambda: None, least_s=0.0) >= 0.0
+    assert len(calls) == 1  # one step already took long enough

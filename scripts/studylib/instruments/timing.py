@@ -158,6 +158,60 @@ def cold_rounds(us_per_set_sweep: float, target_us: float = REPLAY_TARGET_US) ->
     return graph_calls(us_per_set_sweep, target_us)
 
 
+#: A sustained loop (kernel power) keeps at most this much device work queued ahead of its
+#: host: enough that the device never waits for it, little enough that the window ends when
+#: its seconds do. Unbounded, the launch queue (about a thousand launches deep) held 1.3-6.3 s
+#: of graph replays when the host's clock said stop: 4-s windows ran 4.05-11.0 s on the H200
+#: (2026-12-04, 61 s over the default's 29 windows).
+LAUNCH_LEAD_S = 0.02
+#: How much device work one device event marks (events are not free on a launch-bound loop).
+MARK_S = 0.002
+#: How long the loop's calibration times its step, synchronised, before the window.
+CALIBRATE_S = 0.005
+
+
+def step_seconds(step: Callable[[], None], sync: Callable[[], None],
+                 least_s: float = CALIBRATE_S, most_steps: int = 1024) -> float:  # fmt: skip
+    """One step's time, device included: 1, 2, 4, ... steps timed with a synchronise until
+    they take ``least_s`` (or ``most_steps`` have run)."""
+    steps = 1
+    while True:
+        started = time.monotonic()
+        for _ in range(steps):
+            step()
+        sync()
+        elapsed = time.monotonic() - started
+        if elapsed >= least_s or steps >= most_steps:
+            return elapsed / steps
+        steps *= 2
+
+
+class LaunchLead:
+    """Keeps a back-to-back loop's device work at most about ``lead_s`` ahead of its host: an
+    event recorded every ``stride`` steps (about ``mark_s`` of work), and once more than
+    ``ahead`` are pending, the host waits for the oldest. ``make_event``: the device's event
+    factory (``torch.cuda.Event``); None for a device that runs each step synchronously."""
+
+    def __init__(self, step_s: float, make_event=None, lead_s: float = LAUNCH_LEAD_S,
+                 mark_s: float = MARK_S) -> None:  # fmt: skip
+        step_s = max(float(step_s), 1e-9)
+        self.stride = max(1, math.ceil(mark_s / step_s))
+        self.ahead = max(2, math.ceil(lead_s / (self.stride * step_s)))
+        self.make_event = make_event
+        self.pending: list = []
+        self.steps = 0
+
+    def after_step(self) -> None:
+        self.steps += 1
+        if self.make_event is None or self.steps % self.stride:
+            return
+        event = self.make_event()
+        event.record()
+        self.pending.append(event)
+        if len(self.pending) > self.ahead:
+            self.pending.pop(0).synchronize()
+
+
 def summarize(samples: list[float], prefix: str) -> dict:
     if not samples:
         return {}

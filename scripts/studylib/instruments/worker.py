@@ -27,11 +27,13 @@ from .device import device_name, resolve_device
 from .nvml import open_clock_watch_factory
 from .serving.guard import die_with_parent
 from .timing import (
+    LaunchLead,
     StopRule,
     cold_rounds,
     graph_calls,
     replay_target_us,
     sample_until,
+    step_seconds,
     summarize,
     timer_for,
 )
@@ -134,6 +136,14 @@ class Measurer:
             return True
         except Exception:  # noqa: BLE001 - any failure here means the context is gone
             return False
+
+    def event_factory(self):
+        """The device's event type for LaunchLead; None off CUDA."""
+        if self.device != "cuda":
+            return None
+        import torch
+
+        return torch.cuda.Event
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -239,16 +249,21 @@ class Measurer:
                 step, calls_per_step, extra = prepared.run, 1, {}
             step()
             self.sync()
+            make_event = self.event_factory()  # None off CUDA: each step is synchronous
+            lead = LaunchLead(step_seconds(step, self.sync), make_event) if make_event else None
             if barrier is not None:
                 start_at = barrier()
                 time.sleep(max(0.0, start_at - time.monotonic()))
             t0 = time.monotonic()
             steps = 0
-            # No syncs inside the loop: the device runs back to back as a caller's loop would
-            # (a full launch queue blocks the CPU); the final sync closes the window.
+            # The device runs back to back as a caller's loop would, never waiting for the
+            # host; the host stays at most LaunchLead's lead ahead of it, so the final sync,
+            # which closes the window, comes when its seconds are up.
             while time.monotonic() - t0 < seconds:
                 step()
                 steps += 1
+                if lead is not None:
+                    lead.after_step()
             self.sync()
             t1 = time.monotonic()
             calls = steps * calls_per_step
