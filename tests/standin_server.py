@@ -51,7 +51,8 @@ STATE = {
     "profile": None,
     "held": 0,
     "streams": {},
-}  # streams: tokens sent so far per streaming request
+    "prompts": {},
+}  # streams: tokens sent so far per streaming request; prompts: their prompts' lengths
 LOCK = threading.Lock()
 # One engine: a prefill (--prefill-delay) holds it, and every stream's next token waits for
 # it, as a server's decode steps wait behind the prefills of newly admitted requests.
@@ -208,8 +209,9 @@ def main() -> int:
                         "batch": STATE["held"],
                     }  # fmt: skip
                 streamed = min(STATE["streams"].values(), default=0)
-                print(f"standin: profiling {payload} after {streamed} tokens per stream",
-                      flush=True)  # fmt: skip
+                prompts = sorted(set(STATE["prompts"].values()))
+                print(f"standin: profiling {payload} after {streamed} tokens per stream, "
+                      f"prompts of {prompts} tokens", flush=True)  # fmt: skip
                 body = b"Start profiling.\n"
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
@@ -257,6 +259,8 @@ def main() -> int:
             with LOCK:
                 STATE["held"] += 1
                 STATE["streams"][key] = 0
+                prompt = payload.get("prompt")
+                STATE["prompts"][key] = len(prompt) if isinstance(prompt, list | str) else 0
             try:
                 if args.prefill_delay:
                     with ENGINE:
@@ -292,6 +296,7 @@ def main() -> int:
                 with LOCK:
                     STATE["held"] -= 1
                     STATE["streams"].pop(key, None)
+                    STATE["prompts"].pop(key, None)
 
     ThreadingHTTPServer.request_queue_size = 1024  # hundreds of clients connect at once
     if ":" in args.host:  # an IPv6 address (::1, ::)

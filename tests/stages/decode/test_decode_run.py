@@ -260,13 +260,15 @@ def test_the_profile_pass_gives_the_measured_breakdown_of_every_rank(tmp_path, m
     assert profile["trace_bytes"] == sum((out / f).stat().st_size for f in files) > 0
     log = (out / "server.log").read_text()
     assert "'num_steps': 6" in log and "'activities': ['GPU']" in log
-    # The profile waits for the mean KV length: each stream has sent half its output (12)
-    # less half the steps (6) = 3 tokens, not the 1 of the load's first token.
-    streamed = [int(line.split(" after ")[1].split()[0])
-                for line in log.splitlines() if line.startswith("standin: profiling ")]  # fmt: skip
-    assert len(streamed) == 2 and min(streamed) >= 3, streamed
-    # The KV length at the profiled steps' middle: input 4 + >= 3 streamed + 6 / 2.
-    assert (breakdown["context"] >= 4 + 3 + 3).all()
+    # The profile runs at the mean KV length without streaming half the output first: each
+    # prompt holds the input (4) and half the output (12) less half the steps (6) less the
+    # first token, 4 + 3 - 1 = 6 tokens, and the profile starts at the first token.
+    profiling = [line for line in log.splitlines() if line.startswith("standin: profiling ")]
+    streamed = [int(line.split(" after ")[1].split()[0]) for line in profiling]
+    assert len(streamed) == 2 and min(streamed) >= 1, streamed
+    assert all(line.endswith("prompts of [6] tokens") for line in profiling), profiling
+    # The KV length at the profiled steps' middle: prompt 6 + >= 1 streamed + 6 / 2.
+    assert (breakdown["context"] >= 6 + 1 + 3).all()
     assert (breakdown["context"] <= 4 + 12).all()
 
 

@@ -1,7 +1,8 @@
 """The profile pass of a decode job (SGLang): after the main pass's windows, the same server
 profiles profile_steps decode steps at each C (torch.profiler via /start_profile during a
-closed-loop load at C, started once its first C requests have each streamed half their output
-less half the steps, so the steps run at the mean KV length), and the traces of every TP rank
+closed-loop load at C whose prompts already hold the context half a request's output would
+have given it, less half the steps, started once its first C requests each have their first
+token, so the steps run at the mean KV length), and the traces of every TP rank
 become breakdown.csv rows (instruments.serving.profile_traces). A profile that fails at one C is
 a warning in run.json; nothing else is lost."""
 
@@ -125,27 +126,33 @@ def profile_pass(pas: ServerPass, main_rows: list[dict], model_facts, out_dir: P
     return record
 
 
-def profile_after_tokens(output_len: int, steps: int) -> int:
-    """Tokens each request streams before the profile starts, so that its ``steps`` steps
-    centre on half the output: the mean KV length over a request's decode."""
-    return max(1, int(output_len) // 2 - int(steps) // 2)
+def profile_prompt_len(input_len: int, output_len: int, steps: int) -> int:
+    """The profile load's prompt: the input, plus the tokens a request has streamed when its
+    ``steps`` steps centre on half its output (the mean KV length over its decode), less the
+    first token, which the profile waits for. Streaming them instead took half the output's
+    steps per C (20 s at C = 512 for bf16 on the H200, 2026-12-04); as prompt they are one
+    prefill burst (SGLang prefilled 65-74k tokens/s there: about 5 s)."""
+    streamed = max(1, int(output_len) // 2 - int(steps) // 2)
+    return int(input_len) + streamed - 1
 
 
 def _profile_concurrency(pas: ServerPass, c: int, steps: int, layers: int, ranks: int,
                          folder: Path, profile_id: str) -> tuple[dict, list, float]:  # fmt: skip
-    """One profile at C: a closed-loop load at C in a thread; once its first C requests have
-    each streamed ``profile_after_tokens`` tokens (past the start's prefill burst, at the
-    mean KV length), /start_profile for ``steps`` passes; the traces of all ``ranks`` read,
-    the load stopped. Bounded by ``profile_timeout_s``. {rank: breakdown}, notes on what is
-    missing, and the KV length at the profiled steps' middle (input, the fewest tokens the
-    requests had streamed when the profile was asked for, half the steps)."""
+    """One profile at C: a closed-loop load at C in a thread, its prompts of
+    ``profile_prompt_len``; once its first C requests each have their first token (past the
+    start's prefill burst, at the mean KV length), /start_profile for ``steps`` passes; the
+    traces of all ``ranks`` read, the load stopped. Bounded by ``profile_timeout_s``.
+    {rank: breakdown}, notes on what is missing, and the KV length at the profiled steps'
+    middle (the prompt, the fewest tokens the requests had streamed when the profile was
+    asked for, half the steps)."""
     plan = pas.plan
     timeout = float(plan.get("profile_timeout_s") or PROFILE_TIMEOUT_S)
     folder.mkdir(parents=True, exist_ok=True)
     # Timed only as a bound: the load is stopped once the traces are in.
-    spec = LoadSpec(concurrency=c, input_len=plan["input_len"], output_len=plan["output_len"],
+    prompt = profile_prompt_len(plan["input_len"], plan["output_len"], steps)
+    spec = LoadSpec(concurrency=c, input_len=prompt, output_len=plan["output_len"],
                     duration_s=timeout, vocab_size=plan["vocab_size"], seed=c)  # fmt: skip
-    control = LoadControl(after_tokens=profile_after_tokens(plan["output_len"], steps))
+    control = LoadControl(after_tokens=1)
     outcome = {}
     drain_server(pas)
 
@@ -166,7 +173,7 @@ def _profile_concurrency(pas: ServerPass, c: int, steps: int, layers: int, ranks
             raise RuntimeError(f"the profile load's {c} requests never streamed "
                                f"{control.after_tokens} tokens each "
                                f"({_load_problem(outcome, timeout)})")  # fmt: skip
-        context = plan["input_len"] + (control.tokens or 0) + steps / 2
+        context = prompt + (control.tokens or 0) + steps / 2
         start_profile(pas.base_url, folder.resolve(), steps, PROFILE_PREFIX, profile_id,
                       timeout=max(deadline - time.monotonic(), 1.0))  # fmt: skip
         try:
