@@ -16,9 +16,10 @@ recorder pass. Its TPOT and watts beside the main pass's give the recorder's cos
 With ``profile_steps`` > 0 (SGLang only), the main pass's server then profiles
 ``profile_steps`` decode steps at each C (the profile pass, after every steady window: a
 process once traced by torch.profiler/CUPTI can run slower afterwards, see the H200 timer
-test of 2026-12-01, so no measured window follows a trace): a closed-loop load at C,
-``/start_profile`` once its first C requests have each streamed half their output less half
-the profiled steps, so that the profiled steps run at the mean KV length of a request (the
+test of 2026-12-01, so no measured window follows a trace): a closed-loop load at C whose
+prompts hold the context half a request's output would have given it less half the profiled
+steps, ``/start_profile`` once its first C requests each have their first token, so that the
+profiled steps run at the mean KV length of a request (the
 context the sweep's decode attention and the HBM floor use; profiled at the load's start,
 the H200's attention read a third of the sweep's), the traces of every TP rank read
 into breakdown.csv (profile.py: per decode step, kernel time per step component, busy and
