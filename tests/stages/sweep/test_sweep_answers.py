@@ -166,7 +166,13 @@ def test_failures_are_counted_without_their_error_text_and_fp4_is_not_measured()
     rows += [pt("b", "x", 4096, status="error", error="RuntimeError: bad tile")]
     answers = q1_answers(frame(*rows))
     failures = one(answers, "failures")
-    assert "2 of 3 implementation × dtype pairs failed (1 at every point)" in failures.sentence
+    assert (
+        "2 of 3 implementation × dtype pairs have points that did not run (1 none that did): "
+        "1 failed (an error or a wrong result), 1 were only refused"
+    ) in failures.sentence
+    assert failures.verdict == "1 failing, 1 unsupported here"
+    refused_only = one(q1_answers(frame(*rows[:-1])), "failures")
+    assert refused_only.verdict == "1 unsupported here"  # a refusal is not a failure
     assert "support matrix" in failures.sentence
     assert not any("BackendSupportedError" in a.sentence or "RuntimeError" in a.sentence
                    for a in answers)  # fmt: skip

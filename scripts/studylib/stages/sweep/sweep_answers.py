@@ -353,6 +353,14 @@ def _failures(sweep: pd.DataFrame) -> Answer:
                       "and matched its reference.")  # fmt: skip
     failing = bad.groupby(["backend", "impl", "op", "dtype"])
     nowhere = sum(1 for key, g in failing if len(g) == len(combos.get_group(key)))
+    # A pair the library or the GPU only refused (unsupported) did not fail: an error or a
+    # wrong result did. On the H200 every pair that did not run was a refusal (FP4 needs
+    # Blackwell), and "11 failing" read as 11 broken kernels.
+    broken = sum(1 for _, g in failing if (g["status"] != "unsupported").any())
+    refused = failing.ngroups - broken
+    verdict = ", ".join(part for part in (f"{broken} failing" if broken else "",
+                                          f"{refused} unsupported here" if refused else ""
+                                          ) if part)  # fmt: skip
     by_status = {s: int(n) for s, n in bad["status"].value_counts().items()}
     kinds = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))
     evidence = "; ".join(
@@ -361,10 +369,11 @@ def _failures(sweep: pd.DataFrame) -> Answer:
         + f" of {len(combos.get_group((b, i, op, d)))}"
         for (b, i, op, d), g in failing
     )  # fmt: skip
-    sentence = (f"{failing.ngroups} of {combos.ngroups} implementation × dtype pairs failed "
-                f"({nowhere} at every point); {kinds} points of {len(df)}: see the support "
-                "matrix.")  # fmt: skip
-    return Answer(1, "failures", ANSWERED, verdict=f"{failing.ngroups} failing",
+    sentence = (f"{failing.ngroups} of {combos.ngroups} implementation × dtype pairs have "
+                f"points that did not run ({nowhere} none that did): {broken} failed (an error "
+                f"or a wrong result), {refused} were only refused by the library or the GPU "
+                f"(unsupported); {kinds} points of {len(df)}: see the support matrix.")  # fmt: skip
+    return Answer(1, "failures", ANSWERED, verdict=verdict,
                   value=f"{len(bad)} of {len(df)} points", points=len(df), evidence=evidence,
                   sentence=sentence)  # fmt: skip
 
