@@ -325,7 +325,7 @@ def test_blockwise_has_both_impls_and_the_plan_expands_triton():
     assert sgl.OPS["fp8_blockwise_scaled_mm"]["impls"] == ["cutlass", "triton"]
     config = default_config()
     plan = sweep_plan(config, "sgl_kernel")
-    decode = {"cuda": [1, 4, 16, 64, 128, 256], "cpu": [1, 4]}
+    decode = {"cuda": [1, 4, 16, 64, 128, 256, 512], "cpu": [1, 4]}
     for device in ("cuda", "cpu"):
         points = [p for p in expand_points(plan, device) if p["op"] == "fp8_blockwise_scaled_mm"]
         by_impl = {}

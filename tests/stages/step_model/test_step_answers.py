@@ -12,7 +12,11 @@ from studylib.core.answer_records import ANSWERED, NOT_MEASURED, TIE, UNDECIDED
 from studylib.core.verdicts import NOISE_FLOOR
 from studylib.stages.decode.decode_answers import decode_answers
 from studylib.stages.step_model.step_model_answers import step_answers, step_points
-from studylib.stages.step_model.step_model_build import MODEL_COMPONENTS, PROFILE_STEP_TOLERANCE
+from studylib.stages.step_model.step_model_build import (
+    MODEL_COMPONENTS,
+    PROFILE_STEP_TOLERANCE,
+    measured_parts,
+)
 from studylib.stages.step_model.step_model_figure import NOT_PROFILED, step_frames
 
 EXAMPLES = ROOT / "examples"
@@ -143,8 +147,17 @@ def test_no_part_exceeds_its_step_in_any_example(path):
     bars, _ = step_frames(step_model)
     measured = bars[(bars["bar"] == "measured") & (bars["component"] != NOT_PROFILED)]
     for (variant, c), g in measured.groupby(["variant", "concurrency"]):
-        p = points[(points["variant"] == variant) & (points["concurrency"] == c)].iloc[0]
-        assert g["ms"].sum() == pytest.approx(p["measured_us"] / 1e3)
+        p = points[(points["variant"] == variant) & (points["concurrency"] == c)]
+        if p.empty:
+            # Profiled, not predicted (the sweep lacked a part at this C: 512 before
+            # 2026-12-04): the figure shows the profile, the answers judge no prediction.
+            rows = step_model[(step_model["variant"] == variant)
+                              & (step_model["concurrency"] == c)
+                              & (step_model["routing"] == "balanced")]  # fmt: skip
+            assert rows["predicted_step_us"].isna().all()
+            assert g["ms"].sum() == pytest.approx(sum(measured_parts(rows).values()) / 1e3)
+            continue
+        assert g["ms"].sum() == pytest.approx(p.iloc[0]["measured_us"] / 1e3)
 
 
 def test_the_step_model_examples_answers():

@@ -55,7 +55,7 @@ def test_expand_points_follows_device_and_overrides():
     assert all(p["G"] is None for p in fi if p["op"] not in ("grouped_mm_bf16", "fused_moe"))
 
 
-DECODE_C = {"cuda": [1, 4, 16, 64, 128, 256], "cpu": [1, 4]}
+DECODE_C = {"cuda": [1, 4, 16, 64, 128, 256, 512], "cpu": [1, 4]}
 
 
 PROJECTIONS = {"qkv": (8192, 6144), "o_proj": (6144, 6144), "router": (256, 6144),
@@ -76,6 +76,14 @@ def test_decode_projections_run_at_the_decode_concurrencies():
                     key = (backend, p["op"], p["dtype"], device)
                     kinds.setdefault(key, set()).add((p["shape"], p["M"]))
     everything = {(s, m) for s in PROJECTIONS for m in DECODE_C["cuda"]}
+    # Every C the decode stage serves has its step's projections and attention timed: the
+    # step model predicts no step whose parts the sweep lacks (C = 512 had none, 2026-12-04).
+    assert set(config["decode"]["concurrency"]["cuda"]) <= set(DECODE_C["cuda"])
+    attention = {(b, p["M"]) for b in ("torch", "flashinfer", "sgl_kernel")
+                 for p in expand_points(sweep_plan(config, b), "cuda")
+                 if p["op"] == "decode_attention"}  # fmt: skip
+    assert attention == {(b, m) for b in ("torch", "flashinfer", "sgl_kernel")
+                         for m in DECODE_C["cuda"]}  # fmt: skip
     assert kinds[("torch", "matmul", "bf16", "cuda")] == everything
     assert kinds[("torch", "scaled_mm", "fp8_e4m3", "cuda")] == everything
     assert kinds[("sgl_kernel", "fp8_scaled_mm", "fp8_e4m3", "cuda")] == everything
