@@ -17,6 +17,12 @@
 #   tools/gpu_study.sh --status                    # its state now: running or its exit, the
 #                                                  # seconds since its start, its last lines
 #   OUT=/some/dir tools/gpu_study.sh --collect     # pack results/ into $OUT/results.tar.gz
+# A box lost mid-run: carry the last results.tar.gz a --collect brought back to a fresh box
+# (beside the repo) and go on from it:
+#   tools/gpu_study.sh --resume results.tar.gz --detach --cores 16
+#                                                  # unpack it, then run what is missing: the
+#                                                  # finished jobs' outputs stand, an unfinished
+#                                                  # job resumes from its journal
 # The detached run's log, start time, process id and exit status are in results/.gpu_study/.
 # GPU_STUDY_INSTALLED=1 skips the bundle's install (its packages already importable).
 set -uo pipefail
@@ -68,6 +74,28 @@ case "${1:-}" in
     exit $rc ;;
 esac
 
+resume=0
+if [ "${1:-}" = "--resume" ]; then
+  archive=${2:-}
+  if [ -z "$archive" ] || [ ! -f "$archive" ]; then
+    echo "gpu_study: --resume needs the results.tar.gz a --collect wrote (got '${archive}')" >&2
+    exit 2
+  fi
+  if alive; then
+    echo "gpu_study: a detached run is still going (pid $(cat "$STATE/pid")): --status, --wait" >&2
+    exit 2
+  fi
+  if ! tar xzf "$archive"; then
+    echo "gpu_study: --resume: $archive is not a results archive of --collect" >&2
+    exit 2
+  fi
+  # The lost box's own run state (its pid, start and exit) is not this box's; its log stays.
+  [ -f "$STATE/run.log" ] && mv "$STATE/run.log" results/gpu_study_before_resume.log
+  rm -rf "$STATE"
+  resume=1
+  shift 2
+fi
+
 detach=0
 if [ "${1:-}" = "--detach" ]; then
   detach=1
@@ -76,6 +104,13 @@ if [ "${1:-}" = "--detach" ]; then
     echo "gpu_study: a detached run is still going (pid $(cat "$STATE/pid")): --status, --wait" >&2
     exit 2
   fi
+fi
+if [ "$resume" = 1 ]; then
+  # No Snakemake metadata comes with the archive: with its default triggers Snakemake reran
+  # finished jobs as if their code had changed (the FlashInfer sweep, peaks and hardware, in
+  # a dry run of the 2026-12-04 run's archive); by modification times alone, only what is
+  # missing (or older than its inputs) runs.
+  set -- --rerun-triggers mtime "$@"
 fi
 if [ "${GPU_STUDY_INSTALLED:-0}" != 1 ]; then
   # shellcheck source=/dev/null

@@ -70,3 +70,43 @@ def test_a_detached_study_is_started_watched_waited_for_and_collected(tmp_path, 
     with tarfile.open(tmp_path / "results.tar.gz") as tar:
         names = tar.getnames()
     assert "results/tables/x.csv" in names and "results/.gpu_study/run.log" in names
+
+
+def test_a_lost_box_s_results_go_on_on_a_fresh_one(tmp_path, request):
+    # The first box's collected archive (a finished output, an unfinished job's journal and
+    # the detached run's state) carried to a fresh box: --resume unpacks it, keeps the lost
+    # run's log, drops its state, and runs Snakemake on only what is missing.
+    first = tmp_path / "first"
+    (first / "results" / "sweeps").mkdir(parents=True)
+    (first / "results" / "sweeps" / "flashinfer.parquet").write_text("measured")
+    (first / "results" / "decode" / ".v.work").mkdir(parents=True)
+    (first / "results" / "decode" / ".v.work" / "progress-1.jsonl").write_text("{}")
+    (first / "results" / ".gpu_study").mkdir()
+    (first / "results" / ".gpu_study" / "run.log").write_text("the first box's log")
+    (first / "results" / ".gpu_study" / "pid").write_text("1")
+    archive = tmp_path / "results.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(first / "results", arcname="results")
+
+    folder = tmp_path / "repo"
+    (folder / "tools").mkdir(parents=True)
+    request.addfinalizer(lambda: (folder / "gate").touch())
+    shutil.copy2(ROOT / "tools" / "gpu_study.sh", folder / "tools")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "snakemake").write_text(FAKE_SNAKEMAKE)
+    (bin_dir / "snakemake").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPU_STUDY_INSTALLED": "1"}
+
+    missing = run(folder, "--resume", str(tmp_path / "nothing.tar.gz"), "--detach", env=env)
+    assert missing.returncode == 2 and "needs the results.tar.gz" in missing.stderr
+    started = run(folder, "--resume", str(archive), "--detach", "--cores", "16", env=env)
+    assert started.returncode == 0 and "started detached" in started.stdout, started.stderr
+    assert (folder / "results" / "sweeps" / "flashinfer.parquet").read_text() == "measured"
+    assert (folder / "results" / "gpu_study_before_resume.log").read_text() == (
+        "the first box's log"
+    )
+    (folder / "gate").touch()
+    ended = run(folder, "--wait", "100", env=env)
+    assert "snakemake --rerun-triggers mtime --cores 16" in ended.stdout, ended.stdout
+    assert "ended, snakemake exit 3" in ended.stdout
