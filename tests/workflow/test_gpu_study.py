@@ -28,7 +28,9 @@ def run(folder: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
-def test_a_detached_study_is_started_watched_waited_for_and_collected(tmp_path, request):
+def box(tmp_path: Path, request) -> tuple[Path, dict]:
+    """A repo folder with tools/gpu_study.sh and the gated stand-in Snakemake on PATH; its
+    environment (OUT: tmp_path)."""
     folder = tmp_path / "repo"
     (folder / "tools").mkdir(parents=True)
     # A failed assertion still opens the gate: the detached stand-in never outlives the test.
@@ -38,8 +40,12 @@ def test_a_detached_study_is_started_watched_waited_for_and_collected(tmp_path, 
     bin_dir.mkdir()
     (bin_dir / "snakemake").write_text(FAKE_SNAKEMAKE)
     (bin_dir / "snakemake").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPU_STUDY_INSTALLED": "1",
-           "OUT": str(tmp_path)}  # fmt: skip
+    return folder, {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                    "GPU_STUDY_INSTALLED": "1", "OUT": str(tmp_path)}  # fmt: skip
+
+
+def test_a_detached_study_is_started_watched_waited_for_and_collected(tmp_path, request):
+    folder, env = box(tmp_path, request)
 
     assert "no detached run here" in run(folder, "--status", env=env).stdout
     fresh = run(folder, "--wait", "100", "--collect", env=env)  # a fresh box: at once, nothing
@@ -88,15 +94,7 @@ def test_a_lost_box_s_results_go_on_on_a_fresh_one(tmp_path, request):
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(first / "results", arcname="results")
 
-    folder = tmp_path / "repo"
-    (folder / "tools").mkdir(parents=True)
-    request.addfinalizer(lambda: (folder / "gate").touch())
-    shutil.copy2(ROOT / "tools" / "gpu_study.sh", folder / "tools")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "snakemake").write_text(FAKE_SNAKEMAKE)
-    (bin_dir / "snakemake").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPU_STUDY_INSTALLED": "1"}
+    folder, env = box(tmp_path, request)
 
     missing = run(folder, "--resume", str(tmp_path / "nothing.tar.gz"), "--detach", env=env)
     assert missing.returncode == 2 and "needs the results.tar.gz" in missing.stderr
