@@ -185,6 +185,12 @@ def compare_runs(folder_a, folder_b, also=()) -> tuple[pd.DataFrame, pd.DataFram
     return ranking_agreement(sweep_a, sweep_b), decode_agreement(decode_a, decode_b)
 
 
+def _watts(value) -> str:
+    """A table's watts as "80.2", or "?" where a run's table has none."""
+    number = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
+    return "?" if pd.isna(number) else f"{number:.1f}"
+
+
 def summary(ranks: pd.DataFrame, decode: pd.DataFrame) -> list[str]:
     """The agreement in a few lines: counts, then each ranking and decode row that differs."""
     lines = []
@@ -209,8 +215,8 @@ def summary(ranks: pd.DataFrame, decode: pd.DataFrame) -> list[str]:
         for rec in decode[decode["agreement"] == "differs"].to_dict("records"):
             chip = ""
             if rec["chips"] == "different":
-                chip = (f"; another GPU, idle {rec['idle_w_per_gpu_a']:.1f} | "
-                        f"{rec['idle_w_per_gpu_b']:.1f} W")  # fmt: skip
+                idle = " | ".join(_watts(rec[f"idle_w_per_gpu_{s}"]) for s in "ab")
+                chip = f"; another GPU, idle {idle} W"
             lines.append(f"  differs: {rec['variant']} C = {rec['concurrency']:g}: "
                          f"{rec['differs']} (noise {100 * rec['noise']:.1f} %{chip})")  # fmt: skip
         other = int((decode["chips"] == "different").sum())

@@ -128,6 +128,9 @@ def test_decode_rows_say_whether_the_two_ran_on_one_gpu(tmp_path):
     assert any(line.startswith("chips: 1 of 1 decode rows compare two GPUs") for line in lines)
     same = decode_agreement(decode_a, decode_a).iloc[0]
     assert same["chips"] == "same" and same["agreement"] == "same"
+    older = decode_b.drop(columns=["idle_w_per_gpu"]).assign(gpus="GPU-other")  # no idle W
+    lines = summary(ranking_agreement(None, None), decode_agreement(decode_a, older))
+    assert any("another GPU, idle 78.3 | ? W" in line for line in lines)
     (tmp_path / "short" / "hardware.json").unlink()  # a run that kept no record
     assert (
         decode_agreement(decode_a, reference_tables([tmp_path / "short"])[1]).iloc[0]["chips"]

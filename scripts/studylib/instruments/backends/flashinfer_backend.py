@@ -110,11 +110,11 @@ def _global_scale(x):
 
 def fp4_refusal(mm_fp4, impl: str, capability: int) -> str | None:
     """FlashInfer's own refusal of ``mm_fp4`` with ``impl`` on this arch, asked before the
-    inputs are quantised (else None): on a fresh H200 the quantisation's first call
-    JIT-built fp4_quantization_90 for 35-36 s (2026-12-04) for points the call then
-    refused. The same checks and words as the
-    call's ``BackendSupportedError`` (FlashInfer's ``backend_requirement``); for ``auto``,
-    whether any backend supports the arch, as its automatic choice asks first."""
+    inputs are quantised (else None): on a fresh H200 the quantisation's first call JIT-built
+    fp4_quantization_90 for 35-36 s (2026-12-04) for points the call then refused. The same
+    checks and words as the call's ``BackendSupportedError`` (FlashInfer's
+    ``backend_requirement``); for ``auto``, whether any backend supports the arch, as its
+    automatic choice asks first."""
     check = getattr(mm_fp4, "is_backend_supported", None)
     if check is None:
         return None  # a FlashInfer without the requirement decorator: the call decides
