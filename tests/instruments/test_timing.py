@@ -10,7 +10,6 @@ from studylib.instruments.timing import (
     median_rel_stderr,
     needed_stderr,
     sample_until,
-    step_seconds,
     summarize,
 )
 
@@ -202,12 +201,3 @@ def test_a_launch_bound_loop_is_left_alone():
     assert end == pytest.approx(1.0, abs=1e-4)
     assert device.events <= 1.0 / 0.002 + 1
     assert LaunchLead(12e-6, None).make_event is None  # off CUDA: nothing recorded
-
-
-def test_step_seconds_doubles_the_steps_until_they_take_long_enough():
-    calls = []
-    step_seconds(lambda: calls.append(1), lambda: None, least_s=10.0, most_steps=8)
-    assert len(calls) == 1 + 2 + 4 + 8  # never 10 s: capped at 8 steps
-    calls.clear()
-    assert step_seconds(lambda: calls.append(1), lambda: None, least_s=0.0) >= 0.0
-    assert len(calls) == 1  # one step already took long enough

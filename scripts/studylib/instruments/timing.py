@@ -166,24 +166,6 @@ def cold_rounds(us_per_set_sweep: float, target_us: float = REPLAY_TARGET_US) ->
 LAUNCH_LEAD_S = 0.02
 #: How much device work one device event marks (events are not free on a launch-bound loop).
 MARK_S = 0.002
-#: How long the loop's calibration times its step, synchronised, before the window.
-CALIBRATE_S = 0.005
-
-
-def step_seconds(step: Callable[[], None], sync: Callable[[], None],
-                 least_s: float = CALIBRATE_S, most_steps: int = 1024) -> float:  # fmt: skip
-    """One step's time, device included: 1, 2, 4, ... steps timed with a synchronise until
-    they take ``least_s`` (or ``most_steps`` have run)."""
-    steps = 1
-    while True:
-        started = time.monotonic()
-        for _ in range(steps):
-            step()
-        sync()
-        elapsed = time.monotonic() - started
-        if elapsed >= least_s or steps >= most_steps:
-            return elapsed / steps
-        steps *= 2
 
 
 class LaunchLead:

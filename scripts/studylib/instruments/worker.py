@@ -33,7 +33,6 @@ from .timing import (
     graph_calls,
     replay_target_us,
     sample_until,
-    step_seconds,
     summarize,
     timer_for,
 )
@@ -137,14 +136,6 @@ class Measurer:
         except Exception:  # noqa: BLE001 - any failure here means the context is gone
             return False
 
-    def event_factory(self):
-        """The device's event type for LaunchLead; None off CUDA."""
-        if self.device != "cuda":
-            return None
-        import torch
-
-        return torch.cuda.Event
-
     def sync(self) -> None:
         if self.device == "cuda":
             import torch
@@ -247,10 +238,13 @@ class Measurer:
                 step = graph.replay
             else:
                 step, calls_per_step, extra = prepared.run, 1, {}
-            step()
+            # The first step, timed (the timer synchronises): it sizes LaunchLead's marks. Off
+            # CUDA each step is synchronous: no lead to keep.
+            step_s = self.timer.eager(step) / 1e6
             self.sync()
-            make_event = self.event_factory()  # None off CUDA: each step is synchronous
-            lead = LaunchLead(step_seconds(step, self.sync), make_event) if make_event else None
+            lead = (
+                LaunchLead(step_s, self.timer.torch.cuda.Event) if self.device == "cuda" else None
+            )
             if barrier is not None:
                 start_at = barrier()
                 time.sleep(max(0.0, start_at - time.monotonic()))
