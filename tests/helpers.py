@@ -7,19 +7,8 @@ import shutil
 from pathlib import Path
 
 import yaml
-from studylib.figure_drawing import draw_figure
-from studylib.figure_list import study_figures
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def draw(name: str, inputs: dict, stem) -> dict:
-    """Draw the registry's figure ``name`` (studylib/figure_list.py) from these files by
-    role, as rule plot does, into ``stem``.html, .png and .vl.json; returns its spec."""
-    backends = [name.removeprefix("latency_")] if name.startswith("latency_") else []
-    figure = study_figures(backends)[name]
-    return draw_figure(figure.draw, inputs, figure.args, f"{stem}.html", f"{stem}.png",
-                       f"{stem}.vl.json")  # fmt: skip
 
 
 def default_config() -> dict:

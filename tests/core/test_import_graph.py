@@ -131,3 +131,25 @@ def test_dependencies_point_down():
 def test_module_names_are_unique_across_the_library():
     names = [path.name for path, _ in modules().values() if path.name != "__init__.py"]
     assert {n for n in names if names.count(n) > 1} == set()
+
+
+def test_the_gpu_tests_import_without_the_report_group():
+    # A GPU box given the bundle without its report group (tools/build_gpu_bundle.sh
+    # --without report) has no altair: tests/gpu failed to import there once (2026-12-04),
+    # through tests/helpers drawing figures. Block those packages and import what they import.
+    import subprocess
+    import sys
+
+    code = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def guard(name, *a, **k):\n"
+        "    if name.split('.')[0] in ('altair', 'vl_convert', 'jinja2'):\n"
+        "        raise ModuleNotFoundError(name)\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = guard\n"
+        f"sys.path[:0] = [{str(ROOT / 'scripts')!r}, {str(ROOT / 'tests')!r}]\n"
+        "import conftest, helpers\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]

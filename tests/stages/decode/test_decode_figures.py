@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import draw
+from figure_helpers import draw
 from studylib.core import charts
 from studylib.stages.decode.decode_colors import variant_color, variant_scale
 from studylib.stages.decode.decode_figures import decode_chart

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import draw
+from figure_helpers import draw
 from studylib.core import charts
 from studylib.stages.kernel_power.kernel_power_figures import (
     power_timeline_chart,

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import draw
+from figure_helpers import draw
 from studylib.core import charts
 from studylib.stages.sweep import sweep_figures, sweep_table_figures
 
