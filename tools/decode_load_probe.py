@@ -9,10 +9,10 @@ Starts the variant's server once (its config args, plus --server-args), then at 
 C, for each round, runs the level's arms (all six when it names none) in turn and writes one
 row per arm to DIR/probe.csv:
 - study: the study's load (usage statistics in every chunk) with the power sampler (NVML
-  at 20 Hz and GPM) running, as the decode job runs it;
+  at the variant's sample_hz, GPM on) running, as the decode job runs it;
 - nosampler / nogpm / lowrate: the same load with no sampler / the sampler without GPM / the
-  sampler at 2 Hz instead of decode.sample_hz (the energy counter still once a second, GPM
-  on);
+  sampler at 2 Hz instead of the variant's sample_hz (the energy counter still once a
+  second, GPM on);
 - nousage: the load without per-chunk usage statistics (one token per chunk counted);
 - bench / bench_sampler: SGLang's bench_serving (instruments.serving.bench_serving) without /
   with the sampler.
@@ -99,6 +99,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     config = yaml.safe_load(Path(a.config).read_text())["decode"]
     variant = config["variants"][a.variant]
+    sample_hz = variant.get("sample_hz", config["sample_hz"])  # the decode job's rate
     args = [str(x) for x in variant["args"]["cuda"]] + a.server_args.split()
     model = str(Path(a.model).resolve())
     input_len, output_len = config["input_len"]["cuda"], config["output_len"]["cuda"]
@@ -122,7 +123,7 @@ def main() -> int:
             tpot_guess = None
             for rnd in range(a.rounds):
                 for arm in round_arms(arms, rnd):
-                    sampler = arm_sampler(arm, readers, config["sample_hz"])
+                    sampler = arm_sampler(arm, readers, sample_hz)
                     row = {"arm": arm, "round": rnd, "concurrency": c}
                     with sampler:
                         if arm.startswith("bench"):

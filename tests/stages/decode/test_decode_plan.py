@@ -44,6 +44,35 @@ def test_variants_are_planned_where_they_serve():
     assert served_models(config, "cuda") == ["bf16"]
 
 
+def test_variants_without_cuda_graphs_sample_at_the_rate_that_left_their_engine_alone():
+    # On the H200 a 20-Hz sampler slowed SGLang's eager step at C = 1 (the study's TPOT 1.066x
+    # that of bench_serving without a sampler) and a 2-Hz one did not (0.989x), the probe's
+    # lowrate arm: examples/h200-2026-12-04-sampler-arms. Every variant without graphs, in the
+    # default and in every example config, samples at that rate; the others at decode's.
+    from studylib.instruments.host_probes import LOW_SAMPLE_HZ
+    from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device
+
+    config = default_config()
+    examples = sorted((ROOT / "config" / "examples").glob("*.yaml"))
+    eager_names = set()
+    for path in [None, *examples]:
+        merged = config if path is None else merged_config(config, read_config_file(path))
+        for name in merged["decode"]["variants"]:
+            plan = resolve_for_device(decode_plan(merged, name), "cuda")
+            eager = "--disable-cuda-graph" in [str(a) for a in plan.get("args") or []]
+            want = LOW_SAMPLE_HZ if eager else merged["decode"]["sample_hz"]
+            assert plan["sample_hz"] == want, (path, name)
+            if eager:
+                eager_names.add(name)
+    # The default's two, h200-x2's TP2 one and the seed's GLM-5 server.
+    assert {
+        "sglang-bf16-eager",
+        "sglang-fp8-eager",
+        "sglang-fp8-eager-tp2",
+        "seed-graphs-off",
+    } <= eager_names
+
+
 def test_a_per_device_entry_may_name_one_device():
     from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device
 

@@ -146,7 +146,8 @@ def run_decode(
     runs = _Runs(journal, sampler)
     recorder_rows, breakdown, expert_frames = [], [], []
     facts = {"argv": main.argv, "served_name": main.served_name,
-             "engine_version": eng.version(), "power_source": source}  # fmt: skip
+             "engine_version": eng.version(), "power_source": source,
+             "sample_hz": plan["sample_hz"]}  # fmt: skip
     if journal.reused:
         facts["resumed"] = journal.reused
         log.info("resuming a stopped run: %d finished items kept (%s)", len(journal.reused),
