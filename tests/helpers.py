@@ -74,10 +74,12 @@ def fake_module(monkeypatch, name: str, **functions):
 
 def pin_sgl_versions(monkeypatch) -> None:
     """The sgl_kernel adapter sees sglang-kernel 0.4.5 and SGLang 0.5.16, whatever is
-    installed, and has announced no op yet."""
+    installed, and has announced and searched no op yet (find() answers once per process;
+    each test fakes its own modules)."""
     from studylib.instruments.backends import sgl_kernel_backend as sgl
 
     monkeypatch.setattr(sgl, "_announced", set())
+    monkeypatch.setattr(sgl, "_searched", {})
     versions = {"sglang-kernel": "0.4.5", "sglang": "0.5.16"}
     monkeypatch.setattr(sgl, "distribution_version", lambda *n: versions.get(n[0]))
 

@@ -106,6 +106,24 @@ def test_not_found_says_where_it_searched_and_why(monkeypatch):
     assert text.index("sgl_kernel (") < text.index("sglang.jit_kernel.nvfp4 (")
 
 
+def test_a_place_is_searched_once_per_process_found_or_not(monkeypatch):
+    imported = []
+
+    def import_module(name):
+        imported.append(name)
+        if name == "sgl_kernel":
+            return types.SimpleNamespace(fp8_scaled_mm=lambda *a: None)
+        raise ModuleNotFoundError(f"No module named {name!r}")
+
+    monkeypatch.setattr(sgl, "importlib", types.SimpleNamespace(import_module=import_module))
+    for _ in range(3):  # three points of each op
+        assert sgl.find("fp8_scaled_mm").module == "sgl_kernel"
+        with pytest.raises(Unsupported, match="scaled_fp4_quant not found in") as info:
+            sgl.find("scaled_fp4_quant")
+        assert "sglang.jit_kernel.nvfp4 (ModuleNotFoundError" in str(info.value)
+    assert imported == ["sgl_kernel", "sgl_kernel", "sglang.jit_kernel.nvfp4"]
+
+
 def test_a_broken_place_is_recorded_not_raised(monkeypatch):
     def import_module(name):
         if name == "sgl_kernel":
@@ -447,8 +465,9 @@ def test_blockwise_triton_missing_is_unsupported_naming_the_places(monkeypatch):
                            "sglang 0.5.16: searched")  # fmt: skip
     assert f"{FP8_KERNEL} (ModuleNotFoundError" in text
     assert f"{FP8_KERNEL_OLD} (ModuleNotFoundError" in text
-    # A module without the functions says so too.
+    # A module without the functions says so too (in a new process: a new search).
     fake_module(monkeypatch, FP8_KERNEL, per_token_group_quant_fp8=fake_quantiser([]))
+    sgl._searched.clear()
     with pytest.raises(Unsupported, match=f"{FP8_KERNEL} \\(no w8a8_block_fp8_matmul_triton\\)"):
         sgl._fp8_blockwise_triton({"M": 16, "N": 256, "K": 256}, device="cpu")
 
