@@ -73,6 +73,35 @@ def test_variants_without_cuda_graphs_sample_at_the_rate_that_left_their_engine_
     } <= eager_names
 
 
+def test_a_server_capped_below_the_largest_concurrency_is_refused_by_name():
+    from studylib.stages.decode.decode_plan import check_decode
+
+    config = default_config()
+    assert check_decode(config) == []
+    variants = config["decode"]["variants"]
+    variants["sglang-bf16-graphs"]["concurrency"] = {"cuda": [512, 1024], "cpu": [1]}
+    variants["sglang-bf16-eager"].update(enabled=True,
+                                         concurrency={"cuda": [1024], "cpu": [1]})  # fmt: skip
+    problems = check_decode(config)
+    key = "decode.variants.sglang-bf16-graphs.args.cuda"
+    assert problems == [
+        f"{key}: --max-running-requests 512 is below the variant's largest concurrency (1024): "
+        "SGLang would queue the rest and no window would hold 1024 in flight; give it at "
+        "least 1024",
+        f"{key}: --cuda-graph-max-bs 512 is below the variant's largest concurrency (1024): "
+        "its steps would run without CUDA graphs; give it at least 1024",
+        # Without graphs only the running requests cap a step.
+        "decode.variants.sglang-bf16-eager.args.cuda: --max-running-requests 512 is below the "
+        "variant's largest concurrency (1024): SGLang would queue the rest and no window would "
+        "hold 1024 in flight; give it at least 1024",
+    ]
+    # config/examples/h200-c1024.yaml sizes both graphs servers for its 1,024.
+    c1024 = merged_config(default_config(),
+                          read_config_file(ROOT / "config/examples/h200-c1024.yaml"))  # fmt: skip
+    assert check_decode(c1024) == []
+    assert max(c1024["decode"]["concurrency"]["cuda"]) == 1024
+
+
 def test_a_per_device_entry_may_name_one_device():
     from studylib.stages.decode.decode_plan import decode_plan, resolve_for_device
 

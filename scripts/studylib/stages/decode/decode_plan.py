@@ -9,6 +9,7 @@ import re
 from ...core.config import study_device
 from ...instruments.serving.engines import engine as get_engine
 from ...instruments.serving.engines.base import arg_problems, flag_name
+from ...instruments.serving.launcher import flag_value
 from ...instruments.serving.served_model import geometry_positions, model_positions
 
 DEVICES = ("cuda", "cpu")
@@ -187,9 +188,34 @@ def _variant_problems(decode: dict, name: str, spec: dict, device: str) -> list[
         problem = context_problem(*lengths, served, f"variant {name}'s model",
                                   f"decode.{{}}.{device}")  # fmt: skip
         problems += [problem] if problem else []
+    problems += batch_problems(decode, name, spec, device, args)
     top_k = (geometry or {}).get("top_k")
     if spec.get("expert_distribution") and top_k and spec.get("top_k", 8) != top_k:
         problems.append(f"{where}.top_k ({spec.get('top_k', 8)}) is not the top_k of the model "
                         f"it serves on {device} (decode.model.{device}.top_k: {top_k}): its "
                         "recorded tokens per expert would be off by their ratio")  # fmt: skip
+    return problems
+
+
+def batch_problems(decode: dict, name: str, spec: dict, device: str, args: list) -> list[str]:
+    """An SGLang variant whose server caps a step's batch below its largest concurrency: past
+    --max-running-requests the requests queue and no window holds C in flight; past
+    --cuda-graph-max-bs (or its -decode form) a step runs without CUDA graphs, another regime
+    than the variant's (SGLang says neither)."""
+    levels = (spec.get("concurrency") or decode.get("concurrency") or {}).get(device) or []
+    if spec["engine"] != "sglang" or not levels:
+        return []
+    top, args = max(levels), [str(a) for a in args]
+    where = f"decode.variants.{name}.args.{device}"
+    caps = [("--max-running-requests", "SGLang would queue the rest and no window would hold "
+             f"{top} in flight")]  # fmt: skip
+    if "--disable-cuda-graph" not in args:
+        caps.append(("--cuda-graph-max-bs", "its steps would run without CUDA graphs"))
+        caps.append(("--cuda-graph-max-bs-decode", "its steps would run without CUDA graphs"))
+    problems = []
+    for flag, what in caps:
+        value = flag_value(args, flag)
+        if value is not None and value.isdigit() and int(value) < top:
+            problems.append(f"{where}: {flag} {value} is below the variant's largest "
+                            f"concurrency ({top}): {what}; give it at least {top}")  # fmt: skip
     return problems
