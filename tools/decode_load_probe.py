@@ -3,11 +3,11 @@
 
     tools/decode_load_probe.py --variant sglang-bf16-graphs --model results/decode/served_model/bf16
         [--level 1] [--level 256:study,nousage,bench] [--seconds 12] [--rounds 2]
-        [--server-args "--stream-interval 8"] --out DIR
+        [--server-args "--max-running-requests 1024 --cuda-graph-max-bs 1024"] --out DIR
 
-Starts the variant's server once (its config args, plus --server-args), then at each level's
-C, for each round, runs the level's arms (all six when it names none) in turn and writes one
-row per arm to DIR/probe.csv:
+Starts the variant's server once (its config args; --server-args replace the values of flags
+it gives and add the others), then at each level's C, for each round, runs the level's arms
+(all of them when it names none) in turn and writes one row per arm to DIR/probe.csv:
 - study: the study's load (usage statistics in every chunk) with the power sampler (NVML
   at the variant's sample_hz, GPM on) running, as the decode job runs it;
 - nosampler / nogpm / lowrate: the same load with no sampler / the sampler without GPM / the
@@ -40,6 +40,7 @@ from studylib.instruments.host_probes import (  # noqa: E402
     LOW_SAMPLE_HZ,  # noqa: F401 - the lowrate arm's rate, read by its test
     round_arms,
     sampler_settings,
+    with_server_args,
 )
 from studylib.instruments.power_sampler import Sampler, open_readers, visible_nvml_indices  # noqa: E402
 from studylib.instruments.serving.bench_serving import (  # noqa: E402
@@ -100,7 +101,7 @@ def main() -> int:
     config = yaml.safe_load(Path(a.config).read_text())["decode"]
     variant = config["variants"][a.variant]
     sample_hz = variant.get("sample_hz", config["sample_hz"])  # the decode job's rate
-    args = [str(x) for x in variant["args"]["cuda"]] + a.server_args.split()
+    args = with_server_args(variant["args"]["cuda"], a.server_args.split())
     model = str(Path(a.model).resolve())
     input_len, output_len = config["input_len"]["cuda"], config["output_len"]["cuda"]
     plan = {"engine": "sglang", "variant": a.variant, "model": model, "model_kind": "dummy",

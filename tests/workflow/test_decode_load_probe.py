@@ -44,3 +44,14 @@ def test_each_arm_is_set_beside_the_first_round_by_round(capsys):
     lines = [line.split() for line in capsys.readouterr().out.splitlines() if "round" in line]
     assert ["bench", "C=1", "round", "0", "0.917", "1.071"] in lines
     assert ["bench", "C=1", "round", "1", "0.929", "1.070"] in lines
+
+
+def test_server_args_replace_the_variants_values_and_add_new_flags():
+    p = probe()
+    args = ["--tp", "1", "--max-running-requests", "512", "--cuda-graph-max-bs", "512"]
+    # A flag given twice is refused by the study's own check: the probe's value replaces it.
+    assert p.with_server_args(args, ["--max-running-requests", "1024", "--disable-cuda-graph",
+                                     "--stream-interval", "8"]) == [
+        "--tp", "1", "--max-running-requests", "1024", "--cuda-graph-max-bs", "512",
+        "--disable-cuda-graph", "--stream-interval", "8"]  # fmt: skip
+    assert p.with_server_args(args, []) == args
