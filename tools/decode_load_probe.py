@@ -8,8 +8,9 @@
 Starts the variant's server once (its config args; --server-args replace the values of flags
 it gives and add the others), then at each level's C, for each round, runs the level's arms
 (all of them when it names none) in turn and writes one row per arm to DIR/probe.csv:
-- study: the study's load (usage statistics in every chunk) with the power sampler (NVML
-  at the variant's sample_hz, GPM on) running, as the decode job runs it;
+- study: the study's load (the decode job's: staggered where the config says, usage
+  statistics in every chunk; --warmup-s its warm-up floor) with the power sampler (NVML at the
+  variant's sample_hz, GPM on) running, as the decode job runs it;
 - nosampler / nogpm / lowrate: the same load with no sampler / the sampler without GPM / the
   sampler at 2 Hz instead of the variant's sample_hz (the energy counter still once a
   second, GPM on);
@@ -58,7 +59,7 @@ from studylib.instruments.serving.decode_load import (  # noqa: E402
 )
 from studylib.instruments.serving.engines import engine  # noqa: E402
 from studylib.instruments.serving.server_log import server_window_of  # noqa: E402
-from studylib.stages.decode.decode_server import ServerPass  # noqa: E402
+from studylib.stages.decode.decode_server import ServerPass, load_specs  # noqa: E402
 
 ARMS = ("study", "nosampler", "nogpm", "lowrate", "nousage", "bench", "bench_sampler")
 
@@ -83,6 +84,9 @@ def main() -> int:
         help="C, or C:arm,arm (repeatable; default 1 and 256 with every arm)",
     )
     p.add_argument("--seconds", type=float, default=12.0)
+    p.add_argument("--warmup-s", type=float, default=0.0,
+                   help="each study arm's warm-up floor (the decode job's: decode.warmup_s); "
+                        "a staggered load also waits for its first requests to end")  # fmt: skip
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--server-args", default="", help="extra server arguments, one string")
     p.add_argument("--port", type=int, default=30100)
@@ -116,10 +120,9 @@ def main() -> int:
     with pas.server, BenchWorker(out / "bench_serving.log") as worker:
         print(f"ready after {pas.server.wait_ready():.0f} s", flush=True)
         for c, arms in levels:
-            spec = LoadSpec(concurrency=c, input_len=input_len, output_len=output_len,
-                            duration_s=a.seconds, vocab_size=32000, seed=c)  # fmt: skip
+            spec = study_spec(config, variant, c, a.seconds, a.warmup_s)
             warm = LoadSpec(concurrency=c, input_len=input_len, output_len=16, num_prompts=c,
-                            vocab_size=32000, seed=c)  # fmt: skip
+                            vocab_size=config["model"]["cuda"]["vocab_size"], seed=c)  # fmt: skip
             pas.load(warm)
             tpot_guess = None
             for rnd in range(a.rounds):
@@ -139,6 +142,21 @@ def main() -> int:
     print_summary(rows)
     print_rounds(rows)
     return 0
+
+
+def study_spec(config: dict, variant: dict, c: int, seconds: float, warmup_s: float) -> LoadSpec:
+    """The decode job's steady load at C (decode_server.load_specs: staggered and pre-aged as
+    the config and the variant say), with the probe's warm-up floor (its arms follow one
+    another on a warm server) and a fixed window of ``seconds``."""
+
+    def on_cuda(key):
+        by_device = variant.get(key) or config.get(key) or {}
+        return by_device.get("cuda") if isinstance(by_device, dict) else by_device
+
+    plan = {"input_len": config["input_len"]["cuda"], "output_len": config["output_len"]["cuda"],
+            "vocab_size": config["model"]["cuda"]["vocab_size"], "stagger": on_cuda("stagger"),
+            "preaged": on_cuda("preaged"), "warmup_s": warmup_s}  # fmt: skip
+    return load_specs(plan, c, seconds)[1]
 
 
 def arm_sampler(arm: str, readers, sample_hz: float):

@@ -55,3 +55,21 @@ def test_server_args_replace_the_variants_values_and_add_new_flags():
         "--tp", "1", "--max-running-requests", "1024", "--cuda-graph-max-bs", "512",
         "--disable-cuda-graph", "--stream-interval", "8"]  # fmt: skip
     assert p.with_server_args(args, []) == args
+
+
+def test_the_study_arm_runs_the_decode_jobs_load():
+    import yaml
+
+    p = probe()
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["decode"]
+    variant = config["variants"]["sglang-fp8-graphs"]
+    spec = p.study_spec(config, variant, 1024, 10.0, 0.0)
+    # Staggered as the decode job's (its first requests end one after another), not lockstep;
+    # a fixed window; the probe's own warm-up floor.
+    assert spec.stagger and not spec.preaged and spec.concurrency == 1024
+    assert (spec.duration_s, spec.warmup_s, spec.precision) == (10.0, 0.0, 0)
+    assert (spec.input_len, spec.output_len, spec.vocab_size) == (128, 1024, 32000)
+    # A variant's own preaged wins over decode's.
+    aged = p.study_spec(config, {**variant, "preaged": {"cuda": True, "cpu": False}}, 64, 12.0,
+                        5.0)  # fmt: skip
+    assert aged.preaged and aged.stagger and aged.warmup_s == 5.0
