@@ -55,6 +55,10 @@ def test_server_args_replace_the_variants_values_and_add_new_flags():
         "--tp", "1", "--max-running-requests", "1024", "--cuda-graph-max-bs", "512",
         "--disable-cuda-graph", "--stream-interval", "8"]  # fmt: skip
     assert p.with_server_args(args, []) == args
+    # Either spelling of a flag is the same flag.
+    assert p.with_server_args(["--tp", "1", "--cuda-graph-max-bs=512"],
+                              ["--cuda-graph-max-bs", "1024", "--tp=2"]) == [
+        "--tp=2", "--cuda-graph-max-bs", "1024"]  # fmt: skip
 
 
 def test_the_study_arm_runs_the_decode_jobs_load():

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+from .serving.engines.base import flag_name
+
 #: The ``lowrate`` arm's sampler rate (the other sampled arms run at decode.sample_hz).
 LOW_SAMPLE_HZ = 2.0
 #: Arms that run no sampler.
@@ -19,25 +21,25 @@ def round_arms(arms: list[str], rnd: int) -> list[str]:
     return list(arms) if rnd % 2 == 0 else list(arms)[::-1]
 
 
-def with_server_args(args: list[str], extra: list[str]) -> list[str]:
+def with_server_args(args: list, extra: list[str]) -> list[str]:
     """A variant's server arguments with a probe's ``extra`` ones: a flag the variant already
-    gives takes the extra value in place (the study refuses a flag given twice), a new one is
-    appended. ``extra``: ``--flag value`` pairs and bare ``--switch`` flags."""
-    out = [str(a) for a in args]
-    i = 0
-    while i < len(extra):
-        flag = extra[i]
-        value = extra[i + 1] if i + 1 < len(extra) and not extra[i + 1].startswith("--") else None
-        i += 2 if value is not None else 1
-        if flag in out:
-            at = out.index(flag)
-            if value is not None and at + 1 < len(out) and not out[at + 1].startswith("--"):
-                out[at + 1] = value
-            elif value is not None:
-                out.insert(at + 1, value)
+    gives (``--flag value`` or ``--flag=value``) takes the extra one's place, with its values
+    (the study refuses a flag given twice); a new one is appended."""
+    merged: dict[str, list[str]] = {}
+    for group in _flag_groups(args) + _flag_groups(extra):
+        merged[flag_name(group[0]) or group[0]] = group  # a key kept keeps its place
+    return [arg for group in merged.values() for arg in group]
+
+
+def _flag_groups(argv: list) -> list[list[str]]:
+    """The argv as [flag, its values...] groups, in order."""
+    groups: list[list[str]] = []
+    for arg in map(str, argv):
+        if flag_name(arg) or not groups:
+            groups.append([arg])
         else:
-            out += [flag] if value is None else [flag, value]
-    return out
+            groups[-1].append(arg)
+    return groups
 
 
 def sampler_settings(arm: str, sample_hz: float) -> dict | None:
