@@ -47,6 +47,7 @@ from studylib.stages.kernel_power.kernel_power_plan import (  # noqa: E402
 )
 from studylib.stages.sweep.sweep_plan import (  # noqa: E402
     baseline_files,
+    flashinfer_jit_targets,
     own_results_problem,
     sweep_plan,
 )
@@ -216,6 +217,19 @@ def plan_hashes(pattern, plan, names):
     }
 
 
+# FlashInfer's JIT modules, built on the CPU before its GPU jobs and beside another's (rule
+# flashinfer_jit: about 79 s of an H200's idle time at the FlashInfer sweep's first calls).
+FLASHINFER_JIT_TARGETS = flashinfer_jit_targets(config)
+
+
+def flashinfer_jit_input(wildcards):
+    """FlashInfer's jobs wait for its modules' build; ancient: a rebuild of the modules
+    alone (a cache already warm) reruns no measurement."""
+    if wildcards.backend != "flashinfer" or not FLASHINFER_JIT_TARGETS:
+        return []
+    return [ancient(rules.flashinfer_jit.output[0])]
+
+
 def backend_power_plan(wildcards):
     return {
         **kernel_power_plan(config, wildcards.backend),
@@ -259,6 +273,10 @@ def study_outputs(wildcards):
 def device_time_inputs(wildcards):
     """Each measuring job's records and Snakemake's benchmark file of it (rule device_time)."""
     decode_files = DEVICE_TIME_DECODE_FILES
+    jit, jit_benchmark = {}, []
+    if FLASHINFER_JIT_TARGETS:  # the FlashInfer JIT build, stated apart
+        jit = {"jit": rules.flashinfer_jit.output[0]}
+        jit_benchmark = ["results/benchmarks/sweep/flashinfer_jit.tsv"]
     return {
         "sweeps": expand("results/sweeps/{backend}.parquet", backend=BACKENDS),
         "power": expand(
@@ -272,7 +290,9 @@ def device_time_inputs(wildcards):
             *expand("results/benchmarks/kernel_power/{b}.tsv", b=POWER_BACKENDS),
             *expand("results/benchmarks/decode/{variant}.tsv", variant=DECODE_VARIANTS),
             "results/benchmarks/peaks.tsv",
+            *jit_benchmark,
         ],
+        **jit,
     }
 
 

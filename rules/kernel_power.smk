@@ -1,4 +1,6 @@
 rule kernel_power:
+    input:
+        jit=flashinfer_jit_input,
     output:
         windows="results/kernel_power/{backend}.parquet",
         timeline="results/kernel_power/{backend}_timeline.parquet",

@@ -1,4 +1,25 @@
+rule flashinfer_jit:
+    input:
+        hardware="results/hardware.json",
+    output:
+        "results/sweeps/flashinfer_jit.json",
+    log:
+        "results/logs/sweep/flashinfer_jit.log",
+    benchmark:
+        "results/benchmarks/sweep/flashinfer_jit.tsv"
+    conda:
+        "../envs/gpu.yaml"
+    threads: 8
+    params:
+        targets=FLASHINFER_JIT_TARGETS,
+        versions=versions("flashinfer"),
+    script:
+        "../scripts/build_flashinfer_jit.py"
+
+
 rule sweep:
+    input:
+        jit=flashinfer_jit_input,
     output:
         "results/sweeps/{backend}.parquet",
     log:

@@ -23,6 +23,7 @@ table = device_time(
     kernel_power={Path(p).stem: p for p in files.power},
     decode={variant: tuple(paths) for variant, paths in decode.items()},
     benchmarks=benchmarks,
+    jit=getattr(files, "jit", None),  # the FlashInfer JIT build's record, where it ran
 )
 write_frame(table, snakemake.output[0])
 total = table[table["job"] == TOTAL].iloc[0]

@@ -120,6 +120,38 @@ def test_the_table_totals_the_jobs_that_split_and_names_the_rest(tmp_path):
     assert provenance_line(pd.DataFrame(columns=table.columns)) is None
 
 
+def test_the_flashinfer_jit_build_is_stated_apart_outside_the_total(tmp_path):
+    """The JIT build holds no device: its row names the modules it built and their seconds,
+    and the total of the measuring jobs does not count it."""
+    sweep = tmp_path / "torch.parquet"
+    point = {column: None for column in SWEEP} | {
+        "backend": "torch", "impl": "aten", "op": "matmul", "dtype": "bf16", "shape": "down",
+        "M": 1, "N": 8, "K": 8, "status": "ok", "device": "cuda", "point_s": 80.0,
+        "first_call_ms": 0.0}  # fmt: skip
+    write_frame(pd.DataFrame([point]), sweep)
+    record = tmp_path / "flashinfer_jit.json"
+    record.write_text(json.dumps({"modules": [
+        {"module": "gemm", "status": "built", "seconds": 35.2},
+        {"module": "tinygemm2", "status": "cached", "seconds": 0.4},
+        {"module": "batch_prefill_with_kv_cache_dtype_q_bf16_x", "status": "built",
+         "seconds": 25.3},
+        {"module": "mm_bf16_cublaslt", "status": "failed", "seconds": 1.0}]}))  # fmt: skip
+    benchmarks = {
+        "sweep/torch": benchmark(tmp_path / "sweep" / "torch.tsv", 100),
+        "sweep/flashinfer_jit": benchmark(tmp_path / "sweep" / "jit.tsv", 70),
+    }
+    table = device_time({"torch": str(sweep)}, {}, {}, benchmarks, jit=str(record))
+    rows = table.set_index("job")
+    jit = rows.loc["sweep/flashinfer_jit"]
+    assert jit["stage"] == "builds" and jit["wall_s"] == 70 and pd.isna(jit["share"])
+    assert jit["builds_s"] == pytest.approx(60.5)
+    assert "gemm 35 s, batch_prefill_with_kv_cache 25 s" in jit["outside"]
+    assert "1 already built or skipped, 1 failed" in jit["outside"]
+    total = rows.loc[TOTAL]
+    assert total["wall_s"] == 100 and total["builds_s"] == 0
+    assert "not split" not in total["outside"]
+
+
 def test_starts_builds_and_warmups_are_stated_apart():
     # A sweep's first calls at the points that sampled (a refused point's time is not a build).
     sweep = pd.DataFrame({"point_s": [10.0, 40.1], "first_call_ms": [4000.0, 39000.0],

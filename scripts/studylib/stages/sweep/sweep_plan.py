@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...core.config import enabled_backends
-from ...instruments.backends import catalogue
+from ...instruments.backends import catalogue, flashinfer_jit
 from ...instruments.backends.attention import POINT_KEYS as ATTENTION_POINT_KEYS
 
 
@@ -233,6 +233,15 @@ def sweep_plan(config: dict, backend: str) -> dict:
     if any(is_fused(backend, case["op"]) for case in cases):
         plan["moe"] = moe_plan(config)
     return plan
+
+
+def flashinfer_jit_targets(config: dict) -> list[dict]:
+    """The FlashInfer modules the FlashInfer sweep's first calls on a GPU would build (rule
+    flashinfer_jit builds them beforehand); none where that sweep is disabled. Its
+    kernel-power job's points are ops of the sweep's, so this covers them too."""
+    if "flashinfer" not in enabled_backends(config):
+        return []
+    return flashinfer_jit.targets(expand_points(sweep_plan(config, "flashinfer"), "cuda"))
 
 
 def is_fused(backend: str, op: str) -> bool:
