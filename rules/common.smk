@@ -223,11 +223,11 @@ FLASHINFER_JIT_TARGETS = flashinfer_jit_targets(config)
 
 
 def flashinfer_jit_input(wildcards):
-    """FlashInfer's jobs wait for its modules' build; ancient: a rebuild of the modules
-    alone (a cache already warm) reruns no measurement."""
+    """FlashInfer's jobs wait for its modules' build, which reruns only with what reruns
+    them (flashinfer's version, its sweep's ops)."""
     if wildcards.backend != "flashinfer" or not FLASHINFER_JIT_TARGETS:
         return []
-    return [ancient(rules.flashinfer_jit.output[0])]
+    return [rules.flashinfer_jit.output[0]]
 
 
 def backend_power_plan(wildcards):

@@ -5,14 +5,16 @@ results/sweeps/flashinfer_jit.json (see studylib.instruments.backends.flashinfer
 import os
 import time
 
-from studylib.core.io import read_json, write_json
+from studylib.core.io import write_json
 from studylib.instruments.backends.flashinfer_jit import NICENESS, arch_list, build
+from studylib.instruments.hardware import nvml_gpus
 from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)  # noqa: F821
 os.nice(NICENESS)  # and its nvcc children: the measuring jobs beside it come first
-hardware = read_json(snakemake.input.hardware)  # noqa: F821
-capabilities = [gpu.get("compute_capability") for gpu in hardware.get("gpus", [])]
+# The GPUs' architectures from NVML: no CUDA context, no wait for the hardware record.
+_, gpus, _ = nvml_gpus()
+capabilities = [gpu.get("compute_capability") for gpu in gpus]
 started = time.monotonic()
 rows = build(snakemake.params.targets, capabilities, snakemake.threads)  # noqa: F821
 for row in rows:

@@ -57,6 +57,8 @@ LOCK = threading.Lock()
 # One engine: a prefill (--prefill-delay) holds it, and every stream's next token waits for
 # it, as a server's decode steps wait behind the prefills of newly admitted requests.
 ENGINE = threading.Lock()
+# --max-running: the slots of the requests streaming at once (None: no limit).
+RUNNING: threading.Semaphore | None = None
 
 
 def model_layers(model_path: str) -> int:
@@ -135,8 +137,13 @@ def main() -> int:
     parser.add_argument("--profile-garbage", action="store_true")
     parser.add_argument("--profile-never", action="store_true")
     parser.add_argument("--linger-cancelled", type=float, default=0.0)
+    # At most this many requests stream at once; the others wait, queued (a server's
+    # --max-running-requests): 0, no limit.
+    parser.add_argument("--max-running", type=int, default=0)
     parser.add_argument("--decode-log-tok-s", type=float)
     args, _ = parser.parse_known_args()
+    global RUNNING
+    RUNNING = threading.Semaphore(args.max_running) if args.max_running > 0 else None
     served_name = args.served_model_name or args.model_path
     started = time.monotonic()
     print(f"standin: starting on {args.host}:{args.port}", flush=True)
@@ -261,6 +268,7 @@ def main() -> int:
                 STATE["streams"][key] = 0
                 prompt = payload.get("prompt")
                 STATE["prompts"][key] = len(prompt) if isinstance(prompt, list | str) else 0
+            admitted = RUNNING is None or RUNNING.acquire()
             try:
                 if args.prefill_delay:
                     with ENGINE:
@@ -293,6 +301,8 @@ def main() -> int:
             except OSError:  # the client went away: held a while longer, as by SGLang
                 time.sleep(args.linger_cancelled)
             finally:
+                if RUNNING is not None and admitted:
+                    RUNNING.release()
                 with LOCK:
                     STATE["held"] -= 1
                     STATE["streams"].pop(key, None)

@@ -56,7 +56,7 @@ STAGE_ANSWERS: dict[Question, object] = {
     1: lambda t: q1_answers(t.sweep, t.compare),
     2: lambda t: q2_answers(t.sweep, t.peaks, t.compare),
     3: lambda t: kernel_power_answers(t.kernel_power, t.hardware),
-    4: lambda t: expert_answers(t.expert_m, t.decode),
+    4: lambda t: expert_answers(t.expert_m, t.decode, t.decode_recorder),
     5: lambda t: decode_answers(t.decode, t.decode_crosscheck),
     6: lambda t: step_answers(t.step_model, t.decode, t.decode_crosscheck),
 }

@@ -250,7 +250,7 @@ def test_gaps_of_a_machine_without_a_gpu_are_expected_and_a_missed_recorder_is_n
     (gap,) = kernel_power_answers(no_power, {"device": "cpu"})
     assert gap.status == NOT_MEASURED and "no GPU" in gap.why
     # Decode through transformers has no expert recorder: said as this machine's gap. Through
-    # SGLang the recorder should have run: said as a recorder not run or failed.
+    # SGLang the recorder should have run: said as a recorder that did not run, or its error.
     decode_cpu = pd.DataFrame([{"engine": "transformers", "concurrency": 1}])
     cpu = {
         (a.question, a.subject): a
@@ -259,14 +259,14 @@ def test_gaps_of_a_machine_without_a_gpu_are_expected_and_a_missed_recorder_is_n
     experts = cpu[(4, "per-expert M")]
     assert experts.status == NOT_MEASURED and experts.lead
     assert "decode ran through transformers, which has no recorder" in experts.why
-    assert "recorder not run or failed" not in experts.why
+    assert "the recorder pass did not run" not in experts.why
     assert "no GPU" in cpu[(3, "kernel loops")].why
     decode_gpu = pd.DataFrame([{"engine": "sglang", "concurrency": 1}])
     gpu = {
         (a.question, a.subject): a
         for a in compute_answers(StudyTables(HW_H200, PEAKS, decode=decode_gpu))
     }
-    assert "recorder not run or failed" in gpu[(4, "per-expert M")].why
+    assert "the recorder pass did not run" in gpu[(4, "per-expert M")].why
     # The default's variants route by SGLang's uniform simulation, the recorder off: said so.
     decode_sim = pd.DataFrame([{"engine": "sglang", "variant": "sglang-bf16-graphs",
                                 "model_kind": "dummy", "routing": "uniform",
@@ -277,10 +277,23 @@ def test_gaps_of_a_machine_without_a_gpu_are_expected_and_a_missed_recorder_is_n
     }
     why = sim[(4, "per-expert M")].why
     assert "off in the default" in why and "config/examples/full.yaml" in why
+    assert "failed" not in why
+    # A recorder pass that ran and failed: its error, not "off".
+    failed = pd.DataFrame([{"variant": "sglang-bf16-graphs", "concurrency": 16,
+                            "error": "CUDA error: device-side assert (idx_dim >= 0)"}])  # fmt: skip
+    crashed = {
+        (a.question, a.subject): a
+        for a in compute_answers(
+            StudyTables(HW_H200, PEAKS, decode=decode_sim, decode_recorder=failed)
+        )  # fmt: skip
+    }
+    why = crashed[(4, "per-expert M")].why
+    assert "the recorder pass failed (CUDA error: device-side assert (idx_dim >= 0))" in why
+    assert "off in the default" not in why
     # One variant on a served model's own router: the recorder should have run.
     decode_own = decode_sim.assign(routing="model")
     own = {
         (a.question, a.subject): a
         for a in compute_answers(StudyTables(HW_H200, PEAKS, decode=decode_own))
     }
-    assert "recorder not run or failed" in own[(4, "per-expert M")].why
+    assert "the recorder pass did not run" in own[(4, "per-expert M")].why

@@ -255,16 +255,19 @@ def test_a_plain_run_rebuilds_what_is_missing(study):
 
 
 def test_a_library_upgrade_reruns_hardware_and_that_backend_only(study, tmp_path):
-    """A newer flashinfer (a stand-in dist-info on the path) reruns the hardware record and
-    flashinfer's sweep and power jobs (and what depends on them), not peaks, the other
-    backends or decode."""
+    """A newer flashinfer (a stand-in dist-info on the path) reruns the hardware record,
+    flashinfer's JIT build, sweep and power jobs (and what depends on them), not peaks, the
+    other backends or decode."""
     info = tmp_path / "site" / "flashinfer_python-99.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 99.0\n"
     )
     planned = planned_outputs(study, env={"PYTHONPATH": str(tmp_path / "site")})
-    assert sweeps_in(planned) == {"results/sweeps/flashinfer.parquet"}
+    assert sweeps_in(planned) == {
+        "results/sweeps/flashinfer.parquet",
+        "results/sweeps/flashinfer_jit.json",
+    }
     assert {o for o in planned if o.startswith("results/kernel_power/")} == {
         "results/kernel_power/flashinfer.parquet",
         "results/kernel_power/flashinfer_timeline.parquet",

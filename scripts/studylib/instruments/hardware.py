@@ -154,6 +154,9 @@ def nvml_gpus() -> tuple[dict, list[dict], str | None]:
                 ),
                 "memory_total_mib": lambda h: pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**20,
                 "pci_bus_id": lambda h: pynvml.nvmlDeviceGetPciInfo(h).busId,
+                "compute_capability": lambda h: "{}.{}".format(
+                    *pynvml.nvmlDeviceGetCudaComputeCapability(h)
+                ),
             }
             for key, read in readers.items():
                 try:

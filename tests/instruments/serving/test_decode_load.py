@@ -465,3 +465,31 @@ def test_staggered_first_requests_end_once_per_slot_on_spread_chunk_steps(concur
     if concurrency >= 16:
         counts = [sum(1 for n in lengths if n % 8 == r) for r in range(8)]
         assert max(counts) - min(counts) <= max(2, concurrency // 64), counts
+
+
+def test_a_server_that_admits_fewer_than_c_is_not_waited_for(tmp_path):
+    """A server that keeps one of C requests queued (SGLang held one of 512 profile requests
+    for 35 s on the H200): with settle_s, the load is streaming once no more first tokens
+    come, and says how many are waiting; without it, it waits for the queued one."""
+    spec = LoadSpec(concurrency=4, num_prompts=1000, input_len=4, output_len=100_000,
+                    vocab_size=500)  # fmt: skip
+    server, port = standin(tmp_path, "--token-delay", "0.01", "--max-running", "3")
+    seen = {}
+    with server:
+        server.wait_ready()
+        for settle_s in (None, 0.3):
+            control = LoadControl(after_tokens=1, settle_s=settle_s)
+            thread = threading.Thread(
+                target=run_load,
+                args=(f"http://127.0.0.1:{port}", "standin", spec),
+                kwargs={"extras": {"ignore_eos": True}, "control": control},
+                daemon=True,
+            )
+            thread.start()
+            # The queued request streams only once one of the three ends: never, here.
+            seen[settle_s] = control.streaming.wait(timeout=3.0 if settle_s is None else 60)
+            seen[f"waiting {settle_s}"] = control.waiting
+            control.stop.set()
+            thread.join(timeout=30)
+            assert not thread.is_alive()
+    assert seen == {None: False, "waiting None": 0, 0.3: True, "waiting 0.3": 1}

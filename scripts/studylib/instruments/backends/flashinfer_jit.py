@@ -7,7 +7,7 @@ batch-prefill module of its decode attention: about 79 s of that job. Built here
 CPU while another job measures, they are in FlashInfer's JIT cache when the sweep's first
 calls ask for them: the same generators make the same module names, and the cache folder
 is keyed by the GPUs' architectures, which the job passes as FLASHINFER_CUDA_ARCH_LIST
-(from hardware.json) so that it never opens the GPU.
+(read from NVML) so that it never opens the GPU.
 
 Only the modules named below; any other (one a newer FlashInfer adds, the CUTLASS fused
 MoE of tools/prebuild_flashinfer_moe.py: 14 core-hours) is built at its first call as
@@ -113,7 +113,7 @@ def build(targets: list[dict], capabilities: list[str], jobs: int) -> list[dict]
     per module: name, status (built, cached, aot, skipped, failed), seconds, error."""
     arches = arch_list(capabilities)
     if not arches:
-        return [_row(t, "-", "skipped", 0.0, "no CUDA GPU in hardware.json") for t in targets]
+        return [_row(t, "-", "skipped", 0.0, "no GPU that NVML sees") for t in targets]
     # Before FlashInfer is imported: its compilation context and cache folder are fixed then.
     # No GPU visible: the build never touches the device another job is measuring on.
     os.environ["FLASHINFER_CUDA_ARCH_LIST"] = arches

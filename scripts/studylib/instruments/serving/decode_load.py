@@ -89,12 +89,20 @@ class LoadControl:
     prefill burst of the load's start is over; with more, once their KV cache has grown by
     that much. ``tokens`` is then the fewest tokens any of them had streamed. Setting
     ``stop`` ends the load as a timed load's deadline does (no new request, the streaming
-    ones cancelled)."""
+    ones cancelled).
+
+    ``settle_s``: ``streaming`` is also set once no more of the first C requests has reached
+    ``after_tokens`` for this long, with at least one there: a server that admits fewer than
+    C (SGLang 0.5.16 at --max-running-requests 512 held one of 512 profile requests queued
+    for 35 s on the H200, 2026-12-04, until the first ones ended) is not waited for.
+    ``waiting`` then counts the requests not there."""
 
     after_tokens: int = 1
+    settle_s: float | None = None
     streaming: threading.Event = field(default_factory=threading.Event)
     stop: threading.Event = field(default_factory=threading.Event)
     tokens: int | None = None
+    waiting: int = 0
 
 
 @dataclass
@@ -388,13 +396,22 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
     async def watch() -> None:
         # Polled: the other thread's events cannot wake this loop.
         first = records[: spec.concurrency]
+        there, since = 0, time.monotonic()
         while not control.stop.is_set():
             if not control.streaming.is_set():
                 first = first if len(first) == spec.concurrency else records[: spec.concurrency]
-                if len(first) == spec.concurrency and all(
-                    len(r.token_times) >= control.after_tokens or r.end is not None for r in first
-                ):
-                    control.tokens = min(len(r.token_times) for r in first)
+                arrived = [
+                    r
+                    for r in first
+                    if len(r.token_times) >= control.after_tokens or r.end is not None
+                ]
+                if len(arrived) != there:
+                    there, since = len(arrived), time.monotonic()
+                settled = (control.settle_s is not None and arrived
+                           and time.monotonic() - since >= control.settle_s)  # fmt: skip
+                if len(arrived) == spec.concurrency or settled:
+                    control.tokens = min(len(r.token_times) for r in arrived)
+                    control.waiting = spec.concurrency - len(arrived)
                     control.streaming.set()
             await asyncio.sleep(0.01)
         state["stop"] = True

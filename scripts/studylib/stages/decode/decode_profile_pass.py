@@ -41,6 +41,12 @@ PROFILE_PREFIX = "decode"
 
 #: How long a profile may take at one C (its load, the steps, the trace files) by default.
 PROFILE_TIMEOUT_S = 120.0
+#: The profile begins once no more of its C requests has had its first token for this long
+#: (LoadControl.settle_s): SGLang's prefill burst streams first tokens every 0.1-0.2 s, and
+#: a request the server keeps queued (one of 512 at --max-running-requests 512 on the H200)
+#: would hold the profile until the first ones end, when their replacements' prefills fill
+#: the profiled steps (bf16 at C = 512, 2026-12-04: 35 s waited, no decode step profiled).
+PROFILE_SETTLE_S = 2.0
 
 
 def profile_left(plan: dict, journal: Journal) -> list[int]:
@@ -152,7 +158,7 @@ def _profile_concurrency(pas: ServerPass, c: int, steps: int, layers: int, ranks
     prompt = profile_prompt_len(plan["input_len"], plan["output_len"], steps)
     spec = LoadSpec(concurrency=c, input_len=prompt, output_len=plan["output_len"],
                     duration_s=timeout, vocab_size=plan["vocab_size"], seed=c)  # fmt: skip
-    control = LoadControl(after_tokens=1)
+    control = LoadControl(after_tokens=1, settle_s=PROFILE_SETTLE_S)
     outcome = {}
     drain_server(pas)
 
@@ -174,6 +180,7 @@ def _profile_concurrency(pas: ServerPass, c: int, steps: int, layers: int, ranks
                                f"{control.after_tokens} tokens each "
                                f"({_load_problem(outcome, timeout)})")  # fmt: skip
         context = prompt + (control.tokens or 0) + steps / 2
+        queued = control.waiting
         start_profile(pas.base_url, folder.resolve(), steps, PROFILE_PREFIX, profile_id,
                       timeout=max(deadline - time.monotonic(), 1.0))  # fmt: skip
         try:
@@ -188,6 +195,9 @@ def _profile_concurrency(pas: ServerPass, c: int, steps: int, layers: int, ranks
         thread.join(timeout=60)
     if thread.is_alive():
         notes.append("the profile load did not stop within 60 s")
+    if queued:
+        notes.append(f"{queued} of the load's {c} requests still queued by the server when "
+                     f"the profile began: it profiled steps of {c - queued}")  # fmt: skip
     by_rank = {}
     for rank, (path, kernels) in sorted(traces.items()):
         try:

@@ -166,11 +166,21 @@ def _simulated_only(decode: pd.DataFrame | None) -> bool:
     return bool(sglang) and all(routing.get(v, "").startswith("SGLang's uniform") for v in sglang)
 
 
-def expert_answers(expert_m: pd.DataFrame | None,
-                   decode: pd.DataFrame | None = None) -> list[Answer]:  # fmt: skip
+def _recorder_failure(recorder: pd.DataFrame | None) -> str | None:
+    """The recorder pass's first error (tables/decode_recorder.csv: a row per variant and C
+    that ran it), or None where it did not run or ran clean."""
+    if not _has(recorder, "error"):
+        return None
+    errors = [text_of(e) for e in recorder["error"] if text_of(e)]
+    return errors[0] if errors else None
+
+
+def expert_answers(expert_m: pd.DataFrame | None, decode: pd.DataFrame | None = None,
+                   recorder: pd.DataFrame | None = None) -> list[Answer]:  # fmt: skip
     """Question 4's rows: per variant and C (in order of C), per-expert M against the balanced
     M (the lead rows: each variant's largest C), the seed's C = 512 where no variant ran it,
-    then the GPU ranks' loads."""
+    then the GPU ranks' loads. ``recorder`` (the recorder pass's table) tells a pass that was
+    off from one that failed."""
     if not _has(expert_m, "m", "balanced_m", "concurrency"):
         engines = {text_of(e) for e in decode["engine"]} if _has(decode, "engine") else set()
         why = "no SGLang expert-distribution record"
@@ -178,12 +188,14 @@ def expert_answers(expert_m: pd.DataFrame | None,
             why = "no decode ran here (no decode table)"
         elif engines and "sglang" not in engines:
             why += f": decode ran through {', '.join(sorted(engines))}, which has no recorder"
+        elif (failure := _recorder_failure(recorder)) is not None:
+            why += f": the recorder pass failed ({failure})"
         elif _simulated_only(decode):
             why += (": the recorder pass is off in the default, its variants routing by "
                     "SGLang's uniform simulation (expert_distribution turns it on, as "
-                    "config/examples/full.yaml does), or it failed")  # fmt: skip
+                    "config/examples/full.yaml does)")  # fmt: skip
         else:
-            why += " (tables/expert_m.csv has no rows: recorder not run or failed)"
+            why += " (tables/expert_m.csv has no rows: the recorder pass did not run)"
         return [not_measured(4, "per-expert M", why, lead=True)]
     df = _numeric(expert_m, "m", "balanced_m", "concurrency", "tokens", "layer", "expert")
     df["variant"] = df["variant"].map(text_of) if "variant" in df.columns else ""
