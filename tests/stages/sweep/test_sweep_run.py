@@ -145,3 +145,33 @@ def test_interrupted_sweep_resumes(tmp_path, log_file, monkeypatch):
     assert (frame["status"] == "ok").all()
     timed = [r["eager_us"] for r in measured if r["op"] == "matmul" and r.get("eager_us")]
     assert sorted(frame["eager_us"]) == sorted(timed)
+
+
+def test_the_same_computation_under_two_names_is_measured_once(tmp_path, log_file, monkeypatch):
+    """The decode step's o_proj is dense_square's GEMM: measured once, its row taken over by
+    the other name (measured_as), with none of its time; a resumed run keeps both."""
+    plan = plan_for()
+    case = next(c for c in plan["cases"] if c["op"] == "matmul")
+    first = case["shapes"][0]
+    case["shapes"] = [first, {**first, "name": "same_gemm"}]
+    frame = run_sweep(plan, tmp_path / "t.parquet", log_stream=log_file)
+    frame = frame[frame.op == "matmul"]
+    named = {shape: rows.set_index(["dtype", "M"]) for shape, rows in frame.groupby("shape")}
+    twin = named["same_gemm"]
+    original = named[first["name"]].loc[twin.index]
+    assert (original["measured_as"] == "").all() and (original["point_s"] > 0).all()
+    assert (twin["measured_as"] == first["name"]).all() and (twin["point_s"] == 0).all()
+    assert twin["eager_us"].equals(original["eager_us"])
+    assert twin["status"].tolist() == original["status"].tolist() == ["ok"] * len(twin)
+    # Resumed: every row from the journal, the worker never asked (it would raise).
+    monkeypatch.setattr("studylib.stages.sweep.sweep_run.write_frame",
+                        lambda *a, **k: (_ for _ in ()).throw(OSError("disk gone")))  # fmt: skip
+    with pytest.raises(OSError):
+        run_sweep(plan, tmp_path / "u.parquet", log_stream=log_file)
+    monkeypatch.undo()
+    monkeypatch.setenv("STUDY_INJECT_FAULTS", json.dumps({"matmul:1": "raise",
+                                                           "matmul:16": "raise"}))  # fmt: skip
+    again = run_sweep(plan, tmp_path / "u.parquet", log_stream=log_file)
+    again = again[again.op == "matmul"]
+    assert (again["status"] == "ok").all()
+    assert sorted(again["measured_as"]) == sorted(frame["measured_as"])

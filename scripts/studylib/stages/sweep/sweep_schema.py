@@ -29,10 +29,10 @@ SWEEP = {
     "rel_err": "num", "cos_sim": "num", "all_zero": "flag", "has_nan": "flag", "flops": "num",
     "bytes": "num", "tflops": "num", "gbps": "num", "launch_overhead_us": "num",
     "sm_clock_mhz": "num", "throttle": "any", "first_call_ms": "num", "point_s": "num",
-    "prepare_s": "num", "check_s": "num",
+    "prepare_s": "num", "check_s": "num", "measured_as": "any",
 }  # fmt: skip
 #: Columns newer than committed examples' sweeps (read without them: empty).
-SWEEP_ADDED = ("prepare_s", "check_s")
+SWEEP_ADDED = ("prepare_s", "check_s", "measured_as")
 ROOFLINE = {"compute_floor_us": "num", "memory_floor_us": "num", "floor_us": "num",
             "floor_basis": "any", "efficiency": "num"}  # fmt: skip
 #: The sweep table's precision of each timing mode's median (sweep_aggregate.add_precision).
