@@ -46,19 +46,14 @@ def _generator(module: str, name: str) -> Callable | None:
         return None
 
 
-def _gemm(target: dict):
-    generate = _generator("flashinfer.jit.gemm", "gen_gemm_module")
-    return generate() if generate else None
+def _public(module: str, name: str) -> Callable:
+    """A module's target -> its spec, from a public generator of no arguments."""
 
+    def spec(target: dict):
+        generate = _generator(module, name)
+        return generate() if generate else None
 
-def _cublaslt(target: dict):
-    generate = _generator("flashinfer.jit.gemm", "gen_mm_bf16_cublaslt_module")
-    return generate() if generate else None
-
-
-def _tinygemm(target: dict):
-    generate = _generator("flashinfer.jit.tinygemm2", "gen_tinygemm2_module")
-    return generate() if generate else None
+    return spec
 
 
 def _decode_attention(target: dict):
@@ -85,9 +80,9 @@ def _decode_attention(target: dict):
 
 #: (op, impl) -> the generator of the module its first call builds.
 MODULES: dict[tuple[str, str], Callable] = {
-    ("bmm_fp8", "cublas"): _gemm,
-    ("mm_bf16", "cublaslt"): _cublaslt,
-    ("mm_bf16", "tinygemm"): _tinygemm,
+    ("bmm_fp8", "cublas"): _public("flashinfer.jit.gemm", "gen_gemm_module"),
+    ("mm_bf16", "cublaslt"): _public("flashinfer.jit.gemm", "gen_mm_bf16_cublaslt_module"),
+    ("mm_bf16", "tinygemm"): _public("flashinfer.jit.tinygemm2", "gen_tinygemm2_module"),
     ("decode_attention", "fa2"): _decode_attention,
 }
 

@@ -98,54 +98,57 @@ def run_sweep(plan: dict, out_path: str | os.PathLike, log_stream=None) -> pd.Da
         counter = Progress(len(points))
         # computation key -> the first row that measured it (nothing is measured twice).
         measured: dict[str, dict] = {}
+
+        def measure(point: dict) -> dict:
+            family = (point["impl"], point["op"], point["dtype"])
+            if hello.get("unsupported"):
+                return {"status": "unsupported", "error": hello["unsupported"]}
+            if hello.get("failed"):
+                return {"status": "error", "error": hello["failed"]}
+            if family in timed_out and point["M"] >= timed_out[family][0]:
+                return {"status": "error", "error": timed_out[family][1]}
+            try:
+                if client.proc is None:
+                    client.start(timeout)
+                result = client.measure(point, timeout)
+            except WorkerGone as exc:
+                log.error("point %s: %s", point, exc)
+                client.stop()
+                if exc.timed_out:
+                    timed_out[family] = (point["M"], skipped_after_timeout(point, exc))
+                return {"status": "error", "error": str(exc)}
+            if result.pop("fatal", False):
+                log.error("point %s poisoned the worker; restarting it", point)
+                client.stop()
+            return result
+
         with append_to(progress) as progress_file:
             for point in points:
                 key = point_key(point)
                 same = computation_key(point)
                 if key in done:
                     rows.append(done[key])
-                    measured.setdefault(same, done[key])
+                    if done[key].get("status") in REUSED:
+                        measured.setdefault(same, done[key])
                     counter.skip()
                     continue
-                if same in measured and measured[same].get("status") in REUSED:
+                if same in measured:
                     row = reused(measured[same], point)
                     log.info("%s %s %s %s M=%s %s: as %s", counter.step(), point["impl"],
                              point["op"], point["dtype"], point["M"], point["shape"],
                              row["measured_as"])  # fmt: skip
-                    rows.append(row)
-                    progress_file.write(json.dumps({**row, "_key": key}, default=str) + "\n")
-                    progress_file.flush()
-                    continue
-                family = (point["impl"], point["op"], point["dtype"])
-                if hello.get("unsupported"):
-                    result = {"status": "unsupported", "error": hello["unsupported"]}
-                elif hello.get("failed"):
-                    result = {"status": "error", "error": hello["failed"]}
-                elif family in timed_out and point["M"] >= timed_out[family][0]:
-                    result = {"status": "error", "error": timed_out[family][1]}
                 else:
-                    try:
-                        if client.proc is None:
-                            client.start(timeout)
-                        result = client.measure(point, timeout)
-                    except WorkerGone as exc:
-                        log.error("point %s: %s", point, exc)
-                        result = {"status": "error", "error": str(exc)}
-                        client.stop()
-                        if exc.timed_out:
-                            timed_out[family] = (point["M"], skipped_after_timeout(point, exc))
-                    if result.pop("fatal", False):
-                        log.error("point %s poisoned the worker; restarting it", point)
-                        client.stop()
-                row = derive({**point, **base, **result})
-                log.info(
-                    "%s %s %s %s M=%s N=%s K=%s: %s %s",
-                    counter.step(), point["impl"], point["op"], point["dtype"],
-                    point["M"], point["N"], point["K"], row["status"],
-                    f"{row['eager_us']:.2f} us" if row.get("eager_us") else row.get("error", ""),
-                )  # fmt: skip
+                    row = derive({**point, **base, **measure(point)})
+                    log.info(
+                        "%s %s %s %s M=%s N=%s K=%s: %s %s",
+                        counter.step(), point["impl"], point["op"], point["dtype"],
+                        point["M"], point["N"], point["K"], row["status"],
+                        f"{row['eager_us']:.2f} us" if row.get("eager_us")
+                        else row.get("error", ""),
+                    )  # fmt: skip
+                    if row["status"] in REUSED:
+                        measured.setdefault(same, row)
                 rows.append(row)
-                measured.setdefault(same, row)
                 progress_file.write(json.dumps({**row, "_key": key}, default=str) + "\n")
                 progress_file.flush()
     except BaseException:  # stopped (Snakemake gone, a signal): the journal keeps the rest
