@@ -27,7 +27,8 @@ every chunk carries the tokens so far, unless --no-usage-stats. --linger-cancell
 request whose client went away still counts for S seconds, as SGLang keeps a cancelled
 stream's request until it notices the closed connection. --decode-log-tok-s R: every 0.25 s
 the log gets a line as SGLang's scheduler writes every 40 decode steps, claiming R generated
-tokens/s over the requests streaming now.
+tokens/s over the requests streaming now; --decode-log-counted: the tokens it streamed since
+the line before, as SGLang's scheduler counts its decode steps' tokens.
 """
 
 import argparse
@@ -48,6 +49,7 @@ STATE = {
     "requests": 0,
     "recording": False,
     "tokens": 0,
+    "decoded": 0,
     "profile": None,
     "held": 0,
     "streams": {},
@@ -100,15 +102,26 @@ def count_token(args) -> None:
     write_profile(profile, args)
 
 
-def decode_log(tok_s: float) -> None:
-    """SGLang's periodic decode line (scheduler_components/metrics_reporter.py)."""
+def decode_log(tok_s: float | None) -> None:
+    """SGLang's periodic decode line (scheduler_components/metrics_reporter.py), stamped to
+    the millisecond under SGLANG_LOG_MS=1 as SGLang's are. ``tok_s``: the rate claimed;
+    None: the tokens streamed since the line before (each request's first aside, as
+    SGLang's decode steps count) over the time since it."""
+    ms = os.environ.get("SGLANG_LOG_MS") == "1"
+    last = time.time()
     while True:
         time.sleep(0.25)
+        with LOCK:
+            now, made = time.time(), STATE["decoded"]
+            STATE["decoded"] = 0
         if STATE["held"]:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+            stamp += f".{int(now * 1000) % 1000:03d}" if ms else ""
+            rate = tok_s if tok_s is not None else made / (now - last)
             print(f"[{stamp}] Decode batch, #running-req: {STATE['held']}, #token: 0, token "
-                  f"usage: 0.00, cuda graph: True, gen throughput (token/s): {tok_s:.2f}, "
+                  f"usage: 0.00, cuda graph: True, gen throughput (token/s): {rate:.2f}, "
                   "#queue-req: 0", flush=True)  # fmt: skip
+        last = now
 
 
 def main() -> int:
@@ -141,6 +154,7 @@ def main() -> int:
     # --max-running-requests): 0, no limit.
     parser.add_argument("--max-running", type=int, default=0)
     parser.add_argument("--decode-log-tok-s", type=float)
+    parser.add_argument("--decode-log-counted", action="store_true")
     args, _ = parser.parse_known_args()
     global RUNNING
     RUNNING = threading.Semaphore(args.max_running) if args.max_running > 0 else None
@@ -154,7 +168,7 @@ def main() -> int:
     if args.spawn_child:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         print(f"standin: child pid {child.pid}", flush=True)
-    if args.decode_log_tok_s is not None:
+    if args.decode_log_tok_s is not None or args.decode_log_counted:
         threading.Thread(target=decode_log, args=(args.decode_log_tok_s,), daemon=True).start()
     if args.exit_before_ready is not None:
         time.sleep(0.3)
@@ -281,6 +295,9 @@ def main() -> int:
                     with ENGINE:
                         pass
                     count_token(args)
+                    if i:
+                        with LOCK:
+                            STATE["decoded"] += 1
                     if (i + 1) % args.tokens_per_chunk and i < n - 1:
                         continue  # held back: sent with the next ones in one chunk
                     chunk = {

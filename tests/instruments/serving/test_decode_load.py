@@ -14,6 +14,7 @@ from studylib.instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
     RequestRecord,
+    decode_token_counter,
     load_window,
     random_prompts,
     run_load,
@@ -493,3 +494,14 @@ def test_a_server_that_admits_fewer_than_c_is_not_waited_for(tmp_path):
             thread.join(timeout=30)
             assert not thread.is_alive()
     assert seen == {None: False, "waiting None": 0, 0.3: True, "waiting 0.3": 1}
+
+
+def test_decode_token_counter_leaves_each_requests_first_token_out():
+    # The scheduler's decode lines count decode steps' tokens; a request's first is its
+    # prefill's. Spans are half-open, so adjacent ones count each token once.
+    a = RequestRecord(index=0, start=0.0, first_token=0.5, token_times=[0.5, 1.0, 1.0, 2.0])
+    b = RequestRecord(index=1, start=1.0, first_token=1.5, token_times=[1.5, 1.5, 3.0])
+    count = decode_token_counter([a, b])
+    assert count(0.0, 10.0) == 5  # 3 of a's, 2 of b's (b's second came in its first chunk)
+    assert count(1.0, 2.0) + count(2.0, 3.0) == count(1.0, 3.0) == 4
+    assert count(0.0, 0.9) == 0  # a's first token only

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from studylib.instruments.serving.server_log import decode_lines, server_window
 from studylib.stages.decode.decode_judgements import (
+    COUNT_AGREEMENT,
     DELIVERY_TOLERANCE,
     delivery_note,
     engine_account,
@@ -31,7 +32,7 @@ def _t(hms: str) -> float:
 def test_decode_lines_are_parsed_and_other_lines_skipped():
     lines = decode_lines(LOG)
     assert len(lines) == 5
-    assert lines[1] == (_t("14:26:36"), "", 256, pytest.approx(23049.09))
+    assert lines[1] == (_t("14:26:36"), "", 256, pytest.approx(23049.09), False)
 
 
 def test_server_window_takes_the_lines_stamped_inside():
@@ -43,7 +44,8 @@ def test_server_window_takes_the_lines_stamped_inside():
     assert got == {"server_tok_s": pytest.approx((22623.93 + 20874.52) / 2),
                    "server_tok_s_median": pytest.approx((22623.93 + 20874.52) / 2),
                    "server_running_min": 256, "server_running_median": 256,
-                   "server_lines": 2, "server_drift": None}  # fmt: skip
+                   "server_lines": 2, "server_drift": None, "server_span_s": None,
+                   "delivery_ratio": None}  # fmt: skip
     # The scheduler ran out of requests inside a longer window: its fewest running say so.
     assert server_window(LOG, _t("14:26:35"), _t("14:26:48"))["server_running_min"] == 8
     # min_running keeps a run's steady lines only (not the straggler line).
@@ -133,3 +135,93 @@ def test_a_row_whose_client_count_differs_from_the_engines_is_the_engines_accoun
     short = {**row, "client_tok_s": 9000.0}
     assert delivery_note(short) == ""
     assert "a median 100 of C = 256" in delivery_note({**short, "server_running_median": 100})
+
+
+def _ms_log(lines: list[tuple[str, int, float]], rank: str = "") -> str:
+    """Decode lines stamped to the millisecond (SGLANG_LOG_MS=1): (h:m:s.mmm, running, tok/s)."""
+    return "".join(f"[2026-12-04 {hms}{rank}] Decode batch, #running-req: {running}, #token: 0, "
+                   f"token usage: 0.00, cuda graph: True, gen throughput (token/s): {rate:.2f}, "
+                   "#queue-req: 0\n" for hms, running, rate in lines)  # fmt: skip
+
+
+def _t3(hms: str) -> float:
+    return datetime.strptime(f"2026-12-04 {hms}", "%Y-%m-%d %H:%M:%S.%f").timestamp()
+
+
+MS_LOG = _ms_log([
+    ("19:18:50.000", 512, 9000.0),  # after an idle gap: its span began before the window
+    ("19:18:52.000", 512, 12000.0),
+    ("19:18:53.500", 512, 13000.0),
+    ("19:18:55.000", 512, 14000.0),
+    ("19:18:55.500", 480, 10000.0),  # straddles the window's end
+])
+
+
+def test_millisecond_stamps_give_each_line_its_span():
+    line = decode_lines(MS_LOG)[1]
+    assert line.ms and line.wall == pytest.approx(_t3("19:18:52.000"))
+    # The window 19:18:51-19:18:55.2 holds two whole lines, 19:18:52-53.5 and 53.5-55: the
+    # 19:18:52 line's span began at :50, before the window, and the :55.5 line's ends after.
+    got = server_window(MS_LOG, _t3("19:18:51.000"), _t3("19:18:55.200"))
+    made = 13000 * 1.5 + 14000 * 1.5
+    assert got["server_lines"] == 2 and got["server_span_s"] == pytest.approx(3.0)
+    # Time-weighted: tokens over seconds, not the mean of the lines' rates.
+    assert got["server_tok_s"] == pytest.approx(made / 3.0)
+    assert got["delivery_ratio"] is None  # no client count given
+    # With the window from :50, the :52 line (2 s at 12,000) is whole too.
+    wide = server_window(MS_LOG, _t3("19:18:50.000"), _t3("19:18:55.200"))
+    assert wide["server_span_s"] == pytest.approx(5.0)
+    assert wide["server_tok_s"] == pytest.approx((24000 + made) / 5.0)
+
+
+def test_delivery_ratio_counts_the_client_over_the_same_spans():
+    asked = []
+
+    def received(a: float, b: float) -> int:
+        asked.append((a, b))
+        return round(1.02 * 13500 * (b - a))  # the client got 2 % more than made
+
+    got = server_window(MS_LOG, _t3("19:18:51.000"), _t3("19:18:55.200"), received=received)
+    assert [(round(a - _t3("19:18:52.000"), 3), round(b - a, 3)) for a, b in asked] == [
+        (0.0, 1.5), (1.5, 1.5)]
+    assert got["delivery_ratio"] == pytest.approx(1.02 * 13500 * 3 / (13000 * 1.5 + 14000 * 1.5))
+    # Whole-second stamps: no spans, no ratio (the old mean of lines, one second in).
+    coarse = server_window(LOG, _t("14:26:35") + 0.5, _t("14:26:47") + 0.5, received=received)
+    assert coarse["delivery_ratio"] is None and coarse["server_span_s"] is None
+
+
+def test_delivery_ratio_over_data_parallel_ranks():
+    # Two ranks, each logging its own lines: every rank's tokens over the first rank's spans.
+    log = (_ms_log([("10:00:00.000", 8, 100.0), ("10:00:01.000", 8, 100.0),
+                    ("10:00:02.000", 8, 100.0)], " DP0 TP0")
+           + _ms_log([("10:00:00.500", 8, 50.0), ("10:00:01.500", 8, 50.0),
+                      ("10:00:02.500", 8, 50.0)], " DP1 TP1"))  # fmt: skip
+    got = server_window(log, _t3("10:00:00.000"), _t3("10:00:02.600"),
+                        received=lambda a, b: round(150 * (b - a)))  # fmt: skip
+    assert got["server_tok_s"] == pytest.approx(150.0)
+    assert got["server_span_s"] == pytest.approx(2.0)  # rank DP0's two whole lines
+    # DP1's lines cover 00.5-02.5: over DP0's 00-02, its 1.5 s of them at 50 tok/s.
+    assert got["delivery_ratio"] == pytest.approx(300 / (200 + 75))
+
+
+def test_engine_account_with_an_exact_count_decides_at_two_per_cent():
+    row = {"concurrency": 512, "output_tok_s": 13573.5, "tpot_ms": 37.66,
+           "server_tok_s": 13262.0, "server_tok_s_median": 13183.5,
+           "server_running_median": 512, "server_running_min": 480}  # fmt: skip
+    # bf16 C = 512, 2026-12-04: 2.3 % apart by the mean of lines: within the 3 % noise
+    # without an exact count, beyond COUNT_AGREEMENT with one.
+    assert not engine_account(row)
+    assert engine_account({**row, "delivery_ratio": 1.024})
+    assert engine_account({**row, "delivery_ratio": 0.975})
+    assert not engine_account({**row, "delivery_ratio": 1.015})
+    assert not engine_account({**row, "delivery_ratio": float("nan")})  # falls back
+    assert 1 + COUNT_AGREEMENT < 1.024
+
+
+def test_delivery_note_reads_the_exact_ratio():
+    row = {"concurrency": 256, "server_tok_s": 21362.0, "output_tok_s": 21362.0,
+           "server_running_median": 256, "delivery_ratio": 0.58}  # fmt: skip
+    assert delivery_note(row) == ("the server generated 21,362 tok/s, the client received "
+                                  "58.0 % of them over the same log lines: its streaming "
+                                  "path set the pace")  # fmt: skip
+    assert delivery_note({**row, "delivery_ratio": 0.99}) == ""

@@ -1,6 +1,7 @@
 """Decode power end to end on the CPU: transformers serve, a local MoE, load, windows."""
 
 import json
+import re
 import sys
 
 import pandas as pd
@@ -364,6 +365,27 @@ def test_a_window_the_server_outran_is_the_engines_account(tmp_path, monkeypatch
     assert row["tpot_source"] == "engine" and row["output_tok_s"] == pytest.approx(1e6)
     assert row["tpot_ms"] == pytest.approx(1e3 * 2 / 1e6) and row["client_tpot_ms"] > 1
     assert row["valid"] and invalid_note(row.to_dict()) == ""
+
+
+def test_the_client_and_the_scheduler_count_over_the_same_log_lines(tmp_path, monkeypatch):
+    # The stand-in logs, stamped to the millisecond as SGLang does under the engine's
+    # SGLANG_LOG_MS, the tokens it streamed since its line before: the client's count over
+    # those very spans matches, and the row stays the client's account.
+    _standin_sglang(monkeypatch)
+    plan = {
+        "engine": "sglang", "variant": "counted", "model": "standin", "model_kind": "dummy",
+        "args": ["--decode-log-counted", "--token-delay", "0.002"],
+        "host": "127.0.0.1", "port": free_port(), "concurrency": [2], "input_len": 4,
+        "output_len": 400, "min_steady_s": 2.0, "idle_s": 0.1, "ready_timeout_s": 30,
+        "sample_hz": 20, "vocab_size": 1000, "weights": "bf16", "routing": "uniform",
+    }  # fmt: skip
+    row = run_decode(plan, tmp_path / "out").iloc[0]
+    log = (tmp_path / "out" / "server.log").read_text()
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\] Decode batch", log, re.M)
+    assert row["server_lines"] >= 2 and 0.25 * row["server_lines"] <= row["server_span_s"] + 0.1
+    # The same tokens, apart from a chunk in flight at each of the spans' two edges.
+    assert row["delivery_ratio"] == pytest.approx(1.0, abs=0.1)
+    assert row["tpot_source"] == "client" and row["valid"]
 
 
 def test_a_staggered_load_is_its_own_warm_up(tmp_path, monkeypatch, caplog):

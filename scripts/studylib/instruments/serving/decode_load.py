@@ -20,11 +20,13 @@ threads would fight over the GIL. ``run_load`` reports the CPU it used.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import random
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -502,6 +504,13 @@ def load_window(load: LoadResult, concurrency: int, fraction: float = STEADY_FRA
     if window is not None and load.window_end is not None and window[0] < load.window_end:
         window = (window[0], min(window[1], load.window_end))
     return window
+
+
+def decode_token_counter(records: list[RequestRecord]) -> Callable[[float, float], int]:
+    """How many tokens the client received in [t0, t1) after each request's first: the count
+    a scheduler's decode steps make (the first token is its prefill's)."""
+    times = sorted(t for r in records for t in r.token_times[1:])
+    return lambda t0, t1: bisect.bisect_left(times, t1) - bisect.bisect_left(times, t0)
 
 
 def _pct(values: list[float], q: float) -> float | None:

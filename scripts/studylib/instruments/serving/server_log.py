@@ -22,8 +22,10 @@ from __future__ import annotations
 import re
 import statistics
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 #: Columns this module adds to a decode summary row.
 COLUMNS = [
@@ -33,65 +35,135 @@ COLUMNS = [
     "server_running_median",
     "server_lines",
     "server_drift",
+    "server_span_s",
+    "delivery_ratio",
 ]
 
 #: The fewest lines of one rank a window's drift is read from (two thirds of at least two).
 DRIFT_MIN_LINES = 6
 
+#: The server's environment for stamps to the millisecond (srt/utils/common.py
+#: configure_logger: ``[2026-12-04 19:18:55.123] ...``): each line's span is then known, not
+#: only the second it was written in.
+LOG_MS_ENV = {"SGLANG_LOG_MS": "1"}
+
 _LINE = re.compile(
-    r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>[^\]]*)\] Decode batch"
+    r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ms>\.\d{3})?(?P<ranks>[^\]]*)\] "
+    r"Decode batch"
     r".*?#running-req: (?P<running>\d+)"
     r".*?gen throughput \(token/s\): (?P<tok_s>[\d.]+)"
 )
 
 
-def decode_lines(text: str) -> list[tuple[float, str, int, float]]:
-    """(wall time, rank tag, running requests, generated tokens/s) per decode log line; the
-    stamp is the server host's local time at one-second resolution."""
+class DecodeLine(NamedTuple):
+    """One decode log line: when it was written (the server host's wall clock), its rank tag,
+    the requests running and the tokens/s generated since the rank's line before; ``ms``:
+    the stamp has milliseconds (else it is the whole second the line was written in)."""
+
+    wall: float
+    rank: str
+    running: int
+    tok_s: float
+    ms: bool = False
+
+
+def decode_lines(text: str) -> list[DecodeLine]:
+    """Every decode log line of a server log, in order."""
     out = []
     for line in text.splitlines():
         m = _LINE.match(line.strip())
         if m is None:
             continue
         stamp = datetime.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
-        out.append((stamp, m["ranks"].strip(), int(m["running"]), float(m["tok_s"])))
+        ms = m["ms"] is not None
+        out.append(DecodeLine(stamp + (float(m["ms"]) if ms else 0.0), m["ranks"].strip(),
+                              int(m["running"]), float(m["tok_s"]), ms))  # fmt: skip
     return out
 
 
-def wall_of(monotonic_t: float) -> float:
-    """A ``time.monotonic()`` instant of this process as wall time (the log's clock)."""
-    return monotonic_t + (time.time() - time.monotonic())
+#: The client's side of the comparison: how many tokens it received between two instants of
+#: the server's wall clock, the first token of each request aside (its prefill made it; the
+#: scheduler's decode lines count decode steps only).
+Received = Callable[[float, float], int]
 
 
 def server_window(text: str, wall0: float, wall1: float, min_running: int = 0,
-                  max_running: int | None = None) -> dict:  # fmt: skip
-    """The scheduler's tokens/s and fewest and median running requests over the decode lines logged
-    inside [wall0, wall1]. A stamp is a whole second: a line stamped s was written in
-    [s, s + 1) and counts steps before it, so lines are taken from one second after the
-    window's start to one second before its end (the next pass may log in the same second).
-    Data-parallel ranks log each for itself: their rates add. ``min_running``: only lines
-    with at least that many requests running (a run's steady part, not its ramps), and
-    ``max_running`` at most that many (not another load's leftovers). Nothing
-    logged there: the columns are None."""
-    lines = [x for x in decode_lines(text)
-             if wall0 + 1 <= x[0] <= wall1 - 1 and x[2] >= min_running
-             and (max_running is None or x[2] <= max_running)]  # fmt: skip
-    empty = dict.fromkeys(COLUMNS)
+                  max_running: int | None = None,
+                  received: Received | None = None) -> dict:  # fmt: skip
+    """The scheduler's account of the window [wall0, wall1] from its decode lines: its
+    tokens/s, its median line's, the fewest and median requests it ran, the lines read and
+    their drift. Data-parallel ranks log each for itself: their rates add.
+    ``min_running``: only lines with at least that many requests running (a run's steady
+    part, not its ramps), and ``max_running`` at most that many (not another load's
+    leftovers). Nothing logged there: the columns are None.
+
+    With millisecond stamps (:data:`LOG_MS_ENV`) a line covers exactly the time since its
+    rank's line before: the lines whose whole span lies inside the window are read, tok/s is
+    their tokens over their seconds (``server_span_s``), and ``received`` (the client's count)
+    gives ``delivery_ratio``: the tokens the client received over those very spans, over the
+    tokens the scheduler generated in them. With whole-second stamps a line stamped s was
+    written in [s, s + 1): lines are taken from one second after the window's start to one
+    second before its end, tok/s is their mean, and there is no ratio (the spans are not
+    known to better than a second of a window of 10-20)."""
+    lines = decode_lines(text)
+    if lines and all(x.ms for x in lines):
+        return _spans_window(lines, wall0, wall1, min_running, max_running, received)
+    lines = [x for x in lines if wall0 + 1 <= x.wall <= wall1 - 1
+             and _running_kept(x, min_running, max_running)]  # fmt: skip
     if not lines:
-        return {**empty, "server_lines": 0}
-    ranks = sorted({rank for _, rank, _, _ in lines})
-    tok_s = sum(statistics.fmean(x[3] for x in lines if x[1] == r) for r in ranks)
+        return {**dict.fromkeys(COLUMNS), "server_lines": 0}
+    ranks = sorted({x.rank for x in lines})
+    tok_s = sum(statistics.fmean(x.tok_s for x in lines if x.rank == r) for r in ranks)
+    return {**_line_stats(lines, ranks), "server_tok_s": tok_s,
+            "server_span_s": None, "delivery_ratio": None}  # fmt: skip
+
+
+def _running_kept(line: DecodeLine, min_running: int, max_running: int | None) -> bool:
+    return line.running >= min_running and (max_running is None or line.running <= max_running)
+
+
+def _line_stats(lines: list[DecodeLine], ranks: list[str]) -> dict:
     # The median line: robust to the few lines a wave's start or end writes (prefills, the
     # last stragglers), so two runs' engine speeds compare (the cross-check's engine_ratio).
-    tok_s_median = sum(statistics.median(x[3] for x in lines if x[1] == r) for r in ranks)
-    running = sum(min(x[2] for x in lines if x[1] == r) for r in ranks)
-    median = sum(statistics.median(x[2] for x in lines if x[1] == r) for r in ranks)
-    return {"server_tok_s": tok_s, "server_tok_s_median": tok_s_median,
-            "server_running_min": running, "server_running_median": median,
+    def per_rank(func, field: str) -> float:
+        return sum(func(getattr(x, field) for x in lines if x.rank == r) for r in ranks)
+
+    return {"server_tok_s_median": per_rank(statistics.median, "tok_s"),
+            "server_running_min": per_rank(min, "running"),
+            "server_running_median": per_rank(statistics.median, "running"),
             "server_lines": len(lines), "server_drift": drift(lines, ranks)}  # fmt: skip
 
 
-def drift(lines: list[tuple[float, str, int, float]], ranks: list[str]) -> float | None:
+def _spans_window(lines: list[DecodeLine], wall0: float, wall1: float, min_running: int,
+                  max_running: int | None, received: Received | None) -> dict:  # fmt: skip
+    """:func:`server_window` over millisecond stamps: whole lines, each over its own span."""
+    spans: list[tuple[float, DecodeLine]] = []  # (the line's start, the line)
+    for rank in sorted({x.rank for x in lines}):
+        own = [x for x in lines if x.rank == rank]
+        spans += [(before.wall, x) for before, x in zip(own, own[1:], strict=False)
+                  if wall0 <= before.wall and x.wall <= wall1 and x.wall > before.wall
+                  and _running_kept(x, min_running, max_running)]  # fmt: skip
+    if not spans:
+        return {**dict.fromkeys(COLUMNS), "server_lines": 0}
+    ranks = sorted({x.rank for _, x in spans})
+    tok_s = 0.0
+    for rank in ranks:
+        own = [(start, x) for start, x in spans if x.rank == rank]
+        made = sum(x.tok_s * (x.wall - start) for start, x in own)
+        tok_s += made / sum(x.wall - start for start, x in own)
+    # The first rank's spans are the client's: every rank's tokens made over them (a rank's
+    # rate is constant over each of its lines) against what the client received then.
+    reference = [(start, x.wall) for start, x in spans if x.rank == ranks[0]]
+    ratio = None
+    if received is not None:
+        made = sum(x.tok_s * max(min(b, x.wall) - max(a, start), 0.0)
+                   for a, b in reference for start, x in spans)  # fmt: skip
+        ratio = sum(received(a, b) for a, b in reference) / made if made > 0 else None
+    return {**_line_stats([x for _, x in spans], ranks), "server_tok_s": tok_s,
+            "server_span_s": sum(b - a for a, b in reference), "delivery_ratio": ratio}  # fmt: skip
+
+
+def drift(lines: list[DecodeLine], ranks: list[str]) -> float | None:
     """The scheduler's median rate over the window's last third of lines over that of its
     first third (ranks added): 1 for an engine at one speed. On the H200 a C = 1 window
     right after a server start read 1.37 (the engine warming up); in a
@@ -99,7 +171,7 @@ def drift(lines: list[tuple[float, str, int, float]], ranks: list[str]) -> float
     with fewer than DRIFT_MIN_LINES lines of a rank."""
     first = last = 0.0
     for rank in ranks:
-        rates = [x[3] for x in sorted(lines) if x[1] == rank]
+        rates = [x.tok_s for x in sorted(lines) if x.rank == rank]
         if len(rates) < DRIFT_MIN_LINES:
             return None
         third = len(rates) // 3
@@ -109,10 +181,14 @@ def drift(lines: list[tuple[float, str, int, float]], ranks: list[str]) -> float
 
 
 def server_window_of(log_path: str | Path, t0: float, t1: float, min_running: int = 0,
-                     max_running: int | None = None) -> dict:  # fmt: skip
-    """:func:`server_window` over a log file for a window on this process's monotonic clock."""
+                     max_running: int | None = None,
+                     received: Received | None = None) -> dict:  # fmt: skip
+    """:func:`server_window` over a log file for a window on this process's monotonic clock;
+    ``received`` counts on that clock too."""
     path = Path(log_path)
     if not path.is_file():
         return dict.fromkeys(COLUMNS)
     text = path.read_text(encoding="utf-8", errors="replace")
-    return server_window(text, wall_of(t0), wall_of(t1), min_running, max_running)
+    offset = time.time() - time.monotonic()  # the log's wall clock less this monotonic one
+    counted = None if received is None else (lambda a, b: received(a - offset, b - offset))
+    return server_window(text, t0 + offset, t1 + offset, min_running, max_running, counted)

@@ -42,7 +42,7 @@ from ...core.journal import Journal
 from ...core.progress import Progress
 from ...core.verdicts import NOISE_FLOOR, beyond
 from ...instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
-from ...instruments.serving.decode_load import summarize_load
+from ...instruments.serving.decode_load import decode_token_counter, summarize_load
 from ...instruments.serving.engines import engine as get_engine
 from ...instruments.serving.engines.sglang_engine import (
     expert_recorder,
@@ -51,7 +51,7 @@ from ...instruments.serving.served_model import step_bytes
 from ...instruments.serving.server_log import server_window_of
 from ...instruments.serving.window_precision import lasted
 from .decode_crosscheck import crosscheck_at, crosscheck_skipped, crosscheck_worker
-from .decode_judgements import delivery_note, engine_account
+from .decode_judgements import client_over_scheduler, delivery_note, engine_account
 from .decode_profile_pass import profile_left, profile_pass
 from .decode_schema import (
     BREAKDOWN_COLUMNS,
@@ -378,15 +378,16 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
     row.update(_combine(stats, summary["output_tokens_steady"], idle_w_total, s1 - s0))
     row["idle_w_per_gpu"] = idle_w_total / len(stats) if idle_w_total and stats else None
     if plan["engine"] == "sglang":
-        row.update(server_window_of(pas.server.log_path, s0, s1))
+        received = decode_token_counter(load.records)
+        row.update(server_window_of(pas.server.log_path, s0, s1, received=received))
         drift = row.get("server_drift")
         if drift and beyond(abs(drift - 1), NOISE_FLOOR):
             log.warning("C=%d: the engine's own rate moved %+.1f %% within the window (SGLang's "
                         "log, last third over first third)", c, 100 * (drift - 1))  # fmt: skip
         if engine_account(row):
-            log.warning("C=%d: the client counted %.0f tok/s where the scheduler made %.0f: "
-                        "tok/s and TPOT are the engine's own account (its log)", c,
-                        row["output_tok_s"], row["server_tok_s"])  # fmt: skip
+            log.warning("C=%d: the client received %.1f %% of the tokens the scheduler made "
+                        "(%.0f tok/s by its log): tok/s and TPOT are the engine's own account",
+                        c, 100 * client_over_scheduler(row), row["server_tok_s"])  # fmt: skip
             use_engine_account(row)
     delivery = delivery_note(row)
     if delivery:

@@ -20,7 +20,8 @@ from .expert_m import EXPERT_M_COLUMNS
 
 #: Summary columns newer than the committed examples' tables (2026-12-02: the scheduler's
 #: median running requests, which the delivery gate reads; the window's TPOT precision;
-#: 2026-12-03: the load's shape).
+#: 2026-12-03: the load's shape; 2026-12-04: the scheduler's whole lines' span and the
+#: client's count over it).
 ADDED_COLUMNS = (
     "server_tok_s_median",
     "server_running_median",
@@ -30,6 +31,8 @@ ADDED_COLUMNS = (
     "client_tpot_ms",
     "tpot_ci_pct",
     "load",
+    "server_span_s",
+    "delivery_ratio",
 )
 
 #: The decode table's columns after a variant's summary's (decode_aggregate.decode_table).
@@ -109,6 +112,9 @@ DECODE_SHOWN = {
     "load_cpu_pct": Column("load CPU %", ".0f"),
     "server_tok_s": Column("scheduler tok/s", ",.1f",
                            tip="the tokens/s SGLang's scheduler logged over the window"),
+    "delivery_ratio": Column("client ÷ scheduler", ".3f", "×",
+                             tip="the tokens the client received over those the scheduler "
+                                 "generated, over the same whole log lines"),
     "first_error": Column("first error"),
     "graphs": Column(None, tip="CUDA graphs"),
     "validity": Column(None, tip="validity"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
+from ..server_log import LOG_MS_ENV
 from .base import Engine
 
 ENGINE = Engine(
@@ -20,6 +21,7 @@ ENGINE = Engine(
     request_extras={"ignore_eos": True},
     distributions=("sglang",),
     context_flag="--context-length",
+    env=dict(LOG_MS_ENV),
 )
 
 EXPERT_RECORDER = {
