@@ -45,7 +45,7 @@ def test_server_window_takes_the_lines_stamped_inside():
                    "server_tok_s_median": pytest.approx((22623.93 + 20874.52) / 2),
                    "server_running_min": 256, "server_running_median": 256,
                    "server_lines": 2, "server_drift": None, "server_span_s": None,
-                   "delivery_ratio": None}  # fmt: skip
+                   "server_step_ms": None, "delivery_ratio": None}  # fmt: skip
     # The scheduler ran out of requests inside a longer window: its fewest running say so.
     assert server_window(LOG, _t("14:26:35"), _t("14:26:48"))["server_running_min"] == 8
     # min_running keeps a run's steady lines only (not the straggler line).
@@ -148,13 +148,16 @@ def _t3(hms: str) -> float:
     return datetime.strptime(f"2026-12-04 {hms}", "%Y-%m-%d %H:%M:%S.%f").timestamp()
 
 
-MS_LOG = _ms_log([
-    ("19:18:50.000", 512, 9000.0),  # after an idle gap: its span began before the window
-    ("19:18:52.000", 512, 12000.0),
-    ("19:18:53.500", 512, 13000.0),
-    ("19:18:55.000", 512, 14000.0),
-    ("19:18:55.500", 480, 10000.0),  # straddles the window's end
-])
+ARGS_LINE = "[2026-12-04 19:13:53.101] server_args=ServerArgs(decode_log_interval=40, port=1)\n"
+MS_LOG = ARGS_LINE + _ms_log(
+    [
+        ("19:18:50.000", 512, 9000.0),  # after an idle gap: its span began before the window
+        ("19:18:52.000", 512, 12000.0),
+        ("19:18:53.500", 512, 13000.0),
+        ("19:18:55.000", 512, 14000.0),
+        ("19:18:55.500", 480, 10000.0),  # straddles the window's end
+    ]
+)
 
 
 def test_millisecond_stamps_give_each_line_its_span():
@@ -168,6 +171,14 @@ def test_millisecond_stamps_give_each_line_its_span():
     # Time-weighted: tokens over seconds, not the mean of the lines' rates.
     assert got["server_tok_s"] == pytest.approx(made / 3.0)
     assert got["delivery_ratio"] is None  # no client count given
+    # A request's time per token by the scheduler's clock: 3 s over 2 lines of 40 steps.
+    assert got["server_step_ms"] == pytest.approx(1e3 * 3.0 / 80)
+    assert (
+        server_window(MS_LOG.removeprefix(ARGS_LINE), _t3("19:18:51.000"), _t3("19:18:55.200"))[
+            "server_step_ms"
+        ]
+        is None
+    )  # no interval logged
     # With the window from :50, the :52 line (2 s at 12,000) is whole too.
     wide = server_window(MS_LOG, _t3("19:18:50.000"), _t3("19:18:55.200"))
     assert wide["server_span_s"] == pytest.approx(5.0)
@@ -183,11 +194,14 @@ def test_delivery_ratio_counts_the_client_over_the_same_spans():
 
     got = server_window(MS_LOG, _t3("19:18:51.000"), _t3("19:18:55.200"), received=received)
     assert [(round(a - _t3("19:18:52.000"), 3), round(b - a, 3)) for a, b in asked] == [
-        (0.0, 1.5), (1.5, 1.5)]
+        (0.0, 1.5),
+        (1.5, 1.5),
+    ]
     assert got["delivery_ratio"] == pytest.approx(1.02 * 13500 * 3 / (13000 * 1.5 + 14000 * 1.5))
     # Whole-second stamps: no spans, no ratio (the old mean of lines, one second in).
     coarse = server_window(LOG, _t("14:26:35") + 0.5, _t("14:26:47") + 0.5, received=received)
     assert coarse["delivery_ratio"] is None and coarse["server_span_s"] is None
+    assert coarse["server_step_ms"] is None
 
 
 def test_delivery_ratio_over_data_parallel_ranks():
@@ -225,3 +239,12 @@ def test_delivery_note_reads_the_exact_ratio():
                                   "58.0 % of them over the same log lines: its streaming "
                                   "path set the pace")  # fmt: skip
     assert delivery_note({**row, "delivery_ratio": 0.99}) == ""
+
+
+def test_the_engines_account_takes_the_schedulers_step_where_it_is_known():
+    row = {"concurrency": 512, "output_tok_s": 13573.5, "tpot_ms": 37.66,
+           "server_tok_s": 13262.0, "server_tok_s_median": 13043.9, "server_step_ms": 38.6,
+           "server_running_median": 512, "j_per_token": 0.05}  # fmt: skip
+    use_engine_account(row)
+    assert row["tpot_ms"] == 38.6 and row["client_tpot_ms"] == 37.66
+    assert row["output_tok_s"] == 13262.0

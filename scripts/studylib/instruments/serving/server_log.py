@@ -36,6 +36,7 @@ COLUMNS = [
     "server_lines",
     "server_drift",
     "server_span_s",
+    "server_step_ms",
     "delivery_ratio",
 ]
 
@@ -53,6 +54,18 @@ _LINE = re.compile(
     r".*?#running-req: (?P<running>\d+)"
     r".*?gen throughput \(token/s\): (?P<tok_s>[\d.]+)"
 )
+
+
+#: SGLang's server arguments as its log prints them at start: a decode line every this many
+#: decode steps (``--decode-log-interval``).
+_INTERVAL = re.compile(r"\bdecode_log_interval=(?P<steps>\d+)")
+
+
+def log_interval(text: str) -> int | None:
+    """The decode steps between two decode lines of a rank, from the server arguments the log
+    printed; None when it printed none."""
+    m = _INTERVAL.search(text)
+    return int(m["steps"]) if m else None
 
 
 class DecodeLine(NamedTuple):
@@ -107,15 +120,16 @@ def server_window(text: str, wall0: float, wall1: float, min_running: int = 0,
     known to better than a second of a window of 10-20)."""
     lines = decode_lines(text)
     if lines and all(x.ms for x in lines):
-        return _spans_window(lines, wall0, wall1, min_running, max_running, received)
+        return _spans_window(lines, wall0, wall1, min_running, max_running, received,
+                             log_interval(text))  # fmt: skip
     lines = [x for x in lines if wall0 + 1 <= x.wall <= wall1 - 1
              and _running_kept(x, min_running, max_running)]  # fmt: skip
     if not lines:
         return {**dict.fromkeys(COLUMNS), "server_lines": 0}
     ranks = sorted({x.rank for x in lines})
     tok_s = sum(statistics.fmean(x.tok_s for x in lines if x.rank == r) for r in ranks)
-    return {**_line_stats(lines, ranks), "server_tok_s": tok_s,
-            "server_span_s": None, "delivery_ratio": None}  # fmt: skip
+    return {**_line_stats(lines, ranks), "server_tok_s": tok_s, "server_span_s": None,
+            "server_step_ms": None, "delivery_ratio": None}  # fmt: skip
 
 
 def _running_kept(line: DecodeLine, min_running: int, max_running: int | None) -> bool:
@@ -135,8 +149,12 @@ def _line_stats(lines: list[DecodeLine], ranks: list[str]) -> dict:
 
 
 def _spans_window(lines: list[DecodeLine], wall0: float, wall1: float, min_running: int,
-                  max_running: int | None, received: Received | None) -> dict:  # fmt: skip
-    """:func:`server_window` over millisecond stamps: whole lines, each over its own span."""
+                  max_running: int | None, received: Received | None,
+                  interval: int | None) -> dict:  # fmt: skip
+    """:func:`server_window` over millisecond stamps: whole lines, each over its own span.
+    ``server_step_ms``: the first rank's seconds over its decode steps (``interval`` per
+    line): the time a request waits for each next token while it decodes, the prefills
+    between steps included, whatever the batch (a request's TPOT by the scheduler's clock)."""
     spans: list[tuple[float, DecodeLine]] = []  # (the line's start, the line)
     for rank in sorted({x.rank for x in lines}):
         own = [x for x in lines if x.rank == rank]
@@ -159,8 +177,10 @@ def _spans_window(lines: list[DecodeLine], wall0: float, wall1: float, min_runni
         made = sum(x.tok_s * max(min(b, x.wall) - max(a, start), 0.0)
                    for a, b in reference for start, x in spans)  # fmt: skip
         ratio = sum(received(a, b) for a, b in reference) / made if made > 0 else None
+    span = sum(b - a for a, b in reference)
+    step_ms = 1e3 * span / (interval * len(reference)) if interval else None
     return {**_line_stats([x for _, x in spans], ranks), "server_tok_s": tok_s,
-            "server_span_s": sum(b - a for a, b in reference), "delivery_ratio": ratio}  # fmt: skip
+            "server_span_s": span, "server_step_ms": step_ms, "delivery_ratio": ratio}  # fmt: skip
 
 
 def drift(lines: list[DecodeLine], ranks: list[str]) -> float | None:

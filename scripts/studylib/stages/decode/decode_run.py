@@ -423,13 +423,16 @@ def study_window(pas: ServerPass, c: int, sampler, windows: list) -> dict:
 
 def use_engine_account(row: dict) -> None:
     """The row's tok/s and TPOT from the engine's own log (decode_judgements.engine_account):
-    tok/s the scheduler's rate over the window, TPOT its step (its median running requests
-    over its median rate), J/token over the tokens it made; the client's figures kept as
-    ``client_tok_s`` and ``client_tpot_ms``."""
+    tok/s the scheduler's rate over the window, TPOT its step (``server_step_ms``, its
+    whole lines' seconds over their decode steps; from a log in whole seconds, its median
+    running requests over its median rate), J/token over the tokens it made; the client's
+    figures kept as ``client_tok_s`` and ``client_tpot_ms``."""
     client_tok_s, engine_tok_s = row["output_tok_s"], row["server_tok_s"]
+    step_ms = row.get("server_step_ms")
+    if step_ms is None:
+        step_ms = 1e3 * row["server_running_median"] / row["server_tok_s_median"]
     row.update(client_tok_s=client_tok_s, client_tpot_ms=row.get("tpot_ms"),
-               tpot_source="engine", output_tok_s=engine_tok_s,
-               tpot_ms=1e3 * row["server_running_median"] / row["server_tok_s_median"])  # fmt: skip
+               tpot_source="engine", output_tok_s=engine_tok_s, tpot_ms=step_ms)  # fmt: skip
     row["tok_s_over_c_tpot"] = engine_tok_s * row["tpot_ms"] / 1e3 / row["concurrency"]
     for key in ("j_per_token", "j_per_token_net"):
         if row.get(key) is not None:

@@ -32,6 +32,7 @@ ADDED_COLUMNS = (
     "tpot_ci_pct",
     "load",
     "server_span_s",
+    "server_step_ms",
     "delivery_ratio",
 )
 
