@@ -505,3 +505,26 @@ def test_decode_token_counter_leaves_each_requests_first_token_out():
     assert count(0.0, 10.0) == 5  # 3 of a's, 2 of b's (b's second came in its first chunk)
     assert count(1.0, 2.0) + count(2.0, 3.0) == count(1.0, 3.0) == 4
     assert count(0.0, 0.9) == 0  # a's first token only
+
+
+def test_the_load_records_its_own_stalls(tmp_path, monkeypatch):
+    # A blocked event loop holds every stream's chunks back: the load's heartbeat names the
+    # stall (here the prompt of request 6 takes 0.3 s to make, on the loop's thread).
+    real = decode_load.prompt_ids
+
+    def slow_prompt(spec, index):
+        if index == 6:
+            time.sleep(0.3)
+        return real(spec, index)
+
+    monkeypatch.setattr(decode_load, "prompt_ids", slow_prompt)
+    spec = LoadSpec(concurrency=2, num_prompts=10, input_len=4, output_len=10, vocab_size=500)
+    load = load_against_standin(tmp_path, spec, "--token-delay", "0.005")
+    assert max(late for _, late in load.stalls) >= 0.25
+    (due, late), *_ = [s for s in load.stalls if s[1] >= 0.25]
+    summary = summarize_load(load.records, spec, due - 1.0, due + late + 1.0, load.stalls)
+    assert summary["load_stall_s"] >= late
+    # Only what falls inside the window counts; without stalls given, nothing is said.
+    assert summarize_load(load.records, spec, due + late / 2, due + late + 1.0,
+                          [(due, late)])["load_stall_s"] == pytest.approx(late / 2)  # fmt: skip
+    assert summarize_load(load.records, spec, due - 1.0, due + late + 1.0)["load_stall_s"] is None

@@ -4,13 +4,14 @@ from datetime import datetime
 
 import pandas as pd
 import pytest
-from studylib.instruments.serving.server_log import decode_lines, server_window
+from studylib.instruments.serving.server_log import decode_lines, long_collections, server_window
 from studylib.stages.decode.decode_judgements import (
     COUNT_AGREEMENT,
     DELIVERY_TOLERANCE,
     delivery_note,
     engine_account,
     invalid_note,
+    stalls_note,
 )
 from studylib.stages.decode.decode_run import use_engine_account
 
@@ -45,7 +46,8 @@ def test_server_window_takes_the_lines_stamped_inside():
                    "server_tok_s_median": pytest.approx((22623.93 + 20874.52) / 2),
                    "server_running_min": 256, "server_running_median": 256,
                    "server_lines": 2, "server_drift": None, "server_span_s": None,
-                   "server_step_ms": None, "delivery_ratio": None}  # fmt: skip
+                   "server_step_ms": None, "delivery_ratio": None,
+                   "server_gc_s": None}  # fmt: skip
     # The scheduler ran out of requests inside a longer window: its fewest running say so.
     assert server_window(LOG, _t("14:26:35"), _t("14:26:48"))["server_running_min"] == 8
     # min_running keeps a run's steady lines only (not the straggler line).
@@ -248,3 +250,30 @@ def test_the_engines_account_takes_the_schedulers_step_where_it_is_known():
     use_engine_account(row)
     assert row["tpot_ms"] == 38.6 and row["client_tpot_ms"] == 37.66
     assert row["output_tok_s"] == 13262.0
+
+
+def test_the_servers_long_garbage_collections_inside_the_window():
+    gc_line = ("[2026-12-04 19:18:54.800] LONG GARBAGE COLLECTION DETECTED | Generation 2 | "
+               "Duration: 0.7000s | # Objects: gen0=10, gen1=20, gen2=900000 | This may cause "
+               "latency jitter. Consider calling the freeze_gc API after sending a few warmup "
+               "requests.\n")  # fmt: skip
+    args = ARGS_LINE.replace("port=1", "gc_warning_threshold_secs=0.05")
+    log = args + MS_LOG.removeprefix(ARGS_LINE) + gc_line
+    assert long_collections(log) == [(pytest.approx(_t3("19:18:54.100")), 0.7)]
+    got = server_window(log, _t3("19:18:51.000"), _t3("19:18:55.200"))
+    assert got["server_gc_s"] == pytest.approx(0.7)
+    # Half of it before a window that begins at 19:18:54.45.
+    late = server_window(log, _t3("19:18:54.450"), _t3("19:18:59.000"))
+    assert late["server_gc_s"] == pytest.approx(0.35)
+    # A server not asked to log them: unknown, not none.
+    assert server_window(MS_LOG + gc_line, _t3("19:18:51.000"),
+                         _t3("19:18:55.200"))["server_gc_s"] is None  # fmt: skip
+    assert long_collections(MS_LOG) is None
+
+
+def test_stalls_note_names_what_held_the_streams_back():
+    assert stalls_note({"server_gc_s": 0.7, "load_stall_s": 0.0}) == (
+        "streams held back inside the window: the server's long garbage collections 0.70 s"
+    )
+    assert "the load's own stalls 0.30 s" in stalls_note({"load_stall_s": 0.3})
+    assert stalls_note({"server_gc_s": None, "load_stall_s": 0.0}) == ""

@@ -44,6 +44,12 @@ from .window_precision import (
 #: The steady window: the span with at least this share of the target concurrency in flight.
 STEADY_FRACTION = 0.85
 
+#: The load watches its own event loop: a wake-up due every HEARTBEAT_S that comes more than
+#: STALL_S late is a stall of the load itself (every stream's chunks wait in their sockets
+#: meanwhile, and reach the window in a burst after it), kept in LoadResult.stalls.
+HEARTBEAT_S = 0.01
+STALL_S = 0.05
+
 
 @dataclass(frozen=True)
 class LoadSpec:
@@ -155,6 +161,9 @@ class LoadResult:
     # Where a window that ended at its precision ended (a slice's edge: the precision rule's
     # last slice); None when it ran its whole length.
     window_end: float | None = None
+    # The load's own stalls: (when its event loop was due to wake, how late it woke), for
+    # wake-ups more than STALL_S late.
+    stalls: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def cpu_pct(self) -> float | None:
@@ -420,8 +429,19 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
         for task in list(streaming):
             task.cancel()
 
+    async def heartbeat() -> None:
+        while True:
+            due = time.monotonic() + HEARTBEAT_S
+            await asyncio.sleep(HEARTBEAT_S)
+            late = time.monotonic() - due
+            if late > STALL_S:
+                stalls.append((due, late))
+
+    stalls: list[tuple[float, float]] = []
     clients = asyncio.gather(*(client() for _ in range(spec.concurrency)))
-    helpers = [asyncio.ensure_future(end_at_deadline())] if spec.duration_s > 0 else []
+    helpers = [asyncio.ensure_future(heartbeat())]
+    if spec.duration_s > 0:
+        helpers.append(asyncio.ensure_future(end_at_deadline()))
     if control is not None:
         helpers.append(asyncio.ensure_future(watch()))
     await clients
@@ -429,7 +449,7 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
         helper.cancel()
     records.sort(key=lambda r: r.index)
     start = state.get("window_start") or admitted_at(records, spec.concurrency)
-    return LoadResult(records, active, 0.0, 0.0, start, state.get("window_end"))
+    return LoadResult(records, active, 0.0, 0.0, start, state.get("window_end"), stalls)
 
 
 def admitted_at(records: list[RequestRecord], concurrency: int) -> float | None:
@@ -513,6 +533,11 @@ def decode_token_counter(records: list[RequestRecord]) -> Callable[[float, float
     return lambda t0, t1: bisect.bisect_left(times, t1) - bisect.bisect_left(times, t0)
 
 
+def _overlap_s(spans: list[tuple[float, float]], t0: float, t1: float) -> float:
+    """The seconds of (start, length) spans inside [t0, t1]."""
+    return sum(max(min(a + length, t1) - max(a, t0), 0.0) for a, length in spans)
+
+
 def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -522,7 +547,8 @@ def _pct(values: list[float], q: float) -> float | None:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: float) -> dict:
+def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: float,
+                   stalls: list[tuple[float, float]] | None = None) -> dict:  # fmt: skip
     """Throughput and latencies of the steady window [t0, t1].
 
     TPOT: the median over requests with two chunks or more in the window (the cut ones too:
@@ -533,7 +559,9 @@ def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: 
     first token (the rest: waiting for it, that is queued or in prefill, or between requests).
     ``tok_s_over_c_tpot``: measured tok/s over C / TPOT. Near ``decoding_share`` when the
     streams that decode do so at the TPOT each sees: below 1 by the time replacement
-    requests wait for their first token (the server's queue and prefill, not the load)."""
+    requests wait for their first token (the server's queue and prefill, not the load).
+    ``load_stall_s``: the seconds of the load's own stalls (``stalls``, LoadResult) inside
+    the window; None when not given."""
     seconds = t1 - t0
     tokens_in_window = sum(1 for r in records for t in r.token_times if t0 <= t <= t1)
     finished = [r for r in records if not r.error and not r.cut]
@@ -576,4 +604,5 @@ def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: 
         "itl_p50_ms": 1e3 * _pct(itl, 0.5) if itl else None,
         "itl_p99_ms": 1e3 * _pct(itl, 0.99) if itl else None,
         "ttft_p50_ms": 1e3 * _pct(ttft, 0.5) if ttft else None,
+        "load_stall_s": None if stalls is None else _overlap_s(stalls, t0, t1),
     }

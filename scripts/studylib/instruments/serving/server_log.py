@@ -38,6 +38,7 @@ COLUMNS = [
     "server_span_s",
     "server_step_ms",
     "delivery_ratio",
+    "server_gc_s",
 ]
 
 #: The fewest lines of one rank a window's drift is read from (two thirds of at least two).
@@ -66,6 +67,40 @@ def log_interval(text: str) -> int | None:
     printed; None when it printed none."""
     m = _INTERVAL.search(text)
     return int(m["steps"]) if m else None
+
+
+#: ``--gc-warning-threshold-secs``: SGLang's tokenizer process (the one that streams every
+#: request's tokens to its HTTP connection) logs each garbage collection longer than this
+#: (srt/utils/common.py configure_gc_warning), as it ends.
+_GC_THRESHOLD = re.compile(r"\bgc_warning_threshold_secs=(?P<s>[\d.]+)")
+_GC_LINE = re.compile(
+    r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ms>\.\d{3})?[^\]]*\] "
+    r"LONG GARBAGE COLLECTION DETECTED \| Generation (?P<gen>\d+) \| Duration: (?P<s>[\d.]+)s"
+)
+
+
+def long_collections(text: str) -> list[tuple[float, float]] | None:
+    """(when it began, how long) per garbage collection the server logged as long; None when
+    it was not asked to log them (no threshold above 0 among its arguments)."""
+    m = _GC_THRESHOLD.search(text)
+    if m is None or float(m["s"]) <= 0:
+        return None
+    out = []
+    for line in text.splitlines():
+        g = _GC_LINE.match(line.strip())
+        if g is not None:
+            end = datetime.strptime(g["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
+            end += float(g["ms"]) if g["ms"] else 0.0
+            out.append((end - float(g["s"]), float(g["s"])))
+    return out
+
+
+def _gc_seconds(text: str, wall0: float, wall1: float) -> float | None:
+    """The seconds of the server's long garbage collections inside [wall0, wall1]."""
+    collections = long_collections(text)
+    if collections is None:
+        return None
+    return sum(max(min(t + s, wall1) - max(t, wall0), 0.0) for t, s in collections)
 
 
 class DecodeLine(NamedTuple):
@@ -120,8 +155,9 @@ def server_window(text: str, wall0: float, wall1: float, min_running: int = 0,
     known to better than a second of a window of 10-20)."""
     lines = decode_lines(text)
     if lines and all(x.ms for x in lines):
-        return _spans_window(lines, wall0, wall1, min_running, max_running, received,
-                             log_interval(text))  # fmt: skip
+        out = _spans_window(lines, wall0, wall1, min_running, max_running, received,
+                            log_interval(text))  # fmt: skip
+        return {**out, "server_gc_s": _gc_seconds(text, wall0, wall1)}
     lines = [x for x in lines if wall0 + 1 <= x.wall <= wall1 - 1
              and _running_kept(x, min_running, max_running)]  # fmt: skip
     if not lines:
@@ -129,7 +165,8 @@ def server_window(text: str, wall0: float, wall1: float, min_running: int = 0,
     ranks = sorted({x.rank for x in lines})
     tok_s = sum(statistics.fmean(x.tok_s for x in lines if x.rank == r) for r in ranks)
     return {**_line_stats(lines, ranks), "server_tok_s": tok_s, "server_span_s": None,
-            "server_step_ms": None, "delivery_ratio": None}  # fmt: skip
+            "server_step_ms": None, "delivery_ratio": None,
+            "server_gc_s": _gc_seconds(text, wall0, wall1)}  # fmt: skip
 
 
 def _running_kept(line: DecodeLine, min_running: int, max_running: int | None) -> bool:

@@ -148,6 +148,19 @@ def engine_account(row: Any) -> bool:
                   COUNT_AGREEMENT if exact else decision_noise())  # fmt: skip
 
 
+def stalls_note(row: Any) -> str:
+    """What held the window's streams back, where anything did ("" otherwise): the server's
+    long garbage collections (``server_gc_s``, SGLang's tokenizer process: every stream's
+    chunks wait meanwhile) and the load's own stalls (``load_stall_s``, its event loop late)
+    inside the window. Either one puts a burst of held-back chunks into the client's count."""
+    get = field_getter(row)
+    parts = [f"{what} {num_of(get(key)):.2f} s" for key, what in (
+        ("server_gc_s", "the server's long garbage collections"),
+        ("load_stall_s", "the load's own stalls"),
+    ) if num_of(get(key)) > 0]  # fmt: skip
+    return "streams held back inside the window: " + "; ".join(parts) if parts else ""
+
+
 def delivery_note(row: Any) -> str:
     """Why a window does not describe steady decode ("" when it does, or when the server
     logged nothing to compare): the scheduler generated more than the client received (unless

@@ -43,7 +43,8 @@ DECODE_OPTIONAL = frozenset(
     {"weights", "cuda_graphs", "hbm_floor_ms", "tpot_over_floor", "idle_w_per_gpu",
      "j_per_token_net", "step_gb", "tok_s_over_c_tpot", "decoding_share", "load_cpu_pct",
      "first_error", "w_gpu_min", "w_gpu_median", "w_gpu_max", "ep", "server_tok_s",
-     "delivery_ratio", "tpot_source", "client_tpot_ms", "tpot_ci_pct", "load"}
+     "delivery_ratio", "server_gc_s", "load_stall_s", "tpot_source", "client_tpot_ms",
+     "tpot_ci_pct", "load"}
 )  # fmt: skip
 
 

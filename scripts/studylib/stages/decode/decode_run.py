@@ -51,7 +51,12 @@ from ...instruments.serving.served_model import step_bytes
 from ...instruments.serving.server_log import server_window_of
 from ...instruments.serving.window_precision import lasted
 from .decode_crosscheck import crosscheck_at, crosscheck_skipped, crosscheck_worker
-from .decode_judgements import client_over_scheduler, delivery_note, engine_account
+from .decode_judgements import (
+    client_over_scheduler,
+    delivery_note,
+    engine_account,
+    stalls_note,
+)
 from .decode_profile_pass import profile_left, profile_pass
 from .decode_schema import (
     BREAKDOWN_COLUMNS,
@@ -369,7 +374,7 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
                    first_error=next((r.error for r in load.records if r.error), ""))  # fmt: skip
         return row
     s0, s1 = window
-    summary = summarize_load(load.records, spec, s0, s1)
+    summary = summarize_load(load.records, spec, s0, s1, load.stalls)
     stats = sampler.window(s0, s1)
     windows.extend({"label": "steady", "concurrency": c, **w} for w in stats)
     end = max((r.end for r in load.records if r.end), default=s1)
@@ -389,6 +394,9 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
                         "(%.0f tok/s by its log): tok/s and TPOT are the engine's own account",
                         c, 100 * client_over_scheduler(row), row["server_tok_s"])  # fmt: skip
             use_engine_account(row)
+    held = stalls_note(row)
+    if held:
+        log.warning("C=%d: %s", c, held)
     delivery = delivery_note(row)
     if delivery:
         log.warning("C=%d: %s", c, delivery)

@@ -26,7 +26,7 @@ SUMMARY_COLUMNS = [
     "itl_p99_ms", "ttft_p50_ms", "avg_w_per_gpu", "w_gpu_min", "w_gpu_median", "w_gpu_max",
     "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
     "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
-    "dram_util", "step_gb", "load_cpu_pct", *SERVER_COLUMNS, "first_error",
+    "dram_util", "step_gb", "load_cpu_pct", "load_stall_s", *SERVER_COLUMNS, "first_error",
     "tpot_source", "client_tok_s", "client_tpot_ms", "tpot_ci_pct", "load",
 ]  # fmt: skip
 

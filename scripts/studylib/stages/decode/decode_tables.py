@@ -20,8 +20,8 @@ from .expert_m import EXPERT_M_COLUMNS
 
 #: Summary columns newer than the committed examples' tables (2026-12-02: the scheduler's
 #: median running requests, which the delivery gate reads; the window's TPOT precision;
-#: 2026-12-03: the load's shape; 2026-12-04: the scheduler's whole lines' span and the
-#: client's count over it).
+#: 2026-12-03: the load's shape; 2026-12-04: the scheduler's whole lines' span, its step and
+#: the client's count over it, and the server's and the load's own stalls).
 ADDED_COLUMNS = (
     "server_tok_s_median",
     "server_running_median",
@@ -34,6 +34,8 @@ ADDED_COLUMNS = (
     "server_span_s",
     "server_step_ms",
     "delivery_ratio",
+    "server_gc_s",
+    "load_stall_s",
 )
 
 #: The decode table's columns after a variant's summary's (decode_aggregate.decode_table).
@@ -116,6 +118,10 @@ DECODE_SHOWN = {
     "delivery_ratio": Column("client ÷ scheduler", ".3f", "×",
                              tip="the tokens the client received over those the scheduler "
                                  "generated, over the same whole log lines"),
+    "server_gc_s": Column("server GC s", ".2f",
+                          tip="seconds of the server's long garbage collections in the window"),
+    "load_stall_s": Column("load stalls s", ".2f",
+                           tip="seconds the load's own event loop stalled in the window"),
     "first_error": Column("first error"),
     "graphs": Column(None, tip="CUDA graphs"),
     "validity": Column(None, tip="validity"),
