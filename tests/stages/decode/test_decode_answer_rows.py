@@ -23,10 +23,11 @@ EXAMPLES = ROOT / "examples"
 
 
 def window(variant, c, tpot_ms, *, graphs=True, weights="bf16", gpus=1, valid=True, j=None,
-           server_tok_s=None, energy_gap_pct=0.1, errors=0) -> dict:  # fmt: skip
+           server_tok_s=None, energy_gap_pct=0.1, errors=0, **more) -> dict:  # fmt: skip
     tok_s = 1e3 * c / tpot_ms
-    return {"engine": "sglang", "variant": variant, "model_kind": "dummy", "weights": weights,
-            "routing": "uniform", "cuda_graphs": graphs, "concurrency": c, "gpus": gpus,
+    return {**more, "engine": "sglang", "variant": variant, "model_kind": "dummy",
+            "weights": weights, "routing": "uniform", "cuda_graphs": graphs, "concurrency": c,
+            "gpus": gpus,
             "power_source": "nvml", "steady_s": 30.0 if valid else 3.0, "valid": valid,
             "errors": errors, "wrong_length": 0, "output_tok_s": tok_s, "tpot_ms": tpot_ms,
             "avg_w_per_gpu": 500.0, "pct_limit": 500 / 7, "j_per_token": j or 500.0 / tok_s,
@@ -80,6 +81,15 @@ def test_the_cross_check_and_the_schedulers_count_widen_the_noise():
     row = by_subject(decode_answers(decode))["CUDA graphs · BF16 · C = 64"]
     assert row.status == TIE and row.noise == pytest.approx(0.1)
     assert row.noise_from == "the scheduler's count against the client's"
+    # Over the same log lines (SGLang's millisecond stamps) the ratio of the two counts is
+    # the noise, whatever the two tok/s over their different spans; an engine's own account
+    # takes none from it (its figures are the scheduler's).
+    exact = pair({64: 9.5}, {64: 10.0}, server_tok_s=1e3 * 64 / 9.5 * 1.1, delivery_ratio=1.06)
+    row = by_subject(decode_answers(exact))["CUDA graphs · BF16 · C = 64"]
+    assert row.status == TIE and row.noise == pytest.approx(0.06)
+    assert row.noise_from == "the scheduler's count against the client's over the same log lines"
+    engine = pair({64: 9.5}, {64: 10.0}, delivery_ratio=1.06, tpot_source="engine")
+    assert by_subject(decode_answers(engine))["CUDA graphs · BF16 · C = 64"].status == ANSWERED
 
 
 def test_invalid_windows_never_answer():

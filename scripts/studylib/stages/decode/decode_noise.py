@@ -223,6 +223,13 @@ def _crosscheck_noise(checks: pd.DataFrame, engine: str, variant: str, c: float)
 
 def _scheduler_noise(row: Any) -> Noise | None:
     get = field_getter(row)
+    ratio = num_of(get("delivery_ratio"))
+    if _ok(ratio):  # the two counts over the same log lines (decode_judgements)
+        if text_of(get("tpot_source")) == "engine":
+            return None  # the row's figures are the scheduler's own
+        share = run_to_run(ratio, 1.0)
+        return Noise(share, "the scheduler's count against the client's over the same log "
+                     "lines") if _ok(share) else None  # fmt: skip
     server = num_of(get("server_tok_s"))
     if not _ok(server):
         server = num_of(get("server_tok_s_median"))
