@@ -55,9 +55,9 @@ from studylib.instruments.serving.decode_load import (  # noqa: E402
     STEADY_FRACTION,
     LoadSpec,
     load_window,
-    summarize_load,
 )
 from studylib.instruments.serving.engines import engine  # noqa: E402
+from studylib.instruments.serving.load_summary import summarize_load  # noqa: E402
 from studylib.instruments.serving.server_log import server_window_of  # noqa: E402
 from studylib.stages.decode.decode_server import ServerPass, load_specs  # noqa: E402
 

@@ -23,10 +23,10 @@ from studylib.instruments.serving.decode_load import (  # noqa: E402
     LoadSpec,
     load_window,
     run_load,
-    summarize_load,
 )
 from studylib.instruments.serving.engines import engine  # noqa: E402
 from studylib.instruments.serving.launcher import ServerProcess  # noqa: E402
+from studylib.instruments.serving.load_summary import summarize_load  # noqa: E402
 
 
 def main() -> int:

@@ -14,14 +14,13 @@ from studylib.instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
     RequestRecord,
-    decode_token_counter,
     load_window,
     random_prompts,
     run_load,
     steady_window,
-    summarize_load,
 )
 from studylib.instruments.serving.load_stagger import staggered_length
+from studylib.instruments.serving.load_summary import decode_token_counter, summarize_load
 from studylib.instruments.serving.window_precision import (
     RunningSlices,
     _t975,

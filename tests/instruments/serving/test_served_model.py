@@ -45,10 +45,10 @@ def test_transformers_engine_serves_decode_on_cpu(tmp_path):
         LoadSpec,
         run_load,
         steady_window,
-        summarize_load,
     )
     from studylib.instruments.serving.engines import engine
     from studylib.instruments.serving.launcher import ServerProcess, group_alive
+    from studylib.instruments.serving.load_summary import summarize_load
     from test_serving import free_port
 
     build_moe_model(tmp_path / "m", TINY, seed=0, dtype="float32")

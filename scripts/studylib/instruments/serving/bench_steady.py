@@ -3,10 +3,11 @@
 bench_serving (:mod:`.bench_serving`) reports a median TPOT per request over its whole run. At
 high C its first wave of C requests starts at once, and every request's TPOT then holds the
 other requests' prefills; the study's TPOT leaves its own load's admission out
-(:mod:`.decode_load`: ``steady_window``, ``summarize_load``). From bench_serving's per-request
-details (``--output-details``: ``ttfts``, ``itls``, ``output_lens``, ``errors``, in the order
-sent; SGLang 0.5.16, python/sglang/benchmark/serving.py, ``result_details``) its requests are
-rebuilt on one clock and measured by the study's own code.
+(:mod:`.decode_load`'s ``steady_window``, :mod:`.load_summary`'s ``summarize_load``). From
+bench_serving's per-request details (``--output-details``: ``ttfts``, ``itls``,
+``output_lens``, ``errors``, in the order sent; SGLang 0.5.16,
+python/sglang/benchmark/serving.py, ``result_details``) its requests are rebuilt on one clock
+and measured by the study's own code.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from .decode_load import (
     RequestRecord,
     admitted_at,
     steady_window,
-    summarize_load,
 )
 from .load_stagger import first_requests_ended
+from .load_summary import summarize_load
 
 
 def _gap_runs(itls: list[float]) -> list[tuple[float, int]]:
@@ -126,7 +127,7 @@ def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = 
 def bench_steady(details: dict, concurrency: int, output_len: int, run_end: float,
                  steady_s: float | None = None,
                  staggered: bool = False) -> dict | None:  # fmt: skip
-    """bench_serving's TPOT as the study computes its own (decode_load.summarize_load: the
+    """bench_serving's TPOT as the study computes its own (load_summary.summarize_load: the
     median over requests of their tokens' pace inside the steady window,
     :func:`bench_steady_span`; ``tpot_ms``) and that window on the caller's clock (``span``),
     from one rebuild of the requests, given when the run ended there (``run_end``):

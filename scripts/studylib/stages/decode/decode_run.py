@@ -42,11 +42,11 @@ from ...core.journal import Journal
 from ...core.progress import Progress
 from ...core.verdicts import NOISE_FLOOR, beyond
 from ...instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
-from ...instruments.serving.decode_load import decode_token_counter, summarize_load
 from ...instruments.serving.engines import engine as get_engine
 from ...instruments.serving.engines.sglang_engine import (
     expert_recorder,
 )
+from ...instruments.serving.load_summary import decode_token_counter, summarize_load
 from ...instruments.serving.served_model import step_bytes
 from ...instruments.serving.server_log import server_window_of
 from ...instruments.serving.window_precision import lasted
