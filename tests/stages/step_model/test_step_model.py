@@ -287,6 +287,24 @@ def test_a_profile_that_ran_another_batch_is_set_aside_and_said_so():
     assert measured_components(breakdown, "v-True", 16)["moe"] == 9000.0
 
 
+def test_a_profile_with_a_prefill_pass_in_its_steps_is_set_aside_and_said_so():
+    # FP8 at C = 512 on the H200 (2026-12-04): 9 decode steps among 20 profiled passes, the
+    # rest prefill passes, whose kernels made a 66-ms "step" against TPOT 16.6 ms.
+    breakdown = pd.DataFrame([
+        {"variant": "v-True", "concurrency": 16, "rank": 0, "component": "moe",
+         "us_per_step": 51630.0, "idle_us_per_step": 0.0, "batch": 16,
+         "prefill_us": 24973.3, "prefill_in_window": True}])  # fmt: skip
+    assert measured_components(breakdown, "v-True", 16) == {}
+    table = step_model(sweep(), decode(), GEOMETRY, breakdown=breakdown)
+    row = table[(table["concurrency"] == 16) & (table["component"] == "other")].iloc[0]
+    assert row["measured_basis"] == ("TPOT - predicted kernels; a prefill pass fell into the "
+                                     "profiled steps (25.0 ms of prefill-only kernels): not "
+                                     "used")  # fmt: skip
+    # A table read back from CSV holds the flag as text; a clean window's profile stands.
+    breakdown["prefill_in_window"] = "False"
+    assert measured_components(breakdown, "v-True", 16)["moe"] == 51630.0
+
+
 def test_fp8_projections_take_sglangs_block_fp8_gemm_where_the_sweep_has_it():
     rowwise = pd.concat([sweep("fp8_e4m3"), sweep("bf16")])
     block = rowwise[rowwise["op"] == "fp8_scaled_mm"].assign(

@@ -254,10 +254,31 @@ def _other_batch(rows: pd.DataFrame, c: int) -> int | None:
     return int(batch.max()) if len(batch) and (batch != c).any() else None
 
 
+def _prefill_us(rows: pd.DataFrame) -> float | None:
+    """The prefill-only kernels' µs in a profile whose window held a prefill pass, else None:
+    that pass's GEMMs, MoE and attention then weigh on every part of the decode step (FP8 at
+    C = 512 on the H200, 2026-12-04: 9 decode steps among 20 passes, 66 ms "per step" against
+    TPOT 16.6 ms)."""
+    if "prefill_in_window" not in rows:
+        return None
+    flagged = rows["prefill_in_window"].astype(str).str.lower() == "true"
+    if not flagged.any():
+        return None
+    return float(pd.to_numeric(rows.loc[flagged, "prefill_us"], errors="coerce").max())
+
+
 def profile_note(breakdown: pd.DataFrame | None, variant: str, c: int) -> str | None:
-    """Why a profile of this variant and C stands aside, or None."""
-    batch = _other_batch(_profile_rows(breakdown, variant, c), c)
-    return None if batch is None else f"profile ran at batch {batch}, not C = {c}: not used"
+    """Why a profile of this variant and C stands aside, or None: it ran another batch than
+    C, or a prefill pass fell into its steps."""
+    rows = _profile_rows(breakdown, variant, c)
+    batch = _other_batch(rows, c)
+    if batch is not None:
+        return f"profile ran at batch {batch}, not C = {c}: not used"
+    prefill = _prefill_us(rows)
+    if prefill is not None:
+        return (f"a prefill pass fell into the profiled steps ({prefill / 1e3:.1f} ms of "
+                "prefill-only kernels): not used")  # fmt: skip
+    return None
 
 
 def profile_context(breakdown: pd.DataFrame | None, variant: str, c: int) -> float:
@@ -273,10 +294,10 @@ def profile_context(breakdown: pd.DataFrame | None, variant: str, c: int) -> flo
 def measured_components(breakdown: pd.DataFrame | None, variant: str, c: int) -> dict:
     """The profiler's µs per step per model component, averaged over the job's GPUs:
     unmodelled kernels (``other``), communication and the GPU's idle gaps together are the
-    model's ``other``. Empty without a profile of that variant and C, or when its trace ran
-    another batch than C."""
+    model's ``other``. Empty without a profile of that variant and C, or where it stands
+    aside (:func:`profile_note`)."""
     rows = _profile_rows(breakdown, variant, c)
-    if rows.empty or _other_batch(rows, c) is not None:
+    if rows.empty or profile_note(breakdown, variant, c) is not None:
         return {}
     per_rank = rows.pivot_table(index="rank", columns="component", values="us_per_step",
                                 aggfunc="sum").mean()  # fmt: skip
