@@ -19,7 +19,10 @@ it gives and add the others), then at each level's C, for each round, runs the l
   with the sampler.
 Each row: the client's TPOT and tok/s (bench_serving's: its median TPOT and its steady one, over
 a window as long as the study's after its admission), the scheduler's tok/s over the same window
-with 0.85 C to C running (its log), the load's CPU. The arms alternate within a round, and odd
+with 0.85 C to C running (its log), the load's CPU; the study's arms also the client's count over
+the scheduler's whole log lines (``delivery_ratio``), its step (``server_step_ms``), the
+server's long garbage collections and the load's own stalls (server_log, load_summary). The arms
+alternate within a round, and odd
 rounds run them in reverse (A B, B A, A B, ...), so a drift of the engine's speed over the
 rounds weighs on every arm alike; the summary then sets each arm beside the first one round by
 round, with the scheduler's own rate in each: whether a client slows the engine (the scheduler
@@ -57,7 +60,10 @@ from studylib.instruments.serving.decode_load import (  # noqa: E402
     load_window,
 )
 from studylib.instruments.serving.engines import engine  # noqa: E402
-from studylib.instruments.serving.load_summary import summarize_load  # noqa: E402
+from studylib.instruments.serving.load_summary import (  # noqa: E402
+    decode_token_counter,
+    summarize_load,
+)
 from studylib.instruments.serving.server_log import server_window_of  # noqa: E402
 from studylib.stages.decode.decode_server import ServerPass, load_specs  # noqa: E402
 
@@ -173,13 +179,17 @@ def study(pas, spec, arm):
     window = load_window(load, spec.concurrency)
     if window is None:
         return {"error": "no steady window"}
-    s = summarize_load(load.records, spec, *window)
+    s = summarize_load(load.records, spec, *window, load.stalls)
     c = spec.concurrency
-    server = server_window_of(pas.server.log_path, *window, math.ceil(STEADY_FRACTION * c), c)
+    server = server_window_of(pas.server.log_path, *window, math.ceil(STEADY_FRACTION * c), c,
+                              received=decode_token_counter(load.records))  # fmt: skip
     return {"tpot_ms": s["tpot_ms"], "output_tok_s": s["output_tok_s"],
             "steady_s": s["steady_s"], "errors": s["errors"],
             "server_tok_s": server["server_tok_s"], "server_running_min":
-            server["server_running_min"], "load_cpu_pct": load.cpu_pct}  # fmt: skip
+            server["server_running_min"], "load_cpu_pct": load.cpu_pct,
+            "delivery_ratio": server["delivery_ratio"],
+            "server_step_ms": server["server_step_ms"], "server_gc_s": server["server_gc_s"],
+            "load_stall_s": s["load_stall_s"]}  # fmt: skip
 
 
 def bench(pas, a, c, input_len, output_len, model, tpot_guess, out, worker):
@@ -205,7 +215,8 @@ def bench(pas, a, c, input_len, output_len, model, tpot_guess, out, worker):
 
 
 FIELDS = ["arm", "round", "concurrency", "tpot_ms", "output_tok_s", "steady_s", "errors",
-          "server_tok_s", "server_running_min", "load_cpu_pct", "bench_tpot_ms",
+          "server_tok_s", "server_running_min", "load_cpu_pct", "delivery_ratio",
+          "server_step_ms", "server_gc_s", "load_stall_s", "bench_tpot_ms",
           "bench_tpot_steady_ms", "bench_output_tok_s", "bench_prompts", "bench_duration_s",
           "error"]  # fmt: skip
 
