@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Callable
 
 from .decode_load import LoadSpec, RequestRecord
-from .window_precision import rate_precision, slice_s, window_slices
+from .window_precision import overlap_s, rate_precision, slice_s, window_slices
 
 
 def decode_token_counter(records: list[RequestRecord]) -> Callable[[float, float], int]:
@@ -18,11 +18,6 @@ def decode_token_counter(records: list[RequestRecord]) -> Callable[[float, float
     a scheduler's decode steps make (the first token is its prefill's)."""
     times = sorted(t for r in records for t in r.token_times[1:])
     return lambda t0, t1: bisect.bisect_left(times, t1) - bisect.bisect_left(times, t0)
-
-
-def _overlap_s(spans: list[tuple[float, float]], t0: float, t1: float) -> float:
-    """The seconds of (start, length) spans inside [t0, t1]."""
-    return sum(max(min(a + length, t1) - max(a, t0), 0.0) for a, length in spans)
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -91,5 +86,5 @@ def summarize_load(records: list[RequestRecord], spec: LoadSpec, t0: float, t1: 
         "itl_p50_ms": 1e3 * _pct(itl, 0.5) if itl else None,
         "itl_p99_ms": 1e3 * _pct(itl, 0.99) if itl else None,
         "ttft_p50_ms": 1e3 * _pct(ttft, 0.5) if ttft else None,
-        "load_stall_s": None if stalls is None else _overlap_s(stalls, t0, t1),
+        "load_stall_s": None if stalls is None else overlap_s(stalls, t0, t1),
     }

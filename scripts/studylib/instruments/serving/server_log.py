@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from .window_precision import overlap_s
+
 #: Columns this module adds to a decode summary row.
 COLUMNS = [
     "server_tok_s",
@@ -49,12 +51,20 @@ DRIFT_MIN_LINES = 6
 #: only the second it was written in.
 LOG_MS_ENV = {"SGLANG_LOG_MS": "1"}
 
+#: A log line's stamp: the server host's local time, to the second or (SGLANG_LOG_MS) the
+#: millisecond, then the process's rank tags.
+_STAMP = r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ms>\.\d{3})?(?P<ranks>[^\]]*)\] "
 _LINE = re.compile(
-    r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ms>\.\d{3})?(?P<ranks>[^\]]*)\] "
-    r"Decode batch"
+    _STAMP + r"Decode batch"
     r".*?#running-req: (?P<running>\d+)"
     r".*?gen throughput \(token/s\): (?P<tok_s>[\d.]+)"
 )
+
+
+def _wall(m: re.Match) -> float:
+    """A matched line's stamp as wall time."""
+    stamp = datetime.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
+    return stamp + (float(m["ms"]) if m["ms"] else 0.0)
 
 
 #: SGLang's server arguments as its log prints them at start: a decode line every this many
@@ -74,8 +84,8 @@ def log_interval(text: str) -> int | None:
 #: (srt/utils/common.py configure_gc_warning), as it ends.
 _GC_THRESHOLD = re.compile(r"\bgc_warning_threshold_secs=(?P<s>[\d.]+)")
 _GC_LINE = re.compile(
-    r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ms>\.\d{3})?[^\]]*\] "
-    r"LONG GARBAGE COLLECTION DETECTED \| Generation (?P<gen>\d+) \| Duration: (?P<s>[\d.]+)s"
+    _STAMP + r"LONG GARBAGE COLLECTION DETECTED \| Generation (?P<gen>\d+) \| "
+    r"Duration: (?P<s>[\d.]+)s"
 )
 
 
@@ -89,18 +99,14 @@ def long_collections(text: str) -> list[tuple[float, float]] | None:
     for line in text.splitlines():
         g = _GC_LINE.match(line.strip())
         if g is not None:
-            end = datetime.strptime(g["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
-            end += float(g["ms"]) if g["ms"] else 0.0
-            out.append((end - float(g["s"]), float(g["s"])))
+            out.append((_wall(g) - float(g["s"]), float(g["s"])))
     return out
 
 
 def _gc_seconds(text: str, wall0: float, wall1: float) -> float | None:
     """The seconds of the server's long garbage collections inside [wall0, wall1]."""
     collections = long_collections(text)
-    if collections is None:
-        return None
-    return sum(max(min(t + s, wall1) - max(t, wall0), 0.0) for t, s in collections)
+    return None if collections is None else overlap_s(collections, wall0, wall1)
 
 
 class DecodeLine(NamedTuple):
@@ -122,10 +128,8 @@ def decode_lines(text: str) -> list[DecodeLine]:
         m = _LINE.match(line.strip())
         if m is None:
             continue
-        stamp = datetime.strptime(m["stamp"], "%Y-%m-%d %H:%M:%S").timestamp()
-        ms = m["ms"] is not None
-        out.append(DecodeLine(stamp + (float(m["ms"]) if ms else 0.0), m["ranks"].strip(),
-                              int(m["running"]), float(m["tok_s"]), ms))  # fmt: skip
+        out.append(DecodeLine(_wall(m), m["ranks"].strip(), int(m["running"]),
+                              float(m["tok_s"]), m["ms"] is not None))  # fmt: skip
     return out
 
 

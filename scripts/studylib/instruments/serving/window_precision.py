@@ -25,6 +25,11 @@ def lasted(seconds: float, shortest_s: float) -> bool:
     return seconds >= shortest_s - EDGE_TOLERANCE_S
 
 
+def overlap_s(spans: list[tuple[float, float]], t0: float, t1: float) -> float:
+    """The seconds of (start, length) spans that fall inside [t0, t1]."""
+    return sum(max(min(a + length, t1) - max(a, t0), 0.0) for a, length in spans)
+
+
 def slice_s(seconds: float) -> float:
     """The slice length for a window of at least ``seconds``."""
     return min(MAX_SLICE_S, seconds / PRECISION_SLICES)

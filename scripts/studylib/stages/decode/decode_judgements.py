@@ -112,15 +112,21 @@ DELIVERY_TOLERANCE = 0.05
 RUNNING_FRACTION = STEADY_FRACTION
 
 
+def exact_ratio(row: Any) -> float:
+    """``delivery_ratio``: the client's count over the scheduler's over the same whole log
+    lines (SGLang's stamps in milliseconds); NaN where the row has none."""
+    return num_of(field_getter(row)("delivery_ratio"))
+
+
 def client_over_scheduler(row: Any) -> float:
     """The tokens the client received over those the scheduler generated in the window:
     ``delivery_ratio`` (the two counts over the same whole log lines, the server's stamps in
     milliseconds), else the client's tok/s over the scheduler's mean line (a table from
     before 2026-12-04, or a log in whole seconds); NaN when the server logged nothing."""
-    get = field_getter(row)
-    ratio = num_of(get("delivery_ratio"))
+    ratio = exact_ratio(row)
     if not math.isnan(ratio):
         return ratio
+    get = field_getter(row)
     server = num_of(get("server_tok_s"))
     return num_of(get("output_tok_s")) / server if server > 0 else float("nan")
 
@@ -143,7 +149,7 @@ def engine_account(row: Any) -> bool:
     steady TPOT matched within 0.3 %. At bf16 C = 512 (2026-12-04) a window began as the
     client caught up after a one-second delivery stall (its start is the last staggered
     first request's end reaching the client, which the stall had held back): 3.0 % more."""
-    exact = not math.isnan(num_of(field_getter(row)("delivery_ratio")))
+    exact = not math.isnan(exact_ratio(row))
     return beyond(run_to_run(client_over_scheduler(row), 1.0),
                   COUNT_AGREEMENT if exact else decision_noise())  # fmt: skip
 
@@ -173,7 +179,7 @@ def delivery_note(row: Any) -> str:
     engine_row = text_of(get("tpot_source")) == "engine"  # an old table's row: NA
     if ratio < 1 - DELIVERY_TOLERANCE and not engine_row:
         received = (f"{100 * ratio:.1f} % of them over the same log lines"
-                    if not math.isnan(num_of(get("delivery_ratio")))
+                    if not math.isnan(exact_ratio(row))
                     else f"{num_of(get('output_tok_s')):,.0f}")  # fmt: skip
         causes.append(f"the server generated {server:,.0f} tok/s, the client received "
                       f"{received}: its streaming path set the pace")  # fmt: skip

@@ -35,6 +35,7 @@ import pandas as pd
 
 from ...core.finding_records import _ok, field_getter, num_of, text_of
 from ...core.verdicts import NOISE_FLOOR, beyond, decision_noise, run_to_run
+from .decode_judgements import exact_ratio
 
 
 @dataclass(frozen=True)
@@ -223,8 +224,8 @@ def _crosscheck_noise(checks: pd.DataFrame, engine: str, variant: str, c: float)
 
 def _scheduler_noise(row: Any) -> Noise | None:
     get = field_getter(row)
-    ratio = num_of(get("delivery_ratio"))
-    if _ok(ratio):  # the two counts over the same log lines (decode_judgements)
+    ratio = exact_ratio(row)
+    if _ok(ratio):  # the two counts over the same log lines
         if text_of(get("tpot_source")) == "engine":
             return None  # the row's figures are the scheduler's own
         share = run_to_run(ratio, 1.0)
