@@ -217,6 +217,14 @@ def plan_hashes(pattern, plan, names):
     }
 
 
+# The GPU's order: the kernel jobs (sweeps, kernel power, peaks) before the decode servers.
+# The sgl-kernel jobs compile SGLang's own Triton kernels and JIT modules into the caches its
+# server reads at start: on the H200 (2026-12-04, examples/h200-2026-12-04-jit-default) the
+# FP8 server that Snakemake started after them captured its prefill graphs in 10 s, the same
+# server on a box where nothing had run in 131 s, and the bf16 server, started before them,
+# in 82 s (72 s of them before its first graph).
+KERNEL_JOBS_FIRST = 1
+
 # FlashInfer's JIT modules, built on the CPU before its GPU jobs and beside another's (rule
 # flashinfer_jit: about 79 s of an H200's idle time at the FlashInfer sweep's first calls).
 FLASHINFER_JIT_TARGETS = flashinfer_jit_targets(config)

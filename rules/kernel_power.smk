@@ -8,6 +8,7 @@ rule kernel_power:
         "results/logs/kernel_power/{backend}.log",
     benchmark:
         "results/benchmarks/kernel_power/{backend}.tsv"
+    priority: KERNEL_JOBS_FIRST
     conda:
         "../envs/gpu.yaml"
     resources:

@@ -5,6 +5,7 @@ rule peaks:
         "results/logs/peaks.log",
     benchmark:
         "results/benchmarks/peaks.tsv"
+    priority: KERNEL_JOBS_FIRST
     conda:
         "../envs/gpu.yaml"
     resources:

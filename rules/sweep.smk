@@ -25,6 +25,7 @@ rule sweep:
         "results/logs/sweep/{backend}.log",
     benchmark:
         "results/benchmarks/sweep/{backend}.tsv"
+    priority: KERNEL_JOBS_FIRST
     conda:
         "../envs/gpu.yaml"
     resources:

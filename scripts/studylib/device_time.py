@@ -15,7 +15,9 @@ What counts as measurement, per job:
 ``kernel_power``  its windows: the idle baseline and every sustained loop
 ``decode``        the steady windows of its main and recorder passes, SGLang's bench_serving
                   runs beside them and its idle baseline; outside: the server's start
-                  (``ready_s``), warm-ups, drains, ramp-downs, profile traces
+                  (``ready_s``; the JIT builds its caches' files show inside it, in
+                  ``builds_s``: instruments/serving/start_builds.py), warm-ups, drains,
+                  ramp-downs, profile traces
 ``peaks``         not split (it records no windows): its whole time is left out of the
                   measured share and said so
 
@@ -33,12 +35,13 @@ import pandas as pd
 
 from .core.io import read_json
 from .core.table_registry import Table, read_optional, read_table, register_tables
+from .instruments.serving.start_builds import said
 
 COLUMNS = {"job": "text", "stage": "text", "wall_s": "num", "measuring_s": "num",
            "share": "num", "starts_s": "num", "builds_s": "num", "warmups_s": "num",
            "outside": "any"}  # fmt: skip
 #: The parts of a job's time outside measurement its records name, each a column.
-PARTS = {"starts_s": "server starts", "builds_s": "first calls (JIT builds, autotuning)",
+PARTS = {"starts_s": "server starts", "builds_s": "JIT builds, first calls, autotuning",
          "warmups_s": "warm-ups"}  # fmt: skip
 DEVICE_TIME = Table("device_time", "the measuring jobs' device time",
                     "results/tables/device_time.csv", COLUMNS)  # fmt: skip
@@ -135,20 +138,33 @@ def decode_measuring(summary: pd.DataFrame, recorder: pd.DataFrame, crosscheck: 
                 + _seconds(crosscheck, "bench_duration_s") + _seconds(crosscheck, "rounds_s")
                 + _seconds(idle, "seconds"))  # fmt: skip
     start = run.get("ready_s")
-    started = f"server start {start:.0f} s; " if isinstance(start, int | float) else ""
+    started = ""
+    if isinstance(start, int | float):
+        builds = run.get("start_builds")
+        started = f"server start {start:.0f} s" + (f" ({said(builds)})" if builds else "") + "; "
     return measured, f"{started}warm-ups, drains, ramp-downs, profile traces"
 
 
+#: A decode job's server starts and what each compiled (start_builds), in its run record.
+STARTS = {"ready_s": "start_builds", "recorder_ready_s": "recorder_start_builds"}
+
+
 def decode_parts(windows: pd.DataFrame, run: dict) -> dict[str, float]:
-    """A decode job's server starts (its main and recorder passes' ``ready_s``, JIT builds
-    inside them) and warm-ups (its windows labelled ``*warmup``, each once)."""
-    starts = [run.get(k) for k in ("ready_s", "recorder_ready_s")]
+    """A decode job's server starts (its main and recorder passes' ``ready_s``) less the JIT
+    builds their caches' files show (``builds_s``, stated apart), and its warm-ups (its
+    windows labelled ``*warmup``, each once)."""
+    starts = builds = 0.0
+    for ready, built in STARTS.items():
+        if isinstance(run.get(ready), int | float):
+            starts += float(run[ready])
+            builds += float((run.get(built) or {}).get("seconds") or 0.0)
     warm = _one_device(windows)
     if "label" in warm:
         warm = warm[warm["label"].astype(str).str.endswith("warmup")]
     else:
         warm = warm.iloc[0:0]
-    return {"starts_s": float(sum(s for s in starts if isinstance(s, int | float))),
+    builds = min(builds, starts)
+    return {"starts_s": starts - builds, "builds_s": builds or None,
             "warmups_s": _seconds(warm, "seconds")}  # fmt: skip
 
 

@@ -164,5 +164,22 @@ def test_starts_builds_and_warmups_are_stated_apart():
                             "gpu": [0, 0, 0, 0, 0, 1],
                             "seconds": [5.0, 15.0, 20.0, 12.0, 8.0, 15.0]})  # fmt: skip
     parts = decode_parts(windows, {"ready_s": 131.1, "recorder_ready_s": 70.0})
-    assert parts == {"starts_s": pytest.approx(201.1), "warmups_s": pytest.approx(35.0)}
-    assert decode_parts(windows.iloc[0:0], {}) == {"starts_s": 0.0, "warmups_s": 0.0}
+    assert parts == {"starts_s": pytest.approx(201.1), "builds_s": None,
+                     "warmups_s": pytest.approx(35.0)}  # fmt: skip
+    assert decode_parts(windows.iloc[0:0], {}) == {"starts_s": 0.0, "builds_s": None,
+                                                   "warmups_s": 0.0}  # fmt: skip
+    # What each start compiled, by its caches' files (start_builds), is stated apart from it;
+    # a record without its start's time counts for nothing.
+    built = {"ready_s": 131.1, "start_builds": {"seconds": 72.5, "caches": {}},
+             "recorder_ready_s": 70.0, "recorder_start_builds": {"seconds": 3.5}}  # fmt: skip
+    parts = decode_parts(windows, built)
+    assert parts["starts_s"] == pytest.approx(125.1) and parts["builds_s"] == pytest.approx(76)
+    orphan = {"start_builds": {"seconds": 72.5}}
+    assert decode_parts(windows, orphan)["builds_s"] is None
+    triton = {"built": {"kernel": 30, "helper": 4}, "seconds": 40.0, "names": []}
+    jit = {"built": {"module": 1}, "seconds": 12.0, "names": []}
+    record = {"seconds": 52.0, "caches": {"triton": triton, "sglang_jit": jit}}
+    outside = decode_measuring(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), windows,
+                               {"ready_s": 131.1, "start_builds": record})[1]  # fmt: skip
+    assert outside.startswith("server start 131 s (built 52 s: triton 4 helpers, 30 kernels "
+                              "(40 s); sglang_jit 1 module (12 s)); warm-ups")  # fmt: skip

@@ -141,6 +141,23 @@ def test_snakemake_report_zip(study):
     assert any(n.endswith("power_timeline.html") for n in names)
 
 
+KERNEL_RULES = {"sweep", "kernel_power", "peaks"}
+DECODE_RULES = {"decode_model", "decode"}
+
+
+def test_the_kernel_jobs_take_the_gpu_before_the_decode_jobs(study):
+    """The whole run started every sweep, kernel-power and peaks job before any decode job
+    (common.smk's KERNEL_JOBS_FIRST): SGLang's server then finds the Triton kernels and JIT
+    modules the sgl-kernel jobs compiled. Without the priority this run's scheduler started
+    the decode model's job before the last kernel-power job (2026-12-05)."""
+    first_run = sorted((study / ".snakemake" / "log").glob("*.snakemake.log"))[0]
+    started = re.findall(r"^(?:local)?rule (\w+):$", first_run.read_text(), flags=re.M)
+    kernel = [i for i, rule in enumerate(started) if rule in KERNEL_RULES]
+    decode = [i for i, rule in enumerate(started) if rule in DECODE_RULES]
+    assert len(kernel) >= 7 and decode, started  # 3 sweeps, 3 power jobs, peaks
+    assert max(kernel) < min(decode), started
+
+
 def test_second_run_does_nothing(study):
     assert planned_outputs(study) == set()
     started = time.monotonic()

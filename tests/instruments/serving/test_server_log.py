@@ -4,7 +4,12 @@ from datetime import datetime
 
 import pandas as pd
 import pytest
-from studylib.instruments.serving.server_log import decode_lines, long_collections, server_window
+from studylib.instruments.serving.server_log import (
+    decode_lines,
+    graph_captures,
+    long_collections,
+    server_window,
+)
 from studylib.stages.decode.decode_judgements import (
     COUNT_AGREEMENT,
     DELIVERY_TOLERANCE,
@@ -277,3 +282,19 @@ def test_stalls_note_names_what_held_the_streams_back():
     )
     assert "the load's own stalls 0.30 s" in stalls_note({"load_stall_s": 0.3})
     assert stalls_note({"server_gc_s": None, "load_stall_s": 0.0}) == ""
+
+
+def test_the_starts_cuda_graph_captures_by_the_servers_own_seconds():
+    # SGLang 0.5.16's lines (the H200's bf16 start, 2026-12-04), a progress bar between them.
+    text = (
+        "[2026-12-04 19:14:17] Capture target prefill CUDA graph begin. backend=breakable\n"
+        "Capturing num tokens (num_tokens=8192 avail_mem=20.59 GB):   2%|\n"
+        "[2026-12-04 19:15:39] Capture target prefill CUDA graph end. elapsed=82.45 s, "
+        "mem usage=2.65 GB, avail mem=17.94 GB.\n"
+        "[2026-12-04 19:15:48] Capture target decode CUDA graph end. elapsed=9.07 s, mem usage"
+        "=0.32 GB, avail mem=17.63 GB.\n"
+    )
+    assert graph_captures(text) == {"prefill": 82.45, "decode": 9.07}
+    older = "[2026-11-30 10:00:00] Capture cuda graph end. Time elapsed: 31.20 s. mem usage=1 GB"
+    assert graph_captures(older) == {"decode": 31.2}
+    assert graph_captures("[2026-12-04 19:15:48] The server is fired up") == {}

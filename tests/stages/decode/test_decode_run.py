@@ -102,6 +102,29 @@ def test_sglang_contract_with_the_recorder_in_its_own_pass(tmp_path, monkeypatch
     assert run["served_name"] in (out / "server.log").read_text()
 
 
+def test_what_the_servers_start_compiled_is_in_its_record(tmp_path, monkeypatch):
+    """The caches the server's environment names are read before its launch and once it is
+    ready: its record names the kernel the start compiled, not the one already there, with
+    its seconds by the files' times and the start's graph capture by its own log."""
+    _standin_sglang(monkeypatch)
+    cache = tmp_path / "triton"
+    (cache / "BEFORE").mkdir(parents=True)
+    for ext in ("source", "json"):
+        (cache / "BEFORE" / f"old_kernel.{ext}").write_text("{}")
+    plan = {
+        "engine": "sglang", "variant": "compiles", "model": "standin", "model_kind": "dummy",
+        "args": ["--compile-at-start"], "env": {"TRITON_CACHE_DIR": str(cache)},
+        "host": "127.0.0.1", "port": free_port(), "concurrency": [2], "input_len": 8,
+        "output_len": 12, "min_steady_s": 0.3, "idle_s": 0.1, "ready_timeout_s": 30,
+        "sample_hz": 20, "vocab_size": 1000, "weights": "bf16",
+    }  # fmt: skip
+    run_decode(plan, tmp_path / "out")
+    builds = json.loads((tmp_path / "out" / "run.json").read_text())["start_builds"]
+    assert builds["caches"] == {"triton": {"built": {"kernel": 1}, "seconds": 0.5,
+                                           "names": ["standin_kernel"]}}  # fmt: skip
+    assert builds["seconds"] == 0.5 and builds["captures_s"] == {"decode": 0.5}
+
+
 def test_a_cross_check_apart_alternates_the_clients_on_the_same_server(tmp_path, monkeypatch):
     # bench_serving (faked: the stand-in speaks no /generate) reads far slower than the
     # study's load: the job alternates the two on the same server, measuring a study window

@@ -79,6 +79,27 @@ def log_interval(text: str) -> int | None:
     return int(m["steps"]) if m else None
 
 
+#: The end of each CUDA-graph capture at start, with SGLang's own seconds for it: 0.5.16
+#: captures prefill graphs (its default ``breakable`` backend) then decode graphs,
+#: ``Capture target prefill CUDA graph end. elapsed=82.45 s``; older releases one
+#: ``Capture cuda graph end. Time elapsed: 9.07 s``.
+_CAPTURE = re.compile(
+    r"Capture (?:target (?P<phase>\w+) CUDA|cuda) graph end\.\s*"
+    r"(?:elapsed=|Time elapsed:\s*)(?P<s>[\d.]+)\s*s"
+)
+
+
+def graph_captures(text: str) -> dict[str, float]:
+    """Seconds the server's start spent capturing CUDA graphs, per phase (``decode`` for a
+    release that names none), from its log: where a start's time went besides imports and
+    the weights."""
+    out: dict[str, float] = {}
+    for m in _CAPTURE.finditer(text):
+        phase = m["phase"] or "decode"
+        out[phase] = round(out.get(phase, 0.0) + float(m["s"]), 2)
+    return out
+
+
 #: ``--gc-warning-threshold-secs``: SGLang's tokenizer process (the one that streams every
 #: request's tokens to its HTTP connection) logs each garbage collection longer than this
 #: (srt/utils/common.py configure_gc_warning), as it ends.

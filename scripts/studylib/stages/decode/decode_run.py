@@ -175,8 +175,10 @@ def run_decode(
         if main_left or profile_left(plan, journal):
             # The cross-check's alternated rounds measure more study windows on this server.
             again = partial(study_window, main, sampler=sampler, windows=runs.windows)
+            main.note_caches()
             with main.server, crosscheck_worker(out_dir, skipped) as bench:
                 facts["ready_s"] = main.server.wait_ready()
+                facts["start_builds"] = main.start_record()
                 progress.last = time.monotonic()  # the server's start is not a step
                 for c in concurrency:
                     if runs.restore_main(c):
@@ -214,8 +216,10 @@ def run_decode(
                         runs.restore_recorder(c, recorder_rows, expert_frames)
                         progress.skip()
                 if left:
+                    rec.note_caches()
                     with rec.server:
                         facts["recorder_ready_s"] = rec.server.wait_ready()
+                        facts["recorder_start_builds"] = rec.start_record()
                         progress.last = time.monotonic()
                         main_rows = dict(zip(concurrency, runs.rows, strict=True))
                         for c in left:

@@ -4,6 +4,7 @@ drop a finished load's requests, and a warmed-up steady load at one C against it
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,14 @@ from ...instruments.serving.engines.sglang_engine import (
     requests_held,
 )
 from ...instruments.serving.launcher import ServerFailed, ServerProcess, check_port_free
+from ...instruments.serving.server_log import graph_captures
+from ...instruments.serving.start_builds import (
+    builds_since,
+    cache_roots,
+    said,
+    snapshot,
+    summary,
+)
 from .decode_plan import DUMMY_ARGS, RECORDER_ARGS, context_problem, served_positions, study_flags
 from .expert_m import RECORDER_DIR_ENV
 
@@ -65,9 +74,13 @@ class ServerPass:
             self.env[RECORDER_DIR_ENV] = str(self.record_dir.resolve())
         self.argv = eng.argv(plan["model"], self.host, self.port, args, python=sys.executable,
                              served_name=self.served_name)  # fmt: skip
+        self.log_path = out_dir / log_name
+        # The JIT caches the server's processes build into, as their environment names them.
+        self.cache_roots = cache_roots({**os.environ, **self.env})
+        self.caches_before: dict = {}
         self.server = ServerProcess(
             self.argv,
-            out_dir / log_name,
+            self.log_path,
             ready=lambda: eng.ready(self.host, self.port, plan["model"], self.served_name),
             env=self.env,
             ready_timeout_s=plan["ready_timeout_s"],
@@ -92,6 +105,23 @@ class ServerPass:
                 raise ServerFailed(f"variant {plan['variant']}: {problem}")
         if not recorder:
             check_port_free(self.host, self.port)
+
+    def note_caches(self) -> None:
+        """The JIT caches' files before the start (start_builds)."""
+        self.caches_before = snapshot(self.cache_roots)
+
+    def start_record(self) -> dict:
+        """Once ready: what the start compiled (start_builds.summary, from the caches' files
+        since note_caches) and its CUDA-graph captures' seconds by the server's own log."""
+        record = summary(builds_since(self.cache_roots, self.caches_before))
+        try:
+            record["captures_s"] = graph_captures(self.log_path.read_text(errors="replace"))
+        except OSError:
+            record["captures_s"] = {}
+        captures = ", ".join(f"{phase} {s:.0f} s" for phase, s in record["captures_s"].items())
+        log.info("the server's start %s%s", said(record),
+                 f"; CUDA graphs captured: {captures}" if captures else "")  # fmt: skip
+        return record
 
     def load(self, spec: LoadSpec, control: LoadControl | None = None):
         model = self.eng.request_model(self.plan["model"], self.served_name)

@@ -1,0 +1,130 @@
+"""What a server start compiled, read from the JIT caches' own files between launch and ready.
+
+A server's first start on a fresh box compiles its kernels while the GPU waits: on the H200
+(2026-12-04, examples/h200-2026-12-04-jit-default) the bf16 SGLang server spent 72 s before
+its first prefill graph, the FP8 one on a box where nothing had run 119 s, and the same FP8
+server after the sgl-kernel jobs (whose compiles it found) 3 s. The start's wall time is the
+study's (``ready_s``); this says how much of it was building, without touching the server:
+each cache's folders that gained files during the start, one per kernel or module, and the
+span of their files' times.
+
+- Triton (``TRITON_CACHE_DIR``, else ``$TRITON_HOME/.triton/cache``): one folder per kernel;
+  triton/compiler/compiler.py writes its ``.source`` once the kernel's IR is made and its
+  ``.json`` after the last stage, so the span is that kernel's compile (its AST lowering
+  aside). Any other new folder (a kernel launcher's or Triton's own CUDA utilities' ``.so``,
+  an autotuning record) is a helper, its seconds not known.
+- SGLang's JIT kernels (tvm-ffi, ``TVM_FFI_CACHE_DIR``, else ``~/.cache/tvm-ffi``) and
+  FlashInfer's (``$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer``): one folder per module,
+  its ``build.ninja`` written before ninja runs and the module's ``.so`` last.
+
+The seconds are a floor: what a build did before its first file (and a launcher's compile)
+is not in them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+#: The caches a server start may build into, by the name the job's record gives them.
+CACHES = ("triton", "sglang_jit", "flashinfer")
+
+
+def cache_roots(env: Mapping[str, str]) -> dict[str, Path]:
+    """Each cache's folder for a process with environment ``env`` (as each library reads
+    its own variables)."""
+    home = Path(env.get("HOME") or Path.home())
+    triton_home = Path(env.get("TRITON_HOME") or home)
+    triton = env.get("TRITON_CACHE_DIR") or str(triton_home / ".triton" / "cache")
+    tvm_ffi = env.get("TVM_FFI_CACHE_DIR") or str(home / ".cache" / "tvm-ffi")
+    flashinfer = Path(env.get("FLASHINFER_WORKSPACE_BASE") or home) / ".cache" / "flashinfer"
+    return {"triton": Path(triton).expanduser(), "sglang_jit": Path(tvm_ffi).expanduser(),
+            "flashinfer": flashinfer.expanduser()}  # fmt: skip
+
+
+def _files(root: Path) -> dict[str, float]:
+    """Every file under ``root`` (relative path -> modification time); none if it is not
+    there. Triton's temporary folders (``tmp.pid_*``) are passing writes, not entries."""
+    found = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith("tmp.")]
+        for name in names:
+            path = Path(folder) / name
+            try:
+                found[str(path.relative_to(root))] = path.stat().st_mtime
+            except OSError:  # removed while walking: a cache's own clean-up
+                continue
+    return found
+
+
+def snapshot(roots: Mapping[str, Path]) -> dict[str, dict[str, float]]:
+    """The caches' files before the start."""
+    return {cache: _files(root) for cache, root in roots.items()}
+
+
+def _unit_seconds(cache: str, files: dict[str, float]) -> tuple[str, str, float | None]:
+    """A folder's new files -> (kind, name, seconds its build took by their times)."""
+    names = {Path(f).name: t for f, t in files.items()}
+    if cache == "triton":
+        kernels = [n for n in names if n.endswith(".json") and not n.startswith("__grp__")
+                   and not n.endswith(".autotune.json")]  # fmt: skip
+        if kernels:
+            name = kernels[0].removesuffix(".json")
+            source = [t for n, t in names.items() if n.endswith(".source")]
+            spent = names[kernels[0]] - min(source) if source else None
+            return "kernel", name, spent
+        return "helper", next(iter(names)), None
+    built = [t for n, t in names.items() if n.endswith(".so")]
+    started = [t for n, t in names.items() if not n.endswith(".so")]
+    spent = max(built) - min(started) if built and started else None
+    return "module", "", spent
+
+
+def builds_since(roots: Mapping[str, Path], before: Mapping[str, Mapping[str, float]]
+                 ) -> list[dict]:  # fmt: skip
+    """One row per kernel or module a cache gained (or rebuilt) since ``before``: cache,
+    kind (kernel, helper, module), name, seconds (None: not known from its files)."""
+    rows = []
+    for cache, root in roots.items():
+        old = before.get(cache, {})
+        new = {f: t for f, t in _files(root).items() if old.get(f) != t}
+        folders: dict[str, dict[str, float]] = {}
+        for path, mtime in new.items():
+            folders.setdefault(str(Path(path).parent), {})[path] = mtime
+        for folder, files in sorted(folders.items()):
+            kind, name, spent = _unit_seconds(cache, files)
+            seconds = None if spent is None else round(max(spent, 0.0), 2)
+            rows.append({"cache": cache, "kind": kind, "name": name or Path(folder).name,
+                         "seconds": seconds})  # fmt: skip
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """A start's builds in a line's worth: seconds known in all, per cache the count and
+    seconds, and the modules' names (a kernel's name repeats over its specialisations)."""
+    out: dict = {"seconds": round(sum(r["seconds"] or 0 for r in rows), 2), "caches": {}}
+    for cache in CACHES:
+        mine = [r for r in rows if r["cache"] == cache]
+        if not mine:
+            continue
+        kinds: dict[str, int] = {}
+        for r in mine:
+            kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+        out["caches"][cache] = {"built": kinds,
+                                "seconds": round(sum(r["seconds"] or 0 for r in mine), 2),
+                                "names": sorted({r["name"] for r in mine
+                                                 if r["kind"] != "helper"})}  # fmt: skip
+    return out
+
+
+def said(record: dict | None) -> str:
+    """A start's builds as the job's log and the device-time table say them."""
+    if not record or not record.get("caches"):
+        return "nothing built"
+    parts = []
+    for cache, entry in record["caches"].items():
+        counts = ", ".join(f"{n} {kind}{'s' if n != 1 else ''}"
+                           for kind, n in sorted(entry["built"].items()))  # fmt: skip
+        parts.append(f"{cache} {counts} ({entry['seconds']:.0f} s)")
+    return f"built {record['seconds']:.0f} s: " + "; ".join(parts)

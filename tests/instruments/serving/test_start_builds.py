@@ -1,0 +1,105 @@
+"""What a server start compiled, from the JIT caches' files (start_builds): each cache's new
+folders as the libraries write them, their seconds from the files' times, and nothing that
+was there before."""
+
+import os
+from pathlib import Path
+
+import pytest
+from studylib.instruments.serving.start_builds import (
+    builds_since,
+    cache_roots,
+    said,
+    snapshot,
+    summary,
+)
+
+
+def put(root: Path, relative: str, mtime: float) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x")
+    os.utime(path, (mtime, mtime))
+
+
+@pytest.fixture
+def caches(tmp_path):
+    roots = cache_roots({"HOME": str(tmp_path / "home")})
+    # Before the start: one Triton kernel and one SGLang module already built.
+    put(roots["triton"], "OLDKEY/old_kernel.source", 50.0)
+    put(roots["triton"], "OLDKEY/old_kernel.json", 51.0)
+    put(roots["sglang_jit"], "sgl_kernel_jit_activation_bf16__arch_9.0a/m.so", 60.0)
+    return roots
+
+
+def start(roots: dict) -> None:
+    """What a start writes, as Triton, tvm-ffi and FlashInfer lay it out."""
+    triton = roots["triton"]
+    for ext, t in [("source", 100.0), ("ttir", 100.5), ("ttgir", 101.0), ("llir", 103.0),
+                   ("ptx", 105.0), ("cubin", 110.0)]:  # fmt: skip
+        put(triton, f"KEY1/fused_moe_kernel.{ext}", t)
+    put(triton, "KEY1/fused_moe_kernel.json", 112.0)
+    put(triton, "KEY1/__grp__fused_moe_kernel.json", 112.0)
+    put(triton, "KEY2/__triton_launcher.so", 113.0)  # a launcher: no stage files to time
+    put(triton, "KEY3/_fwd_kernel.source", 120.0)
+    put(triton, "KEY3/_fwd_kernel.json", 123.5)
+    put(triton, "KEY4/tmp.pid_7_abc/_fwd_kernel.ptx", 121.0)  # a write in passing
+    module = "sgl_kernel_jit_rmsnorm_6144_true_bf16__arch_9.0a__tvmffi_0.1.15"
+    put(roots["sglang_jit"], f"{module}/build.ninja", 200.0)
+    put(roots["sglang_jit"], f"{module}/cuda.cuda.o", 230.0)
+    put(roots["sglang_jit"], f"{module}/{module}.so", 235.0)
+    put(roots["sglang_jit"], "sgl_kernel_jit_kvcache_2048/build.ninja", 240.0)  # failed: no .so
+    put(roots["flashinfer"], "0.7.2/90a/cached_ops/gemm/build.ninja", 300.0)
+    put(roots["flashinfer"], "0.7.2/90a/cached_ops/gemm/gemm.so", 330.5)
+
+
+def test_a_start_s_new_kernels_and_modules_with_their_build_seconds(caches):
+    before = snapshot(caches)
+    start(caches)
+    rows = {(r["cache"], r["name"]): r for r in builds_since(caches, before)}
+    assert rows[("triton", "fused_moe_kernel")] == {"cache": "triton", "kind": "kernel",
+                                                    "name": "fused_moe_kernel",
+                                                    "seconds": 12.0}  # fmt: skip
+    assert rows[("triton", "_fwd_kernel")]["seconds"] == 3.5
+    assert rows[("triton", "__triton_launcher.so")]["kind"] == "helper"
+    assert rows[("triton", "__triton_launcher.so")]["seconds"] is None
+    module = "sgl_kernel_jit_rmsnorm_6144_true_bf16__arch_9.0a__tvmffi_0.1.15"
+    assert rows[("sglang_jit", module)]["seconds"] == 35.0
+    assert rows[("sglang_jit", "sgl_kernel_jit_kvcache_2048")]["seconds"] is None
+    assert rows[("flashinfer", "gemm")]["seconds"] == 30.5
+    # Nothing that was there before the start, nothing in passing.
+    assert not {name for _, name in rows} & {"old_kernel", "KEY4", "tmp.pid_7_abc"}
+    assert len(rows) == 6
+
+    record = summary(list(rows.values()))
+    assert record["seconds"] == pytest.approx(12 + 3.5 + 35 + 30.5)
+    assert record["caches"]["triton"]["built"] == {"kernel": 2, "helper": 1}
+    assert record["caches"]["triton"]["names"] == ["_fwd_kernel", "fused_moe_kernel"]
+    assert said(record) == ("built 81 s: triton 1 helper, 2 kernels (16 s); "
+                            "sglang_jit 2 modules (35 s); flashinfer 1 module (30 s)")  # fmt: skip
+
+
+def test_a_warm_start_built_nothing_and_a_missing_cache_is_no_error(caches, tmp_path):
+    before = snapshot(caches)
+    assert builds_since(caches, before) == []
+    assert said(summary([])) == "nothing built" and said(None) == "nothing built"
+    gone = cache_roots({"HOME": str(tmp_path / "nobody")})
+    assert builds_since(gone, snapshot(gone)) == []
+    # A module rebuilt in place (its .so rewritten) is a build of this start.
+    put(caches["sglang_jit"], "sgl_kernel_jit_activation_bf16__arch_9.0a/m.so", 99.0)
+    assert [r["name"] for r in builds_since(caches, before)] == [
+        "sgl_kernel_jit_activation_bf16__arch_9.0a"
+    ]
+
+
+def test_each_library_s_own_variables_name_its_cache(tmp_path):
+    home = str(tmp_path / "h")
+    roots = cache_roots({"HOME": home})
+    assert roots == {"triton": Path(home, ".triton", "cache"),
+                     "sglang_jit": Path(home, ".cache", "tvm-ffi"),
+                     "flashinfer": Path(home, ".cache", "flashinfer")}  # fmt: skip
+    assert cache_roots({"HOME": home, "TRITON_HOME": "/t"})["triton"] == Path("/t/.triton/cache")
+    named = cache_roots({"HOME": home, "TRITON_HOME": "/t", "TRITON_CACHE_DIR": "/c",
+                         "TVM_FFI_CACHE_DIR": "/v", "FLASHINFER_WORKSPACE_BASE": "/f"})  # fmt: skip
+    assert named == {"triton": Path("/c"), "sglang_jit": Path("/v"),
+                     "flashinfer": Path("/f/.cache/flashinfer")}  # fmt: skip
