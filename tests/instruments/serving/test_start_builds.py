@@ -74,7 +74,10 @@ def test_a_start_s_new_kernels_and_modules_with_their_build_seconds(caches):
     record = summary(list(rows.values()))
     assert record["seconds"] == pytest.approx(12 + 3.5 + 35 + 30.5)
     assert record["caches"]["triton"]["built"] == {"kernel": 2, "helper": 1}
-    assert record["caches"]["triton"]["names"] == ["_fwd_kernel", "fused_moe_kernel"]
+    assert record["caches"]["triton"]["names"] == {
+        "_fwd_kernel": {"count": 1, "seconds": 3.5},
+        "fused_moe_kernel": {"count": 1, "seconds": 12.0}}  # fmt: skip
+    assert record["caches"]["sglang_jit"]["names"][module] == {"count": 1, "seconds": 35.0}
     assert said(record) == ("built 81 s: triton 1 helper, 2 kernels (16 s); "
                             "sglang_jit 2 modules (35 s); flashinfer 1 module (30 s)")  # fmt: skip
 

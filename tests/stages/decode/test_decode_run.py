@@ -120,8 +120,8 @@ def test_what_the_servers_start_compiled_is_in_its_record(tmp_path, monkeypatch)
     }  # fmt: skip
     run_decode(plan, tmp_path / "out")
     builds = json.loads((tmp_path / "out" / "run.json").read_text())["start_builds"]
-    assert builds["caches"] == {"triton": {"built": {"kernel": 1}, "seconds": 0.5,
-                                           "names": ["standin_kernel"]}}  # fmt: skip
+    assert builds["caches"] == {"triton": {"built": {"kernel": 1}, "seconds": 0.5, "names": {
+        "standin_kernel": {"count": 1, "seconds": 0.5}}}}  # fmt: skip
     assert builds["seconds"] == 0.5 and builds["captures_s"] == {"decode": 0.5}
 
 

@@ -101,20 +101,26 @@ def builds_since(roots: Mapping[str, Path], before: Mapping[str, Mapping[str, fl
 
 
 def summary(rows: list[dict]) -> dict:
-    """A start's builds in a line's worth: seconds known in all, per cache the count and
-    seconds, and the modules' names (a kernel's name repeats over its specialisations)."""
+    """A start's builds: seconds known in all and, per cache, the count of each kind, their
+    seconds and, per kernel or module name (a Triton kernel's repeats over its
+    specialisations), how many and their seconds: what a build ahead of the start would
+    have to make."""
     out: dict = {"seconds": round(sum(r["seconds"] or 0 for r in rows), 2), "caches": {}}
     for cache in CACHES:
         mine = [r for r in rows if r["cache"] == cache]
         if not mine:
             continue
         kinds: dict[str, int] = {}
+        names: dict[str, dict] = {}
         for r in mine:
             kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+            if r["kind"] != "helper":
+                entry = names.setdefault(r["name"], {"count": 0, "seconds": 0.0})
+                entry["count"] += 1
+                entry["seconds"] = round(entry["seconds"] + (r["seconds"] or 0), 2)
         out["caches"][cache] = {"built": kinds,
                                 "seconds": round(sum(r["seconds"] or 0 for r in mine), 2),
-                                "names": sorted({r["name"] for r in mine
-                                                 if r["kind"] != "helper"})}  # fmt: skip
+                                "names": dict(sorted(names.items()))}  # fmt: skip
     return out
 
 
