@@ -41,7 +41,7 @@ COLUMNS = {"job": "text", "stage": "text", "wall_s": "num", "measuring_s": "num"
            "share": "num", "starts_s": "num", "builds_s": "num", "warmups_s": "num",
            "outside": "any"}  # fmt: skip
 #: The parts of a job's time outside measurement its records name, each a column.
-PARTS = {"starts_s": "server starts", "builds_s": "JIT builds, first calls, autotuning",
+PARTS = {"starts_s": "server starts", "builds_s": "JIT builds and first calls",
          "warmups_s": "warm-ups"}  # fmt: skip
 DEVICE_TIME = Table("device_time", "the measuring jobs' device time",
                     "results/tables/device_time.csv", COLUMNS)  # fmt: skip

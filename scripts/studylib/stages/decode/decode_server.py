@@ -119,7 +119,7 @@ class ServerPass:
         except OSError:
             record["captures_s"] = {}
         captures = ", ".join(f"{phase} {s:.0f} s" for phase, s in record["captures_s"].items())
-        log.info("the server's start %s%s", said(record),
+        log.info("the server's start: %s%s", said(record),
                  f"; CUDA graphs captured: {captures}" if captures else "")  # fmt: skip
         return record
 
