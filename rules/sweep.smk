@@ -5,6 +5,8 @@ rule flashinfer_jit:
         "results/logs/sweep/flashinfer_jit.log",
     benchmark:
         "results/benchmarks/sweep/flashinfer_jit.tsv"
+    # first among the jobs ready at the start: FlashInfer's kernel jobs wait for it
+    priority: KERNEL_JOBS_FIRST
     conda:
         "../envs/gpu.yaml"
     # nvcc's parallel builds on a GPU box; elsewhere it builds nothing.
