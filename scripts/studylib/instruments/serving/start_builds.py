@@ -1,12 +1,12 @@
 """What a server start compiled, read from the JIT caches' own files between launch and ready.
 
 A server's first start on a fresh box compiles its kernels while the GPU waits: on the H200
-(2026-12-04, examples/h200-2026-12-04-jit-default) the bf16 SGLang server spent 72 s before
-its first prefill graph, the FP8 one on a box where nothing had run 119 s, and the same FP8
-server after the sgl-kernel jobs (whose compiles it found) 3 s. The start's wall time is the
-study's (``ready_s``); this says how much of it was building, without touching the server:
-each cache's folders that gained files during the start, one per kernel or module, and the
-span of their files' times.
+(2026-12-04, examples/h200-2026-12-04-jit-default) the bf16 SGLang server spent 73 s on its
+first prefill graph, the FP8 one on a box where nothing had run 119 s, and the same FP8
+server after the sgl-kernel jobs and the bf16 server (whose compiles it found) 3 s. The
+start's wall time is the study's (``ready_s``); this says how much of it was building,
+without touching the server: each cache's folders that gained files during the start, one
+per kernel or module, and the span of their files' times.
 
 - Triton (``TRITON_CACHE_DIR``, else ``$TRITON_HOME/.triton/cache``): one folder per kernel;
   triton/compiler/compiler.py writes its ``.source`` once the kernel's IR is made and its
