@@ -221,9 +221,9 @@ def plan_hashes(pattern, plan, names):
 # FlashInfer's jobs wait for) before the decode servers.
 # The sgl-kernel jobs compile SGLang's own Triton kernels and JIT modules into the caches its
 # server reads at start: on the H200 (2026-12-04, examples/h200-2026-12-04-jit-default) the
-# FP8 server that Snakemake started after them captured its prefill graphs in 10 s, the same
-# server on a box where nothing had run in 131 s, and the bf16 server, started before them,
-# in 82 s (73 s of them on its first graph's size).
+# FP8 server that Snakemake started after them (and the bf16 server) captured its prefill
+# graphs in 10 s, the same server on a box where nothing had run in 131 s, and the bf16
+# server, started before them, in 82 s (73 s of them on its first graph's size).
 KERNEL_JOBS_FIRST = 1
 
 # FlashInfer's JIT modules, built on the CPU before its GPU jobs and beside another's (rule
