@@ -21,12 +21,12 @@ Each row: the client's TPOT and tok/s (bench_serving's: its median TPOT and its 
 a window as long as the study's after its admission), the scheduler's tok/s over the same window
 with 0.85 C to C running (its log), the load's CPU; the study's arms also the client's count over
 the scheduler's whole log lines (``delivery_ratio``), its step (``server_step_ms``), the
-server's long garbage collections and the load's own stalls (server_log, load_summary). The arms
-alternate within a round, and odd
-rounds run them in reverse (A B, B A, A B, ...), so a drift of the engine's speed over the
-rounds weighs on every arm alike; the summary then sets each arm beside the first one round by
-round, with the scheduler's own rate in each: whether a client slows the engine (the scheduler
-slower under it), or only reads it differently (the same scheduler rate, another TPOT).
+server's long garbage collections and the load's own stalls (server_log, load_summary). The
+arms alternate within a round, and odd rounds run them in reverse (A B, B A, A B, ...), so a
+drift of the engine's speed over the rounds weighs on every arm alike; the summary then sets
+each arm beside the first one round by round, with the scheduler's own rate in each: whether
+a client slows the engine (the scheduler slower under it), or only reads it differently (the
+same scheduler rate, another TPOT).
 """
 
 import argparse

@@ -63,8 +63,10 @@ def snapshot(roots: Mapping[str, Path]) -> dict[str, dict[str, float]]:
     return {cache: _files(root) for cache, root in roots.items()}
 
 
-def _unit_seconds(cache: str, files: dict[str, float]) -> tuple[str, str, float | None]:
-    """A folder's new files -> (kind, name, seconds its build took by their times)."""
+def _unit_seconds(cache: str, folder: str, files: dict[str, float]
+                  ) -> tuple[str, str, float | None]:  # fmt: skip
+    """A folder's new files -> (kind, name, seconds its build took by their times): a Triton
+    kernel is named by its function, a module by its folder."""
     names = {Path(f).name: t for f, t in files.items()}
     if cache == "triton":
         kernels = [n for n in names if n.endswith(".json") and not n.startswith("__grp__")
@@ -78,7 +80,7 @@ def _unit_seconds(cache: str, files: dict[str, float]) -> tuple[str, str, float 
     built = [t for n, t in names.items() if n.endswith(".so")]
     started = [t for n, t in names.items() if not n.endswith(".so")]
     spent = max(built) - min(started) if built and started else None
-    return "module", "", spent
+    return "module", Path(folder).name, spent
 
 
 def builds_since(roots: Mapping[str, Path], before: Mapping[str, Mapping[str, float]]
@@ -93,10 +95,9 @@ def builds_since(roots: Mapping[str, Path], before: Mapping[str, Mapping[str, fl
         for path, mtime in new.items():
             folders.setdefault(str(Path(path).parent), {})[path] = mtime
         for folder, files in sorted(folders.items()):
-            kind, name, spent = _unit_seconds(cache, files)
+            kind, name, spent = _unit_seconds(cache, folder, files)
             seconds = None if spent is None else round(max(spent, 0.0), 2)
-            rows.append({"cache": cache, "kind": kind, "name": name or Path(folder).name,
-                         "seconds": seconds})  # fmt: skip
+            rows.append({"cache": cache, "kind": kind, "name": name, "seconds": seconds})
     return rows
 
 

@@ -74,13 +74,12 @@ class ServerPass:
             self.env[RECORDER_DIR_ENV] = str(self.record_dir.resolve())
         self.argv = eng.argv(plan["model"], self.host, self.port, args, python=sys.executable,
                              served_name=self.served_name)  # fmt: skip
-        self.log_path = out_dir / log_name
         # The JIT caches the server's processes build into, as their environment names them.
         self.cache_roots = cache_roots({**os.environ, **self.env})
         self.caches_before: dict = {}
         self.server = ServerProcess(
             self.argv,
-            self.log_path,
+            out_dir / log_name,
             ready=lambda: eng.ready(self.host, self.port, plan["model"], self.served_name),
             env=self.env,
             ready_timeout_s=plan["ready_timeout_s"],
@@ -115,7 +114,7 @@ class ServerPass:
         since note_caches) and its CUDA-graph captures' seconds by the server's own log."""
         record = summary(builds_since(self.cache_roots, self.caches_before))
         try:
-            record["captures_s"] = graph_captures(self.log_path.read_text(errors="replace"))
+            record["captures_s"] = graph_captures(self.server.log_path.read_text(errors="replace"))
         except OSError:
             record["captures_s"] = {}
         captures = ", ".join(f"{phase} {s:.0f} s" for phase, s in record["captures_s"].items())
