@@ -225,6 +225,18 @@ def plan_hashes(pattern, plan, names):
 # graphs in 10 s, the same server on a box where nothing had run in 131 s, and the bf16
 # server, started before them, in 82 s (73 s of them on its first graph's size).
 KERNEL_JOBS_FIRST = 1
+# The first GPU job runs beside the CPU's JIT builds (rules flashinfer_jit, server_jit): the
+# sweep that compiles least on the CPU goes first. On the H200 (2026-12-05,
+# examples/h200-2026-12-05-partial) the sgl-kernel sweep, which compiles SGLang's Triton
+# kernels, ran first, beside the FlashInfer build: its FP4 points' refusals (an import and a
+# search, no GPU work) took 13.5 s against 7.5 s on 2026-12-04 with no build beside it, the
+# job 139 s against 89, and the FlashInfer build 125 s against 85 s beside the torch sweep.
+BESIDE_THE_BUILDS = "torch"
+
+
+def sweep_priority(wildcards):
+    return KERNEL_JOBS_FIRST + (wildcards.backend == BESIDE_THE_BUILDS)
+
 
 # FlashInfer's JIT modules, built on the CPU before its GPU jobs and beside another's (rule
 # flashinfer_jit: about 79 s of an H200's idle time at the FlashInfer sweep's first calls).
@@ -282,10 +294,15 @@ def study_outputs(wildcards):
 def device_time_inputs(wildcards):
     """Each measuring job's records and Snakemake's benchmark file of it (rule device_time)."""
     decode_files = DEVICE_TIME_DECODE_FILES
-    jit, jit_benchmark = {}, []
-    if FLASHINFER_JIT_TARGETS:  # the FlashInfer JIT build, stated apart
-        jit = {"jit": rules.flashinfer_jit.output[0]}
-        jit_benchmark = ["results/benchmarks/sweep/flashinfer_jit.tsv"]
+    # The JIT builds beside the GPU jobs, stated apart: each record and its benchmark file.
+    builds = {
+        path: expand(rules.server_jit.benchmark, weights=Path(path).stem)[0]
+        for variant in DECODE_VARIANTS
+        for key, path in decode_inputs(SimpleNamespace(variant=variant)).items()
+        if key == "jit"
+    }
+    if FLASHINFER_JIT_TARGETS:
+        builds[rules.flashinfer_jit.output[0]] = rules.flashinfer_jit.benchmark
     return {
         "sweeps": expand("results/sweeps/{backend}.parquet", backend=BACKENDS),
         "power": expand(
@@ -299,9 +316,9 @@ def device_time_inputs(wildcards):
             *expand("results/benchmarks/kernel_power/{b}.tsv", b=POWER_BACKENDS),
             *expand("results/benchmarks/decode/{variant}.tsv", variant=DECODE_VARIANTS),
             "results/benchmarks/peaks.tsv",
-            *jit_benchmark,
         ],
-        **jit,
+        "builds": list(builds),
+        "build_benchmarks": list(builds.values()),
     }
 
 
@@ -323,7 +340,11 @@ def decode_inputs(wildcards):
     if variant["model"] == "local":
         return {"model": "results/decode/model"}
     if variant["model"] == "dummy":
-        return {"model": f"results/decode/served_model/{variant['weights']}"}
+        model = {"model": f"results/decode/served_model/{variant['weights']}"}
+        if variant["engine"] == "sglang":
+            # the modules its start would build (rule server_jit), built on the CPU first
+            model["jit"] = f"results/decode/server_jit/{variant['weights']}.json"
+        return model
     return {}
 
 

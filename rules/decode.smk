@@ -30,6 +30,27 @@ rule served_model:
         "../scripts/write_served_model.py"
 
 
+rule server_jit:
+    input:
+        model="results/decode/served_model/{weights}",
+    output:
+        "results/decode/server_jit/{weights}.json",
+    log:
+        "results/logs/decode/server_jit_{weights}.log",
+    benchmark:
+        "results/benchmarks/decode/server_jit_{weights}.tsv"
+    # beside the first GPU jobs, long before a decode server starts
+    priority: KERNEL_JOBS_FIRST
+    conda:
+        "../envs/gpu.yaml"
+    # nvcc's parallel builds on a GPU box; elsewhere it builds nothing.
+    threads: 4 if STUDY_DEVICE == "cuda" else 1
+    params:
+        versions=versions("all"),
+    script:
+        "../scripts/build_server_jit.py"
+
+
 rule decode:
     input:
         unpack(decode_inputs),

@@ -27,7 +27,7 @@ rule sweep:
         "results/logs/sweep/{backend}.log",
     benchmark:
         "results/benchmarks/sweep/{backend}.tsv"
-    priority: KERNEL_JOBS_FIRST
+    priority: sweep_priority
     conda:
         "../envs/gpu.yaml"
     resources:

@@ -14,7 +14,7 @@ from studylib.snakemake_job import setup_logging
 log = setup_logging(snakemake)
 files = snakemake.input
 benchmarks = {str(Path(p).relative_to("results/benchmarks").with_suffix("")): p
-              for p in files.benchmarks}  # fmt: skip
+              for p in [*files.benchmarks, *files.build_benchmarks]}  # fmt: skip
 decode = {}  # variant -> its files, in device_time.DECODE_FILES' order (rule device_time)
 for path in files.decode:
     decode.setdefault(Path(path).parent.name, []).append(path)
@@ -23,8 +23,10 @@ table = device_time(
     kernel_power={Path(p).stem: p for p in files.power},
     decode={variant: tuple(paths) for variant, paths in decode.items()},
     benchmarks=benchmarks,
-    jit=getattr(files, "jit", None),  # the FlashInfer JIT build's record, where it ran
-)
+    # the JIT builds' records, each named as its benchmark file (rule device_time's inputs)
+    builds={str(Path(b).relative_to("results/benchmarks").with_suffix("")): record
+            for record, b in zip(files.builds, files.build_benchmarks, strict=True)},
+)  # fmt: skip
 write_frame(table, snakemake.output[0])
 total = table[table["job"] == TOTAL].iloc[0]
 log.info("%s: %.0f of %.0f s inside measurement", TOTAL, total["measuring_s"] or 0,

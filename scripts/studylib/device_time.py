@@ -21,9 +21,10 @@ What counts as measurement, per job:
 ``peaks``         not split (it records no windows): its whole time is left out of the
                   measured share and said so
 
-The FlashInfer JIT build (rule flashinfer_jit) holds no device: it builds on the CPU beside
-the GPU jobs, so its row (stage ``builds``, its modules' seconds in ``builds_s``) states those
-builds apart and stays out of the total.
+The JIT builds ahead (rule flashinfer_jit: FlashInfer's kernel jobs' modules; rule
+server_jit: an SGLang server's) hold no device: they build on the CPU beside the GPU jobs, so
+each one's row (stage ``builds``, its modules' seconds in ``builds_s``) states those builds
+apart and stays out of the total.
 """
 
 from __future__ import annotations
@@ -175,28 +176,31 @@ def _row(job: str, stage: str, wall: float | None, measuring: float | None, outs
             "share": share, **{k: parts.get(k) for k in PARTS}, "outside": outside}  # fmt: skip
 
 
-def jit_row(path, benchmark) -> dict:
-    """The FlashInfer JIT build's row: its modules built (not found in the cache) and their
-    seconds, beside the device."""
+def build_row(job: str, path, benchmark) -> dict:
+    """A JIT build's row (rule flashinfer_jit's ``modules``, rule server_jit's ``flashinfer``
+    and ``sglang``): the modules it built (not found in the cache) and their seconds, beside
+    the device."""
     record = read_json(path)
-    modules = record.get("modules", [])
+    modules = [m for key in ("modules", "flashinfer", "sglang") for m in record.get(key, [])]
     built = [m for m in modules if m.get("status") == "built"]
     failed = [m for m in modules if m.get("status") == "failed"]
-    said = ", ".join(f"{m['module'].split('_dtype_')[0]} {m['seconds']:.0f} s" for m in built)
-    outside = (f"FlashInfer JIT modules built on the CPU beside the GPU jobs: {said or 'none'}"
+    said = ", ".join(f"{m.get('kernel') or m['module'].split('_dtype_')[0]} {m['seconds']:.0f} s"
+                     for m in built)  # fmt: skip
+    outside = (f"JIT modules built on the CPU beside the GPU jobs: {said or 'none'}"
                f" ({len(modules) - len(built) - len(failed)} already built or skipped"
-               + (f", {len(failed)} failed: the sweep's first call builds it" if failed else "")
+               + (f", {len(failed)} failed: built at its first call instead" if failed else "")
                + ")")  # fmt: skip
-    return _row("sweep/flashinfer_jit", BESIDE, wall_s(benchmark), None, outside,
+    return _row(job, BESIDE, wall_s(benchmark), None, outside,
                 builds_s=sum(m["seconds"] for m in built))  # fmt: skip
 
 
 def device_time(sweeps: dict, kernel_power: dict, decode: dict,
-                benchmarks: dict, jit: str | None = None) -> pd.DataFrame:  # fmt: skip
+                benchmarks: dict, builds: dict | None = None) -> pd.DataFrame:  # fmt: skip
     """The device-time table. ``sweeps`` and ``kernel_power``: backend -> its table's path;
     ``decode``: variant -> its DECODE_FILES' paths, in that order; ``benchmarks``: job name
-    (``sweep/torch``, ``decode/<variant>``, ``peaks``) -> its benchmark file; ``jit``: the
-    FlashInfer JIT build's record, its row stated apart (BESIDE)."""
+    (``sweep/torch``, ``decode/<variant>``, ``peaks``) -> its benchmark file; ``builds``:
+    a JIT build's job name (``sweep/flashinfer_jit``, ``decode/server_jit_bf16``) -> its
+    record, each one's row stated apart (BESIDE)."""
     rows = []
     for backend, path in sweeps.items():
         sweep = read_table("sweep", path)
@@ -227,8 +231,8 @@ def device_time(sweeps: dict, kernel_power: dict, decode: dict,
                          measuring, outside, **decode_parts(windows, run)))  # fmt: skip
     split = [r for r in rows if r["wall_s"] and r["measuring_s"] is not None]
     unsplit = sum(r["wall_s"] or 0 for r in rows if r["measuring_s"] is None)
-    if jit:
-        rows.append(jit_row(jit, benchmarks.get("sweep/flashinfer_jit")))
+    for job, record in (builds or {}).items():
+        rows.append(build_row(job, record, benchmarks.get(job)))
     total_wall = sum(r["wall_s"] for r in split)
     parts = {k: sum(r[k] or 0 for r in split) for k in PARTS}
     named = [f"{label} {parts[k]:.0f} s" for k, label in PARTS.items() if parts[k] > 0]

@@ -120,9 +120,9 @@ def test_the_table_totals_the_jobs_that_split_and_names_the_rest(tmp_path):
     assert provenance_line(pd.DataFrame(columns=table.columns)) is None
 
 
-def test_the_flashinfer_jit_build_is_stated_apart_outside_the_total(tmp_path):
-    """The JIT build holds no device: its row names the modules it built and their seconds,
-    and the total of the measuring jobs does not count it."""
+def test_the_jit_builds_are_stated_apart_outside_the_total(tmp_path):
+    """The JIT builds hold no device: each one's row names the modules it built and their
+    seconds, and the total of the measuring jobs does not count them."""
     sweep = tmp_path / "torch.parquet"
     point = {column: None for column in SWEEP} | {
         "backend": "torch", "impl": "aten", "op": "matmul", "dtype": "bf16", "shape": "down",
@@ -140,13 +140,40 @@ def test_the_flashinfer_jit_build_is_stated_apart_outside_the_total(tmp_path):
         "sweep/torch": benchmark(tmp_path / "sweep" / "torch.tsv", 100),
         "sweep/flashinfer_jit": benchmark(tmp_path / "sweep" / "jit.tsv", 70),
     }
-    table = device_time({"torch": str(sweep)}, {}, {}, benchmarks, jit=str(record))
+    # An SGLang server's modules (rule server_jit): FlashInfer's and SGLang's own rows.
+    server = tmp_path / "server_jit_bf16.json"
+    server.write_text(
+        json.dumps(
+            {
+                "flashinfer": [
+                    {"op": "rmsnorm", "module": "norm", "status": "built", "seconds": 53.4}
+                ],
+                "sglang": [
+                    {
+                        "kernel": "fused_rope",
+                        "module": "sgl_kernel_jit_fused_rope_true_64",
+                        "status": "built",
+                        "seconds": 12.2,
+                    },
+                    {"kernel": "kvcache", "module": "-", "status": "cached", "seconds": 0.1},
+                ],
+            }
+        )
+    )
+    benchmarks["decode/server_jit_bf16"] = benchmark(tmp_path / "decode" / "jit.tsv", 66)
+    table = device_time({"torch": str(sweep)}, {}, {}, benchmarks,
+                        builds={"sweep/flashinfer_jit": str(record),
+                                "decode/server_jit_bf16": str(server)})  # fmt: skip
     rows = table.set_index("job")
     jit = rows.loc["sweep/flashinfer_jit"]
     assert jit["stage"] == "builds" and jit["wall_s"] == 70 and pd.isna(jit["share"])
     assert jit["builds_s"] == pytest.approx(60.5)
     assert "gemm 35 s, batch_prefill_with_kv_cache 25 s" in jit["outside"]
     assert "1 already built or skipped, 1 failed" in jit["outside"]
+    built = rows.loc["decode/server_jit_bf16"]
+    assert built["stage"] == "builds" and built["wall_s"] == 66
+    assert built["builds_s"] == pytest.approx(65.6)
+    assert "norm 53 s, fused_rope 12 s (1 already built or skipped)" in built["outside"]
     total = rows.loc[TOTAL]
     assert total["wall_s"] == 100 and total["builds_s"] == 0
     assert "not split" not in total["outside"]

@@ -158,6 +158,39 @@ def test_the_kernel_jobs_take_the_gpu_before_the_decode_jobs(study):
     assert max(kernel) < min(decode), started
 
 
+def planned_jobs(text: str) -> list[dict]:
+    """A dry run's jobs: rule, and its input, output, wildcards and priority lines."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", text):
+        rule = re.match(r"(?:local)?rule (\w+):\n", block)
+        if rule:
+            fields = dict(re.findall(r"^\s+(input|output|wildcards|priority): (.+)$", block,
+                                     flags=re.M))  # fmt: skip
+            jobs.append({"rule": rule.group(1), **fields})
+    return jobs
+
+
+def test_the_gpu_study_builds_the_servers_modules_beside_the_torch_sweep(tmp_path):
+    """Planned for a GPU (the default config): one server_jit job per SGLang weights, each
+    decode variant waiting for its weights' modules; the torch sweep first among the GPU jobs
+    (common.smk's BESIDE_THE_BUILDS), beside the builds."""
+    copy_workflow(tmp_path)
+    proc = snakemake(tmp_path, "--dry-run", "--config", "device=cuda")
+    jobs = planned_jobs(proc.stdout)
+    builds = {job["output"] for job in jobs if job["rule"] == "server_jit"}
+    assert builds == {"results/decode/server_jit/bf16.json", "results/decode/server_jit/fp8.json"}
+    decode = {job["wildcards"]: job["input"] for job in jobs if job["rule"] == "decode"}
+    assert "results/decode/server_jit/bf16.json" in decode["variant=sglang-bf16-graphs"]
+    assert "results/decode/server_jit/fp8.json" in decode["variant=sglang-fp8-graphs"]
+    priority = {job["wildcards"]: int(job.get("priority", 0)) for job in jobs
+                if job["rule"] == "sweep"}  # fmt: skip
+    assert priority["backend=torch"] > max(
+        p for w, p in priority.items() if w != "backend=torch"
+    ), priority
+    device_time = next(job for job in jobs if job["rule"] == "device_time")
+    assert "results/benchmarks/decode/server_jit_bf16.tsv" in device_time["input"]
+
+
 def test_second_run_does_nothing(study):
     assert planned_outputs(study) == set()
     started = time.monotonic()

@@ -88,3 +88,10 @@ CLOCKS_SHOWN = {
     "dram_util": Column("DRAM util %", ".0f", tip="DRAM util (%)"),
 }
 ENERGY_GAP_SHOWN = Column("counter vs samples gap %", "+.1f", tip="counter vs samples gap (%)")
+
+
+def error_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception as one row's error: its type and its message's last line (a build tool's
+    long output ends with what failed)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[-1] if lines else ''}"[:limit]

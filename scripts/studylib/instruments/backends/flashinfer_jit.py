@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 
+from ...core.formats import error_line
 from .flashinfer_backend import use_tensor_cores
 
 #: The build job's niceness (scripts/build_flashinfer_jit.py): nvcc yields the CPU to the
@@ -84,6 +85,9 @@ MODULES: dict[tuple[str, str], Callable] = {
     ("mm_bf16", "cublaslt"): _public("flashinfer.jit.gemm", "gen_mm_bf16_cublaslt_module"),
     ("mm_bf16", "tinygemm"): _public("flashinfer.jit.tinygemm2", "gen_tinygemm2_module"),
     ("decode_attention", "fa2"): _decode_attention,
+    # sglang-kernel's rmsnorm and fused_add_rmsnorm: an SGLang server's every RMSNorm
+    # (rule server_jit, instruments/serving/sglang_jit.py).
+    ("rmsnorm", "flashinfer"): _public("flashinfer.jit.norm", "gen_norm_module"),
 }
 
 
@@ -120,7 +124,7 @@ def build(targets: list[dict], capabilities: list[str], jobs: int) -> list[dict]
         try:
             spec = MODULES[(target["op"], target["impl"])](target)
         except Exception as exc:  # noqa: BLE001 - an import or API change is a row
-            rows.append(_row(target, "-", "failed", time.monotonic() - started, _text(exc)))
+            rows.append(_row(target, "-", "failed", time.monotonic() - started, error_line(exc)))
             continue
         if spec is None:
             why = "this flashinfer has no generator for it here: its first call builds it"
@@ -137,7 +141,8 @@ def build(targets: list[dict], capabilities: list[str], jobs: int) -> list[dict]
         try:
             spec.build(need_lock=True)
         except Exception as exc:  # noqa: BLE001 - the sweep's first call tries again
-            rows.append(_row(target, spec.name, "failed", time.monotonic() - started, _text(exc)))
+            spent = time.monotonic() - started
+            rows.append(_row(target, spec.name, "failed", spent, error_line(exc)))
             continue
         status = "cached" if cached else "built"
         rows.append(_row(target, spec.name, status, time.monotonic() - started, ""))
@@ -148,8 +153,3 @@ def _row(target: dict, module: str, status: str, seconds: float, error: str) -> 
     return {"op": target["op"], "impl": target["impl"], "dtype": target["dtype"],
             "module": module, "status": status, "seconds": round(seconds, 2),
             "error": error}  # fmt: skip
-
-
-def _text(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[-1] if lines else ''}"[:500]

@@ -1,0 +1,149 @@
+"""The JIT modules an SGLang server builds at its start, built ahead on the CPU (rule
+server_jit), as rule flashinfer_jit does for FlashInfer's kernel jobs.
+
+On the H200 (2026-12-05, examples/h200-2026-12-05-partial) the bf16 server's start on a box
+where the kernel jobs had run took 189 s, 87 s of it building (its run record's
+``start_builds``): FlashInfer's ``norm`` module (53 s; sglang-kernel 0.4.5's ``rmsnorm`` and
+``fused_add_rmsnorm`` call flashinfer.norm) and three of SGLang's own tvm-ffi modules,
+``clamp_position`` (int64 sequence lengths, 9 s), ``fused_rope`` (NeoX style, 64 rotary dims,
+bf16, 12 s) and ``kvcache`` (2,048-byte rows, 11 s), all while its GPU waited; the FP8
+server after it found them and built nothing. Built here, beside the first GPU jobs, they
+are in the caches the server reads (the same generators make the same module names: SGLang
+keys its folder by the module's template arguments, its sources' hash, the target
+architecture and tvm-ffi's version).
+
+Which modules, from the served model's config.json, by SGLang 0.5.16's code paths: its
+RMSNorm layers (every model), the decode batch's positions
+(model_executor/forward_batch_info.py: ``clamp_position_cuda`` over int64 lengths), the
+rotary embedding (layers/rotary_embedding/base.py: ``apply_rope_with_cos_sin_cache_inplace``
+with the model's rotary dims, NeoX style, in the activations' dtype) and the KV-cache store
+(mem_cache/memory_pool.py: ``store_cache`` with rows of kv_heads x head_dim x 2 bytes for a
+bf16 cache). Another SGLang, model or path builds its own at its start as before, and the
+start's record says what it built; a module this SGLang has no generator for is a
+``skipped`` row, one that fails to build a ``failed`` row with its error: nothing here can
+stop the study.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from collections.abc import Callable
+
+from ...core.formats import error_line
+from .start_builds import builds_since, cache_roots, snapshot
+
+#: A kernel's generator in SGLang: module, function, and its arguments from the target.
+GENERATORS: dict[str, tuple[str, str, Callable[[dict], tuple]]] = {
+    "clamp_position": ("sglang.jit_kernel.clamp_position", "_jit_clamp_position_module",
+                       lambda t: (_dtype(t["dtype"]),)),
+    "fused_rope": ("sglang.jit_kernel.rope", "_jit_fused_rope_module",
+                   lambda t: (bool(t["is_neox"]), int(t["rope_dim"]), _dtype(t["dtype"]))),
+    "kvcache": ("sglang.jit_kernel.kvcache", "_jit_kvcache_module",
+                lambda t: (int(t["row_bytes"]),)),
+}  # fmt: skip
+
+#: Where a module not built here is built.
+AT_START = "the server's start builds it"
+#: The KV cache's bytes per element: SGLang's default kv_cache_dtype ("auto") stores K and
+#: V in the model's bf16.
+KV_BYTES = 2
+
+
+def targets(model_config: dict) -> dict[str, list[dict]]:
+    """The modules an SGLang server of this model (its config.json) builds at its start:
+    ``flashinfer`` targets in rule flashinfer_jit's form and ``sglang`` ones (kernel and
+    its template arguments)."""
+    heads = int(model_config["num_attention_heads"])
+    head_dim = int(model_config.get("head_dim") or int(model_config["hidden_size"]) // heads)
+    kv_heads = int(model_config.get("num_key_value_heads") or heads)
+    rope_dim = int(head_dim * float(model_config.get("partial_rotary_factor") or 1.0))
+    dtype = str(model_config.get("torch_dtype") or "bfloat16")
+    return {
+        "flashinfer": [{"op": "rmsnorm", "impl": "flashinfer", "dtype": dtype}],
+        "sglang": [
+            {"kernel": "clamp_position", "dtype": "int64"},
+            {"kernel": "fused_rope", "is_neox": True, "rope_dim": rope_dim, "dtype": dtype},
+            {"kernel": "kvcache", "row_bytes": kv_heads * head_dim * KV_BYTES},
+        ],
+    }
+
+
+def merged(configs: list[dict]) -> dict[str, list[dict]]:
+    """targets() of several served models, each module once."""
+    out: dict[str, list[dict]] = {}
+    for config in configs:
+        for library, found in targets(config).items():
+            mine = out.setdefault(library, [])
+            mine.extend(t for t in found if t not in mine)
+    return out
+
+
+def _dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
+
+
+def _arches(capabilities: list[str]) -> list[tuple[int, int]]:
+    found = set()
+    for capability in capabilities:
+        if capability:
+            major, _, minor = str(capability).partition(".")
+            found.add((int(major), int(minor or 0)))
+    return sorted(found)
+
+
+def build(found: list[dict], capabilities: list[str]) -> list[dict]:
+    """Build each target's module into SGLang's JIT cache for the first of ``capabilities``
+    ("9.0"; a box's GPUs are alike), without opening a GPU; one row per target and
+    architecture: kernel, its arguments, arch, module (its new cache folder), status (built,
+    cached, skipped, failed), seconds, error."""
+    arches = _arches(capabilities)
+    if not arches:
+        return [_row(t, "-", "-", "skipped", 0.0, "no GPU that NVML sees") for t in found]
+    # No GPU visible: the build never touches the device another job is measuring on.
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        arch_module = importlib.import_module("sglang.jit_kernel.utils.arch")
+        override = arch_module.override_jit_cuda_arch
+        suffix = arch_module._cuda_arch_suffix
+    except (ImportError, AttributeError) as exc:
+        why = f"this sglang cannot target an architecture here ({error_line(exc)}): {AT_START}"
+        return [_row(t, "-", "-", "skipped", 0.0, why) for t in found]
+    root = cache_roots(os.environ)["sglang_jit"]
+    (major, minor), *others = arches
+    arch = f"{major}.{minor}{suffix(major, minor)}"
+    with override(major, minor, suffix(major, minor)):
+        rows = [_build_one(target, arch, root) for target in found]
+    # SGLang keeps one module per arguments in a process (cache_once): one architecture here.
+    why = f"one architecture per build (SGLang caches a module per arguments): {AT_START}"
+    for major, minor in others:
+        rows += [_row(t, f"{major}.{minor}{suffix(major, minor)}", "-", "skipped", 0.0, why)
+                 for t in found]  # fmt: skip
+    return rows
+
+
+def _build_one(target: dict, arch: str, root) -> dict:
+    module_name, function, arguments = GENERATORS[target["kernel"]]
+    try:
+        generate = getattr(importlib.import_module(module_name), function)
+    except (ImportError, AttributeError) as exc:
+        why = f"this sglang has no {module_name}.{function} ({error_line(exc)}): {AT_START}"
+        return _row(target, arch, "-", "skipped", 0.0, why)
+    before = snapshot({"sglang_jit": root})
+    started = time.monotonic()
+    try:
+        generate(*arguments(target))
+    except Exception as exc:  # noqa: BLE001 - the server's start tries again
+        return _row(target, arch, "-", "failed", time.monotonic() - started, error_line(exc))
+    spent = time.monotonic() - started
+    made = [r["name"] for r in builds_since({"sglang_jit": root}, before) if r["kind"] == "module"]
+    return _row(target, arch, ", ".join(made) or "-", "built" if made else "cached", spent, "")
+
+
+def _row(target: dict, arch: str, module: str, status: str, seconds: float, error: str) -> dict:
+    arguments = {k: v for k, v in target.items() if k != "kernel"}
+    return {"kernel": target["kernel"], "arguments": arguments, "arch": arch, "module": module,
+            "status": status, "seconds": round(seconds, 2), "error": error}  # fmt: skip
