@@ -84,6 +84,8 @@ def fake_sglang(monkeypatch, tmp_path):
                 folder.mkdir(parents=True)
                 (folder / "build.ninja").write_text("")
                 (folder / "m.so").write_text("")
+            if kernel == "clamp_position" and args[0] is None:
+                raise OSError("libcuda.so.1: cannot open shared object file")
             return object()
 
         return generate
@@ -125,6 +127,14 @@ def test_a_failed_or_unknown_module_is_a_row_not_a_stop(fake_sglang, monkeypatch
     rows = sglang_jit.build([{"kernel": "kvcache", "row_bytes": 2050}], ["9.0"])
     assert rows[0]["status"] == "failed"
     assert rows[0]["error"] == "RuntimeError: row_bytes"
+    # Built, then not loadable without a GPU: built all the same, and said.
+    monkeypatch.setattr(sglang_jit, "_dtype", lambda name: None)
+    rows = sglang_jit.build([{"kernel": "clamp_position", "dtype": "int64"}], ["9.0"])
+    assert rows[0]["status"] == "built" and rows[0]["module"].startswith("sgl_kernel_jit_clamp")
+    assert (
+        rows[0]["error"] == "built; loading it here failed: OSError: libcuda.so.1: "
+        "cannot open shared object file"
+    )
     # A generator this SGLang does not have: skipped, the server's start builds it.
     monkeypatch.delattr(sys.modules["sglang.jit_kernel.rope"], "_jit_fused_rope_module")
     rows = sglang_jit.build([{"kernel": "fused_rope", "is_neox": True, "rope_dim": 64,
