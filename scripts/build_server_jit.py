@@ -18,7 +18,11 @@ from studylib.snakemake_job import setup_logging
 log = setup_logging(snakemake)  # noqa: F821
 os.nice(flashinfer_jit.NICENESS)  # and its nvcc children: the measuring jobs beside it come first
 model_config = json.loads((Path(snakemake.input.model) / "config.json").read_text())  # noqa: F821
-wanted = sglang_jit.targets(model_config)
+try:
+    wanted = sglang_jit.targets(model_config)
+except (KeyError, TypeError, ValueError) as exc:  # a model it cannot read: the start builds all
+    log.warning("no modules built ahead: the served model's config.json lacks %s", exc)
+    wanted = {"flashinfer": [], "sglang": []}
 # The GPUs' architectures from NVML: no CUDA context, no wait for the hardware record.
 _, gpus, _ = nvml_gpus()
 capabilities = [gpu.get("compute_capability") for gpu in gpus]

@@ -147,3 +147,9 @@ def test_a_failed_or_unknown_module_is_a_row_not_a_stop(fake_sglang, monkeypatch
     # An SGLang that cannot target an architecture: every target skipped, with the reason.
     rows = sglang_jit.build([{"kernel": "clamp_position", "dtype": "int64"}], ["9.0"])
     assert rows[0]["status"] == "skipped" and "cannot target an architecture" in rows[0]["error"]
+    # One whose import breaks (a GPU query at import, with none visible): a row, not a stop.
+    broken = types.ModuleType("sglang.jit_kernel.utils.arch")
+    broken.__getattr__ = lambda name: (_ for _ in ()).throw(RuntimeError("No CUDA GPUs"))
+    monkeypatch.setitem(sys.modules, "sglang.jit_kernel.utils.arch", broken)
+    rows = sglang_jit.build([{"kernel": "clamp_position", "dtype": "int64"}], ["9.0"])
+    assert rows[0]["status"] == "skipped" and "RuntimeError: No CUDA GPUs" in rows[0]["error"]
