@@ -70,16 +70,6 @@ def targets(model_config: dict) -> dict[str, list[dict]]:
     }
 
 
-def merged(configs: list[dict]) -> dict[str, list[dict]]:
-    """targets() of several served models, each module once."""
-    out: dict[str, list[dict]] = {}
-    for config in configs:
-        for library, found in targets(config).items():
-            mine = out.setdefault(library, [])
-            mine.extend(t for t in found if t not in mine)
-    return out
-
-
 def _dtype(name: str):
     import torch
 
