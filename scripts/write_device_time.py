@@ -13,8 +13,14 @@ from studylib.snakemake_job import setup_logging
 
 log = setup_logging(snakemake)
 files = snakemake.input
-benchmarks = {str(Path(p).relative_to("results/benchmarks").with_suffix("")): p
-              for p in [*files.benchmarks, *files.build_benchmarks]}  # fmt: skip
+
+
+def job_name(benchmark: str) -> str:
+    """A job's name in the table: its benchmark file's path under results/benchmarks."""
+    return str(Path(benchmark).relative_to("results/benchmarks").with_suffix(""))
+
+
+benchmarks = {job_name(p): p for p in [*files.benchmarks, *files.build_benchmarks]}
 decode = {}  # variant -> its files, in device_time.DECODE_FILES' order (rule device_time)
 for path in files.decode:
     decode.setdefault(Path(path).parent.name, []).append(path)
@@ -24,7 +30,7 @@ table = device_time(
     decode={variant: tuple(paths) for variant, paths in decode.items()},
     benchmarks=benchmarks,
     # the JIT builds' records, each named as its benchmark file (rule device_time's inputs)
-    builds={str(Path(b).relative_to("results/benchmarks").with_suffix("")): record
+    builds={job_name(b): record
             for record, b in zip(files.builds, files.build_benchmarks, strict=True)},
 )  # fmt: skip
 write_frame(table, snakemake.output[0])

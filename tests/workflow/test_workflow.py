@@ -31,16 +31,26 @@ def snakemake(workdir, *args, check=True, env=None):
     return proc
 
 
+def planned_jobs(text: str) -> list[dict]:
+    """A dry run's jobs: rule, and its input, output, wildcards and priority lines."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", text):
+        rule = re.match(r"(?:local)?rule (\w+):\n", block)
+        if rule:
+            fields = dict(re.findall(r"^\s+(input|output|wildcards|priority): (.+)$", block,
+                                     flags=re.M))  # fmt: skip
+            jobs.append({"rule": rule.group(1), **fields})
+    return jobs
+
+
 def planned_outputs(workdir, *args, env=None) -> set[str]:
     """Outputs of the jobs a dry run would execute."""
     proc = snakemake(workdir, "--dry-run", *args, env=env)
     text = proc.stdout + proc.stderr
     if "Nothing to be done" in text:
         return set()
-    outputs = set()
-    for match in re.finditer(r"^\s+output: (.+)$", text, flags=re.M):
-        outputs.update(part.strip() for part in match.group(1).split(","))
-    return outputs
+    return {part.strip() for job in planned_jobs(text) if "output" in job
+            for part in job["output"].split(",")}  # fmt: skip
 
 
 def write_config(workdir, config):
@@ -156,18 +166,6 @@ def test_the_kernel_jobs_take_the_gpu_before_the_decode_jobs(study):
     decode = [i for i, rule in enumerate(started) if rule in DECODE_RULES]
     assert len(kernel) >= 7 and decode, started  # 3 sweeps, 3 power jobs, peaks
     assert max(kernel) < min(decode), started
-
-
-def planned_jobs(text: str) -> list[dict]:
-    """A dry run's jobs: rule, and its input, output, wildcards and priority lines."""
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", text):
-        rule = re.match(r"(?:local)?rule (\w+):\n", block)
-        if rule:
-            fields = dict(re.findall(r"^\s+(input|output|wildcards|priority): (.+)$", block,
-                                     flags=re.M))  # fmt: skip
-            jobs.append({"rule": rule.group(1), **fields})
-    return jobs
 
 
 def test_the_gpu_study_builds_the_servers_modules_beside_the_torch_sweep(tmp_path):
