@@ -14,7 +14,14 @@ run does, within the rankings' tolerance?
   chips drew 8-9 % apart on the same FP8 decode at the same 1980 MHz (2026-12-04), so watts
   that differ between chips say nothing of the windows' length.
 
-``tools/run_agreement.py`` is its entry: two results folders in, two tables and a summary out.
+* Within one full-length run (``decode.full_length_s``, config/examples/full.yaml): each
+  decode window against the window the shortened study's precision rule would have ended,
+  replayed on the same requests and samples (the ``shortened_*`` columns,
+  decode_run.shortened_figures), with the same test: one chip, one server, one load, so only
+  the window's length differs.
+
+``tools/run_agreement.py`` is its entry: two results folders in (or one, ``--within``), the
+tables and a summary out.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from .core.verdicts import beyond, decision_noise, run_to_run
+from .stages.decode.decode_schema import SHORTENED_FIGURES
 from .stages.sweep.sweep_compare import KEYS, ComparisonRefused, load_sweep, ok_points
 from .stages.sweep.sweep_ranking import fastest_frame, rank_sweep
 from .study_tables import StudyTables
@@ -183,6 +191,47 @@ def compare_runs(folder_a, folder_b, also=()) -> tuple[pd.DataFrame, pd.DataFram
     (sweep_a, decode_a), (sweep_b, decode_b) = (reference_tables([folder_a, *also]),
                                                 run_tables(folder_b))  # fmt: skip
     return ranking_agreement(sweep_a, sweep_b), decode_agreement(decode_a, decode_b)
+
+
+def shortened_frames(decode: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A full-length run's decode rows that state a shortened window, and those windows' own
+    figures under the rows' column names (``shortened_tpot_ms`` as ``tpot_ms``, ...): the
+    two sides :func:`decode_agreement` compares."""
+    if decode is None or "shortened_steady_s" not in decode:
+        return pd.DataFrame(), pd.DataFrame()
+    full = decode[pd.to_numeric(decode["shortened_steady_s"], errors="coerce").notna()]
+    short = full.assign(**{column: full[f"shortened_{column}"] for column in SHORTENED_FIGURES})
+    return full.reset_index(drop=True), short.reset_index(drop=True)
+
+
+def within_run(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One full-length run's decode windows against their shortened selves: the agreement
+    table (:func:`decode_agreement`, side a the full window, b the shortened one) and the
+    rows compared (their lengths)."""
+    full, short = shortened_frames(run_tables(folder)[1])
+    if full.empty:
+        return pd.DataFrame(columns=DECODE_COLUMNS), full
+    return decode_agreement(full, short).assign(chips="same"), full  # one run, one chip
+
+
+def within_summary(agreement: pd.DataFrame, full: pd.DataFrame) -> list[str]:
+    """The within-run agreement in a few lines: the windows' lengths, the count that agree,
+    each row that differs."""
+    if agreement.empty:
+        return ["decode: no valid window states a shortened one (a run with "
+                "decode.full_length_s, config/examples/full.yaml, does)"]  # fmt: skip
+    seconds = pd.to_numeric(full["steady_s"], errors="coerce")
+    short = pd.to_numeric(full["shortened_steady_s"], errors="coerce")
+    same = int((agreement["agreement"] == "same").sum())
+    lines = [f"decode, one run: {len(agreement)} variants x C, full windows of "
+             f"{seconds.min():.0f}-{seconds.max():.0f} s against the shortened rule's "
+             f"{short.min():.1f}-{short.max():.1f} s (total {short.sum():.0f} of "
+             f"{seconds.sum():.0f} s): {same} agree on TPOT, tok/s, W and J/token within the "
+             "noise"]  # fmt: skip
+    for rec in agreement[agreement["agreement"] == "differs"].to_dict("records"):
+        lines.append(f"  differs: {rec['variant']} C = {rec['concurrency']:g}: "
+                     f"{rec['differs']} (noise {100 * rec['noise']:.1f} %)")  # fmt: skip
+    return lines
 
 
 def _watts(value) -> str:

@@ -65,6 +65,12 @@ CONTRADICTIONS = [
     ("kernel_power.seconds.cpu", 0, "kernel_power.seconds.cpu: a 0 s loop measures nothing"),
     ("decode.min_steady_s.cuda", 0, "decode.min_steady_s.cuda: a 0 s steady window"),
     ("decode.shortest_steady_s.cuda", 0, "decode.shortest_steady_s.cuda: a 0 s shortest window"),
+    (
+        "decode.full_length_s.cuda",
+        5,
+        "decode.full_length_s.cuda: a 5 s full-length window is "
+        "shorter than the window it checks (decode.min_steady_s.cuda: 20 s)",
+    ),
     ("decode.model.cpu.top_k", 32, "decode.model.cpu.top_k (32) exceeds its experts (16)"),
     ("decode.model.cpu.kv_heads", 3, "decode.model.cpu.heads (4) is not a multiple of kv_heads"),
 ]

@@ -64,3 +64,20 @@ def test_a_judgement_within_noise_of_its_threshold_is_undecided():
     assert against_threshold(0.80, 0.5, 0.1) == ("yes", pytest.approx(0.6))
     assert against_threshold(0.20, 0.5, 0.1)[0] == "no"
     assert against_threshold(0.52, 0.5, 0.1)[0] == "undecided"
+
+
+def test_a_margin_and_its_noise_never_print_alike():
+    # Whole percents where they tell the two apart; a decimal or two where they would not
+    # (the report's "3 % > 3 % noise" beside a tie read as a contradiction).
+    from studylib.core.answer_records import Answer, margin_text
+
+    def text(margin, noise):
+        status = "answered" if margin > noise else "undecided"
+        return margin_text(Answer(1, "s", status, margin=margin, noise=noise))
+
+    assert text(0.12, 0.03) == "12 % > 3 % noise"
+    assert text(0.034, 0.03) == "3.4 % > 3.0 % noise"
+    assert text(0.0301, 0.03) == "3.01 % > 3.00 % noise"
+    assert text(0.03, 0.03) == "3.00 % ≤ 3.00 % noise"
+    assert text(0.004, 0.03) == "< 1 % ≤ 3 % noise"
+    assert text(float("nan"), 0.03) == "—"

@@ -11,6 +11,7 @@ from studylib.run_agreement import (
     ranking_agreement,
     reference_tables,
     summary,
+    within_summary,
 )
 from test_sweep_answers import frame, pt
 
@@ -136,3 +137,49 @@ def test_decode_rows_say_whether_the_two_ran_on_one_gpu(tmp_path):
         decode_agreement(decode_a, reference_tables([tmp_path / "short"])[1]).iloc[0]["chips"]
         == "unknown"
     )
+
+
+def full_length(tpot, w, short_tpot, short_w, short_ci=0.8, valid=True):
+    """A full-length run's row: its 30-s window, and the window the rule would have ended."""
+    row = decode(tpot, w, ci=0.3, valid=valid).assign(steady_s=30.0)
+    return row.assign(shortened_steady_s=12.0, shortened_tpot_ms=short_tpot,
+                      shortened_output_tok_s=64e3 / short_tpot, shortened_avg_w_per_gpu=short_w,
+                      shortened_j_per_token=short_w * short_tpot / 64e3,
+                      shortened_tpot_ci_pct=short_ci, shortened_tpot_source="client")  # fmt: skip
+
+
+def test_a_full_length_runs_windows_against_their_shortened_selves(tmp_path):
+    agreement, full = within_run_of(tmp_path, full_length(10.0, 600, 10.1, 602))
+    assert agreement["agreement"].tolist() == ["same"] and agreement["chips"].tolist() == ["same"]
+    assert agreement.iloc[0]["tpot_ms_b"] == 10.1  # side b: the shortened window
+    lines = within_summary(agreement, full)
+    assert "full windows of 30-30 s against the shortened rule's 12.0-12.0 s" in lines[0]
+    assert "1 agree" in lines[0]
+    # 5 % slower in its first 12 s, beyond the 3 % floor (the shortened window's ± 0.8 %)
+    agreement, _ = within_run_of(tmp_path, full_length(10.0, 600, 10.5, 600))
+    assert agreement.iloc[0]["differs"] == "TPOT, tok/s, J/token"
+    # A run whose rule ended its windows states none: nothing to compare, and it says so.
+    agreement, full = within_run_of(tmp_path, decode(10.0, 600))
+    assert agreement.empty and "full_length_s" in within_summary(agreement, full)[0]
+
+
+def within_run_of(tmp_path, rows):
+    from studylib.run_agreement import within_run
+
+    folder = tmp_path / "run"
+    (folder / "decode" / "v").mkdir(parents=True, exist_ok=True)
+    rows.to_csv(folder / "decode" / "v" / "summary.csv", index=False)
+    return within_run(folder)
+
+
+def test_the_tool_within_one_run(tmp_path):
+    within_run_of(tmp_path, full_length(10.0, 600, 10.5, 600))
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "run_agreement.py"), "--within",
+                          str(tmp_path / "run"), "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert "differs: v C = 64: TPOT, tok/s, J/token" in run.stdout
+    assert (tmp_path / "out" / "decode_within.csv").is_file()
+    bare = subprocess.run([sys.executable, str(ROOT / "tools" / "run_agreement.py")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert bare.returncode == 2 and "give FULL and SHORT, or --within FULL" in bare.stderr

@@ -136,8 +136,13 @@ def fmt_share(share: float, digits: int = 0) -> str:
 
 
 def margin_text(answer: Answer) -> str:
-    """ "12 % > 3 % noise", "1 % ≤ 3 % noise": the margin against the noise it had to beat."""
+    """ "12 % > 3 % noise", "1 % ≤ 3 % noise": the margin against the noise it had to beat,
+    with a decimal or two where whole percents would print the two alike ("3.4 % > 3.0 %",
+    not "3 % > 3 %")."""
     if not _known(answer.margin):
         return "—"
     sign = ">" if answer.margin > answer.noise else "≤"
-    return f"{fmt_share(answer.margin)} {sign} {fmt_share(answer.noise)} noise"
+    digits = 0
+    while digits < 2 and fmt_share(answer.margin, digits) == fmt_share(answer.noise, digits):
+        digits += 1
+    return f"{fmt_share(answer.margin, digits)} {sign} {fmt_share(answer.noise, digits)} noise"

@@ -257,6 +257,14 @@ def check_contradictions(config: dict) -> list[str]:
                 f"window at its first slices, however imprecise; with decode.tpot_ci_pct."
                 f"{device} ({pct}) give it more than 0 (10 s on a GPU)"
             )
+    for device, full in (decode.get("full_length_s") or {}).items():
+        longest = (decode.get("min_steady_s") or {}).get(device, 0)
+        if 0 < full < longest:
+            problems.append(
+                f"decode.full_length_s.{device}: a {full} s full-length window is shorter "
+                f"than the window it checks (decode.min_steady_s.{device}: {longest} s), so "
+                f"it cannot show where that one would have ended; give at least {longest}"
+            )
     for device, model in (config.get("decode", {}).get("model") or {}).items():
         where = f"decode.model.{device}"
         if model["top_k"] > model["experts"]:

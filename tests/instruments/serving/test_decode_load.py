@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from studylib.instruments.serving import decode_load
+from studylib.instruments.serving import decode_load, window_precision
 from studylib.instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
@@ -25,6 +25,7 @@ from studylib.instruments.serving.window_precision import (
     RunningSlices,
     _t975,
     lasted,
+    precise_end,
     rate_precision,
     slice_s,
     window_slices,
@@ -313,6 +314,36 @@ def test_running_slices_are_the_summarys_slices():
         assert [s for s, _ in running.slices] == pytest.approx([s for s, _ in expected])
 
 
+def _steady_records(rates: list[int], t0: float = 100.0) -> list[RequestRecord]:
+    """One request per second of ``rates``: its tokens spread evenly over that second."""
+    records = []
+    for i, rate in enumerate(rates):
+        record = RequestRecord(index=i, start=t0 + i - 0.5)
+        record.token_times = [t0 + i + (k + 0.5) / rate for k in range(rate)]
+        records.append(record)
+    return records
+
+
+def test_the_rule_replayed_on_a_longer_window():
+    # A full-length window of 30 one-second slices, replayed under the default's rule (1 %,
+    # 10 s at least, 20 s at most): a steady rate ends it at its shortest length; a rate
+    # alternating 90/110 is known to 1 % nowhere within 20 s (7.5 % over ten slices, 4.7 %
+    # over twenty); a rate settling over its first five slices (950 ... 990, then 1000)
+    # ends it at the first edge where the interval is within 1 % (15 s). Fixed windows
+    # (precision 0) end at the longest; a window shorter than the longest, at its own end.
+    steady = _steady_records([1000] * 30)
+    assert precise_end(steady, 100.0, 130.0, 0.01, 10, 20) == pytest.approx(110.0)
+    noisy = _steady_records([90, 110] * 15)
+    assert precise_end(noisy, 100.0, 130.0, 0.01, 10, 20) == pytest.approx(120.0)
+    settling = _steady_records([950, 960, 970, 980, 990] + [1000] * 25)
+    end = precise_end(settling, 100.0, 130.0, 0.01, 10, 20)
+    assert end == pytest.approx(115.0)
+    assert rate_precision(window_slices(settling, 100.0, end, 1.0)) <= 0.01
+    assert rate_precision(window_slices(settling, 100.0, end - 1, 1.0)) > 0.01
+    assert precise_end(steady, 100.0, 130.0, 0.0, 10, 20) == pytest.approx(120.0)
+    assert precise_end(noisy, 100.0, 115.5, 0.01, 10, 20) == pytest.approx(115.5)
+
+
 def test_a_load_ending_at_a_precision_needs_a_shortest_window():
     with pytest.raises(ValueError, match="shortest_s"):
         LoadSpec(concurrency=1, duration_s=2, input_len=4, output_len=8, precision=0.01)
@@ -332,7 +363,7 @@ def test_a_precise_window_ends_after_its_shortest_length(tmp_path, monkeypatch):
         judged.append(list(slices))
         return rate_precision(slices)
 
-    monkeypatch.setattr(decode_load, "rate_precision", precision)
+    monkeypatch.setattr(window_precision, "rate_precision", precision)
     load = load_against_standin(tmp_path, spec, "--token-delay", "0.005")
     assert not any(r.error for r in load.records)
     s0, s1 = load_window(load, 4)
@@ -344,12 +375,18 @@ def test_a_precise_window_ends_after_its_shortest_length(tmp_path, monkeypatch):
     # precision is the one the rule judged (session 19: 1.02 % in the table, 1 % live).
     summarized = window_slices(load.records, s0, s1, slice_s(spec.shortest_s))
     assert [n for _, n in judged[-1]] == [n for _, n in summarized]
+    # Replayed on the same records as if the window had run on (a full-length run's check
+    # of a shortened one), the rule ends it where the load did.
+    last = max(t for r in load.records for t in r.token_times)
+    assert precise_end(load.records, s0, last + 5, spec.precision, spec.shortest_s,
+                       spec.duration_s) == s1  # fmt: skip
 
 
 def test_a_window_never_precise_enough_runs_its_longest(tmp_path, monkeypatch):
     # The rate never known to the precision asked: the window lasts min_steady_s (duration_s).
     seen = []
-    monkeypatch.setattr(decode_load, "rate_precision", lambda s: seen.append(len(s)) or 0.2)
+    monkeypatch.setattr(window_precision, "rate_precision",
+                        lambda s: seen.append(len(s)) or 0.2)  # fmt: skip
     spec = LoadSpec(concurrency=2, duration_s=1.5, input_len=4, output_len=400,
                     vocab_size=500, precision=0.01, shortest_s=0.5)  # fmt: skip
     load = load_against_standin(tmp_path, spec, "--token-delay", "0.005")

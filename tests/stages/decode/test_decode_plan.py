@@ -39,6 +39,11 @@ def test_variants_are_planned_where_they_serve():
     assert decode_variants(full, "cuda") == ["sglang-bf16-graphs", "sglang-bf16-eager",
                                              "sglang-fp8-graphs", "sglang-fp8-eager"]  # fmt: skip
     assert full["decode"]["variants"]["sglang-bf16-graphs"]["expert_distribution"]
+    # Its windows run 30 s, the default's precision rule replayed on each, not changed.
+    assert full["decode"]["full_length_s"]["cuda"] == 30
+    assert config["decode"]["full_length_s"]["cuda"] == 0
+    for key in ("tpot_ci_pct", "shortest_steady_s", "min_steady_s"):
+        assert full["decode"][key] == config["decode"][key]
     assert not config["decode"]["variants"]["sglang-bf16-graphs"]["expert_distribution"]
     config["decode"]["variants"]["sglang-fp8-graphs"]["enabled"] = False
     assert served_models(config, "cuda") == ["bf16"]

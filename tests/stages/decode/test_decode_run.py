@@ -438,3 +438,32 @@ def test_a_staggered_load_is_its_own_warm_up(tmp_path, monkeypatch, caplog):
     # The run record says how the windows reached their steady state.
     facts = json.loads((tmp_path / "out" / "run.json").read_text())
     assert facts["load"] == {"stagger": True, "preaged": False, "warmup_s": 0.2}
+
+
+def test_a_full_length_window_says_where_the_rule_would_have_ended_it(tmp_path, monkeypatch):
+    # full_length_s: every window runs its 2 s, and the plan's rule (50 %, which a steady
+    # stand-in meets at once, after 0.5 s, at most 1 s) is replayed on it: each row also
+    # states the window the rule would have ended (at its shortest length) and what that
+    # measured, from the same requests. The rule's fixed windows (tpot_ci_pct 0) end at its
+    # longest, 1 s.
+    _standin_sglang(monkeypatch)
+    plan = {
+        "engine": "sglang", "variant": "full", "model": "standin", "model_kind": "dummy",
+        "args": ["--token-delay", "0.005"], "host": "127.0.0.1", "port": free_port(),
+        "concurrency": [2], "input_len": 4, "output_len": 2000, "full_length_s": 2.0,
+        "min_steady_s": 1.0, "tpot_ci_pct": 50, "shortest_steady_s": 0.5, "idle_s": 0.1,
+        "ready_timeout_s": 30, "sample_hz": 20, "vocab_size": 1000, "weights": "bf16",
+        "routing": "uniform",
+    }  # fmt: skip
+    row = run_decode(plan, tmp_path / "out").iloc[0]
+    assert row["valid"] and row["steady_s"] >= 2.0
+    assert row["shortened_steady_s"] == pytest.approx(0.5, abs=1e-3)
+    assert 0 <= row["shortened_tpot_ci_pct"] <= 50 and row["shortened_tpot_source"] == "client"
+    assert row["shortened_tpot_ms"] == pytest.approx(row["tpot_ms"], rel=0.5)
+    assert row["shortened_output_tok_s"] == pytest.approx(row["output_tok_s"], rel=0.5)
+    fixed = run_decode({**plan, "tpot_ci_pct": 0, "port": free_port()}, tmp_path / "fixed")
+    assert fixed.iloc[0]["shortened_steady_s"] == pytest.approx(1.0, abs=1e-3)
+    # A run whose rule ends its windows states no shortened window.
+    ruled = run_decode({**plan, "full_length_s": 0, "port": free_port()}, tmp_path / "ruled")
+    assert ruled.iloc[0]["steady_s"] < 1.5
+    assert ruled[[c for c in ruled.columns if c.startswith("shortened_")]].isna().all().all()

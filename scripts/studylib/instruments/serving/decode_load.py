@@ -30,12 +30,7 @@ from urllib.parse import urlsplit
 from .load_stagger import first_length, first_prompt_len, warmed_up_at
 from .served_model import prompt_text
 from .stoppable import run_stoppable
-from .window_precision import (
-    RunningSlices,
-    lasted,
-    rate_precision,
-    slice_s,
-)
+from .window_precision import RunningSlices, precise_enough, slice_s
 
 #: The steady window: the span with at least this share of the target concurrency in flight.
 STEADY_FRACTION = 0.85
@@ -394,11 +389,9 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
             while time.monotonic() < edge:
                 await asyncio.sleep(edge - time.monotonic())
             running.close(records)
-            if lasted(edge - t_start, spec.shortest_s):
-                precision = rate_precision(running.slices)
-                if precision is not None and precision <= spec.precision:
-                    state["deadline"] = state["window_end"] = edge
-                    return
+            if precise_enough(running.slices, edge - t_start, spec.shortest_s, spec.precision):
+                state["deadline"] = state["window_end"] = edge
+                return
 
     async def watch() -> None:
         # Polled: the other thread's events cannot wake this loop.

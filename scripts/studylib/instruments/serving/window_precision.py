@@ -4,7 +4,8 @@ slices, relative to it (Student's t). TPOT is C over that rate, so it is known t
 relative width. The load ends a window once this is within ``decode.tpot_ci_pct``
 (decode_load, counting the slices as they close: :class:`RunningSlices`), at a slice's edge,
 and the summary states it for every window (``tpot_ci_pct``) from the same slices
-(:func:`window_slices`): a window that ended at 1 % says 1 % or better."""
+(:func:`window_slices`): a window that ended at 1 % says 1 % or better. A full-length window
+replays the rule on its own records (:func:`precise_end`): where it would have ended."""
 
 from __future__ import annotations
 
@@ -75,6 +76,34 @@ def window_slices(records, t0: float, t1: float, width: float):
             if t0 <= t <= t1:
                 tokens[min(slice_of(t, t0, width), count - 1)] += 1
     return [(edges[i + 1] - edges[i], tokens[i]) for i in range(count)]
+
+
+def precise_enough(slices: list[tuple[float, int]], seconds: float, shortest_s: float,
+                   precision: float) -> bool:  # fmt: skip
+    """The rule that ends a window: ``seconds`` into it, with these slices closed, it has
+    lasted ``shortest_s`` and its rate is known to ``precision`` (0: never)."""
+    if precision <= 0 or not lasted(seconds, shortest_s):
+        return False
+    known = rate_precision(slices)
+    return known is not None and known <= precision
+
+
+def precise_end(records, t0: float, t1: float, precision: float, shortest_s: float,
+                longest_s: float) -> float:  # fmt: skip
+    """Where the load's rule (decode_load: slices of ``slice_s(shortest_s)`` judged as each
+    closes, :func:`precise_enough`) would have ended a window that started at ``t0``, read
+    from the records of a window that ran on to ``t1``: the first slice edge where the rule
+    holds, else ``t0 + longest_s``, and never past ``t1``."""
+    deadline = min(t0 + longest_s, t1)
+    running = RunningSlices(t0, slice_s(shortest_s))
+    while precision > 0:
+        edge = running.edge(len(running.slices) + 1)
+        if edge > deadline:
+            break
+        running.close(records)
+        if precise_enough(running.slices, edge - t0, shortest_s, precision):
+            return edge
+    return deadline
 
 
 class RunningSlices:

@@ -32,6 +32,7 @@ import json
 import logging
 import statistics
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -49,7 +50,7 @@ from ...instruments.serving.engines.sglang_engine import (
 from ...instruments.serving.load_summary import decode_token_counter, summarize_load
 from ...instruments.serving.served_model import step_bytes
 from ...instruments.serving.server_log import server_window_of
-from ...instruments.serving.window_precision import lasted
+from ...instruments.serving.window_precision import lasted, precise_end
 from .decode_crosscheck import crosscheck_at, crosscheck_skipped, crosscheck_worker
 from .decode_judgements import (
     client_over_scheduler,
@@ -64,6 +65,7 @@ from .decode_schema import (
     LOAD_LOCKSTEP,
     LOAD_STAGGERED,
     RECORDER_COLUMNS,
+    SHORTENED_FIGURES,
     SUMMARY_COLUMNS,
     cuda_graphs,
     expert_parallel,
@@ -351,10 +353,18 @@ class _Runs:
         return self.kept_samples + self.sampler.timeline()
 
 
+def main_window(plan: dict) -> tuple[float, bool]:
+    """The main pass's window at each C: its longest length, and whether the precision rule
+    (tpot_ci_pct after shortest_steady_s) ends it sooner. A full-length run's (full_length_s)
+    lasts that long, and the rule is replayed on it instead (:func:`shortened_figures`)."""
+    full = float(plan.get("full_length_s") or 0)
+    return (full, False) if full > 0 else (plan["min_steady_s"], True)
+
+
 def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, model_facts):
     plan = pas.plan
-    spec, load, window = steady_load(pas, c, plan["min_steady_s"], sampler, windows, "",
-                                     precise=True)  # fmt: skip
+    seconds, precise = main_window(plan)
+    spec, load, window = steady_load(pas, c, seconds, sampler, windows, "", precise=precise)
     for r in load.records:
         requests.append({"concurrency": c, "index": r.index, "start": r.start,
                          "first_token": r.first_token, "end": r.end, "tokens": len(r.token_times),
@@ -378,40 +388,79 @@ def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, m
                    first_error=next((r.error for r in load.records if r.error), ""))  # fmt: skip
         return row
     s0, s1 = window
-    summary = summarize_load(load.records, spec, s0, s1, load.stalls)
     stats = sampler.window(s0, s1)
     windows.extend({"label": "steady", "concurrency": c, **w} for w in stats)
     end = max((r.end for r in load.records if r.end), default=s1)
     windows.extend({"label": "ramp-down", "concurrency": c, **w} for w in sampler.window(s1, end))
-    row.update(summary)
-    row.update(_combine(stats, summary["output_tokens_steady"], idle_w_total, s1 - s0))
-    row["idle_w_per_gpu"] = idle_w_total / len(stats) if idle_w_total and stats else None
-    if plan["engine"] == "sglang":
-        received = decode_token_counter(load.records)
-        row.update(server_window_of(pas.server.log_path, s0, s1, received=received))
-        drift = row.get("server_drift")
-        if drift and beyond(abs(drift - 1), NOISE_FLOOR):
-            log.warning("C=%d: the engine's own rate moved %+.1f %% within the window (SGLang's "
-                        "log, last third over first third)", c, 100 * (drift - 1))  # fmt: skip
-        if engine_account(row):
-            log.warning("C=%d: the client received %.1f %% of the tokens the scheduler made "
-                        "(%.0f tok/s by its log): tok/s and TPOT are the engine's own account",
-                        c, 100 * client_over_scheduler(row), row["server_tok_s"])  # fmt: skip
-            use_engine_account(row)
+    row.update(_window_figures(pas, load, spec, (s0, s1), stats, idle_w_total, warn=True))
     held = stalls_note(row)
     if held:
         log.warning("C=%d: %s", c, held)
     delivery = delivery_note(row)
     if delivery:
         log.warning("C=%d: %s", c, delivery)
-    row["valid"] = bool(lasted(summary["steady_s"], spec.shortest_s or plan["min_steady_s"])
+    row["valid"] = bool(lasted(row["steady_s"], spec.shortest_s or seconds)
                         and not delivery
-                        and summary["errors"] == 0 and summary["wrong_length"] == 0)  # fmt: skip
+                        and row["errors"] == 0 and row["wrong_length"] == 0)  # fmt: skip
     log.info("C=%d: %.1f tok/s, TPOT %.2f ms (±%.2f %%) over %.1f s steady (valid=%s, load "
-             "CPU %.0f %%)", c, summary["output_tok_s"] or 0, summary["tpot_ms"] or 0,
-             summary["tpot_ci_pct"] or 0, summary["steady_s"], row["valid"],
+             "CPU %.0f %%)", c, row["output_tok_s"] or 0, row["tpot_ms"] or 0,
+             row["tpot_ci_pct"] or 0, row["steady_s"], row["valid"],
              load.cpu_pct or 0)  # fmt: skip
+    if not precise:
+        row.update(shortened_figures(pas, load, spec, (s0, s1), sampler, idle_w_total))
+        log.info("C=%d: the window its rule would have ended: %.1f s, TPOT %.2f ms (±%.2f %%)",
+                 c, row["shortened_steady_s"] or 0, row["shortened_tpot_ms"] or 0,
+                 row["shortened_tpot_ci_pct"] or 0)  # fmt: skip
     return row
+
+
+def _window_figures(pas, load, spec, window: tuple[float, float], stats: list[dict],
+                    idle_w_total: float | None, warn: bool) -> dict:  # fmt: skip
+    """A window's figures: the load's summary over it, its power (``stats``: the sampler's
+    per-GPU windows over it), and for SGLang the engine's own account from its log, whose
+    tok/s and TPOT the row takes where the client's count fell short of it (``warn``: say
+    so, and say where the engine's rate moved within the window)."""
+    s0, s1 = window
+    c = spec.concurrency
+    row = summarize_load(load.records, spec, s0, s1, load.stalls)
+    row.update(_combine(stats, row["output_tokens_steady"], idle_w_total, s1 - s0))
+    row["idle_w_per_gpu"] = idle_w_total / len(stats) if idle_w_total and stats else None
+    row["tpot_source"] = "client"
+    if pas.plan["engine"] != "sglang":
+        return row
+    received = decode_token_counter(load.records)
+    row.update(server_window_of(pas.server.log_path, s0, s1, received=received))
+    drift = row.get("server_drift")
+    if warn and drift and beyond(abs(drift - 1), NOISE_FLOOR):
+        log.warning("C=%d: the engine's own rate moved %+.1f %% within the window (SGLang's "
+                    "log, last third over first third)", c, 100 * (drift - 1))  # fmt: skip
+    if engine_account(row):
+        if warn:
+            log.warning("C=%d: the client received %.1f %% of the tokens the scheduler made "
+                        "(%.0f tok/s by its log): tok/s and TPOT are the engine's own account",
+                        c, 100 * client_over_scheduler(row), row["server_tok_s"])  # fmt: skip
+        row["concurrency"] = c
+        use_engine_account(row)
+    return row
+
+
+def shortened_figures(pas, load, spec, window: tuple[float, float], sampler,
+                      idle_w_total: float | None) -> dict:  # fmt: skip
+    """A full-length window's check of the shortened study (issue 34): the plan's precision
+    rule (tpot_ci_pct after shortest_steady_s, at most min_steady_s; fixed windows of
+    min_steady_s where tpot_ci_pct is 0) replayed on this window's own requests
+    (window_precision.precise_end), and what the window it ended would have measured, from
+    the same requests, power samples and engine log: the ``shortened_*`` columns."""
+    plan, (s0, s1) = pas.plan, window
+    pct = float(plan.get("tpot_ci_pct") or 0)
+    longest = float(plan["min_steady_s"])
+    shortest = min(float(plan.get("shortest_steady_s") or longest), longest)
+    rule = {"precision": pct / 100, "shortest_s": shortest} if pct > 0 else {}
+    short = replace(spec, duration_s=longest, **rule)
+    end = precise_end(load.records, s0, s1, short.precision, shortest, longest)
+    figures = _window_figures(pas, load, short, (s0, end), sampler.window(s0, end),
+                              idle_w_total, warn=False)  # fmt: skip
+    return {f"shortened_{column}": figures.get(column) for column in SHORTENED_FIGURES}
 
 
 def study_window(pas: ServerPass, c: int, sampler, windows: list) -> dict:
@@ -419,8 +468,9 @@ def study_window(pas: ServerPass, c: int, sampler, windows: list) -> dict:
     its precision rule), for the cross-check's alternated rounds: its TPOT, length and the
     scheduler's median rate over it (its power is not a result: its warm-up's samples are
     kept as ``check-warmup`` windows, its own not)."""
-    spec, load, window = steady_load(pas, c, pas.plan["min_steady_s"], sampler, windows,
-                                     "check-", precise=True)  # fmt: skip
+    seconds, precise = main_window(pas.plan)
+    spec, load, window = steady_load(pas, c, seconds, sampler, windows, "check-",
+                                     precise=precise)  # fmt: skip
     if window is None:
         return {"error": "no steady window"}
     summary = summarize_load(load.records, spec, *window)

@@ -19,6 +19,13 @@ from ...instruments.serving.server_log import COLUMNS as SERVER_COLUMNS
 #: differs between the two (1.11-1.31x at C = 64-512 on the H200, docs/decode.md).
 LOAD_STAGGERED, LOAD_LOCKSTEP = "staggered", "lockstep"
 
+#: A full-length run's window (decode.full_length_s) also states what the window the study's
+#: precision rule would have ended measured, from the same requests and samples
+#: (decode_run.shortened_figures): each of these summary columns as ``shortened_{column}``.
+SHORTENED_FIGURES = ("steady_s", "output_tok_s", "tpot_ms", "tpot_ci_pct", "avg_w_per_gpu",
+                     "j_per_token", "tpot_source")  # fmt: skip
+SHORTENED_COLUMNS = [f"shortened_{column}" for column in SHORTENED_FIGURES]
+
 SUMMARY_COLUMNS = [
     "engine", "variant", "model_kind", "weights", "routing", "cuda_graphs", "ep", "concurrency",
     "gpus", "power_source", "steady_s", "valid", "requests", "errors", "wrong_length",
@@ -27,7 +34,7 @@ SUMMARY_COLUMNS = [
     "avg_w_total", "pct_limit", "idle_w_per_gpu", "j_per_token", "j_per_token_net",
     "energy_gap_pct", "sm_clock_mhz", "throttle_reasons", "sm_util", "tensor_util",
     "dram_util", "step_gb", "load_cpu_pct", "load_stall_s", *SERVER_COLUMNS, "first_error",
-    "tpot_source", "client_tok_s", "client_tpot_ms", "tpot_ci_pct", "load",
+    "tpot_source", "client_tok_s", "client_tpot_ms", "tpot_ci_pct", "load", *SHORTENED_COLUMNS,
 ]  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from .decode_schema import (
     CROSSCHECK_COLUMNS,
     PAIR_COLUMNS,
     RECORDER_COLUMNS,
+    SHORTENED_COLUMNS,
     SUMMARY_COLUMNS,
     TP_COLUMNS,
 )
@@ -21,7 +22,8 @@ from .expert_m import EXPERT_M_COLUMNS
 #: Summary columns newer than the committed examples' tables (2026-12-02: the scheduler's
 #: median running requests, which the delivery gate reads; the window's TPOT precision;
 #: 2026-12-03: the load's shape; 2026-12-04: the scheduler's whole lines' span, its step and
-#: the client's count over it, and the server's and the load's own stalls).
+#: the client's count over it, and the server's and the load's own stalls; 2026-12-05: a
+#: full-length window's shortened figures).
 ADDED_COLUMNS = (
     "server_tok_s_median",
     "server_running_median",
@@ -36,6 +38,7 @@ ADDED_COLUMNS = (
     "delivery_ratio",
     "server_gc_s",
     "load_stall_s",
+    *SHORTENED_COLUMNS,
 )
 
 #: The decode table's columns after a variant's summary's (decode_aggregate.decode_table).
@@ -122,6 +125,15 @@ DECODE_SHOWN = {
                           tip="seconds of the server's long garbage collections in the window"),
     "load_stall_s": Column("load stalls s", ".2f",
                            tip="seconds the load's own event loop stalled in the window"),
+    # A full-length run's (decode.full_length_s): the window its precision rule would have
+    # ended, replayed on the same requests (tools/run_agreement.py --within compares them).
+    "shortened_steady_s": Column("shortened s", ".1f", tip="where the study's precision "
+                                 "rule would have ended this full-length window (s)"),
+    "shortened_tpot_ms": Column("shortened TPOT ms", ".2f"),
+    "shortened_tpot_ci_pct": Column("shortened ± %", ".2f"),
+    "shortened_output_tok_s": Column("shortened tok/s", ",.1f"),
+    "shortened_avg_w_per_gpu": Column("shortened W/GPU", ".1f"),
+    "shortened_j_per_token": Column("shortened J/token", ".4g"),
     "first_error": Column("first error"),
     "graphs": Column(None, tip="CUDA graphs"),
     "validity": Column(None, tip="validity"),
