@@ -32,7 +32,6 @@ import json
 import logging
 import statistics
 import time
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -70,7 +69,7 @@ from .decode_schema import (
     cuda_graphs,
     expert_parallel,
 )
-from .decode_server import ServerPass, steady_load
+from .decode_server import ServerPass, load_specs, steady_load
 from .expert_m import EXPERT_M_COLUMNS, expert_m, load_logical_count
 
 log = logging.getLogger("study.decode")
@@ -422,7 +421,7 @@ def _window_figures(pas, load, spec, window: tuple[float, float], stats: list[di
     so, and say where the engine's rate moved within the window)."""
     s0, s1 = window
     c = spec.concurrency
-    row = summarize_load(load.records, spec, s0, s1, load.stalls)
+    row = {"concurrency": c, **summarize_load(load.records, spec, s0, s1, load.stalls)}
     row.update(_combine(stats, row["output_tokens_steady"], idle_w_total, s1 - s0))
     row["idle_w_per_gpu"] = idle_w_total / len(stats) if idle_w_total and stats else None
     row["tpot_source"] = "client"
@@ -439,26 +438,21 @@ def _window_figures(pas, load, spec, window: tuple[float, float], stats: list[di
             log.warning("C=%d: the client received %.1f %% of the tokens the scheduler made "
                         "(%.0f tok/s by its log): tok/s and TPOT are the engine's own account",
                         c, 100 * client_over_scheduler(row), row["server_tok_s"])  # fmt: skip
-        row["concurrency"] = c
         use_engine_account(row)
     return row
 
 
 def shortened_figures(pas, load, spec, window: tuple[float, float], sampler,
                       idle_w_total: float | None) -> dict:  # fmt: skip
-    """A full-length window's check of the shortened study (issue 34): the plan's precision
-    rule (tpot_ci_pct after shortest_steady_s, at most min_steady_s; fixed windows of
-    min_steady_s where tpot_ci_pct is 0) replayed on this window's own requests
+    """A full-length window's check of the shortened study (issue 34): the load the plan's
+    precision rule would have run (decode_server.load_specs: tpot_ci_pct after
+    shortest_steady_s, at most min_steady_s), its rule replayed on this window's own requests
     (window_precision.precise_end), and what the window it ended would have measured, from
     the same requests, power samples and engine log: the ``shortened_*`` columns."""
-    plan, (s0, s1) = pas.plan, window
-    pct = float(plan.get("tpot_ci_pct") or 0)
-    longest = float(plan["min_steady_s"])
-    shortest = min(float(plan.get("shortest_steady_s") or longest), longest)
-    rule = {"precision": pct / 100, "shortest_s": shortest} if pct > 0 else {}
-    short = replace(spec, duration_s=longest, **rule)
-    end = precise_end(load.records, s0, s1, short.precision, shortest, longest)
-    figures = _window_figures(pas, load, short, (s0, end), sampler.window(s0, end),
+    (s0, s1), plan = window, pas.plan
+    _, rule = load_specs(plan, spec.concurrency, plan["min_steady_s"], precise=True)
+    end = precise_end(load.records, s0, s1, rule.precision, rule.shortest_s, rule.duration_s)
+    figures = _window_figures(pas, load, rule, (s0, end), sampler.window(s0, end),
                               idle_w_total, warn=False)  # fmt: skip
     return {f"shortened_{column}": figures.get(column) for column in SHORTENED_FIGURES}
 
