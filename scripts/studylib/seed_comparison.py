@@ -231,12 +231,20 @@ def _power_row(decode: pd.DataFrame | None, before: Sequence[Answer]) -> Answer:
             off = at[at["graphs"] == False]  # noqa: E712 - the seed ran with graphs off
             rows, how = (off, "with CUDA graphs off, as the seed ran") if len(off) else (at, "")
             value = _watts(rows)
+            # The verdict sets this machine's share of its limit beside the seed's (its own
+            # GPUs' limit differs): the number column already holds the watts.
+            share = 100 * SEED["decode_w"] / SEED["power_limit_w"]
+            p = rows["pct_limit"]
+            verdict = (f"{_span(p.min(), p.max(), _plain, ' %')} of the limit, against the "
+                       f"seed's {share:.0f} %" if p.notna().any()
+                       else f"{value}, against the seed's {SEED['decode_w']:.0f} W")  # fmt: skip
             where = (
                 f"at C = {c}"
                 if at_c == c
                 else f"at C = {at_c:.0f}, the most requests in flight here (the seed's: {c})"
             )
-            return Answer(Q, POWER, ANSWERED, verdict=value, runner_up=seed, basis="decode.csv",
+            return Answer(Q, POWER, ANSWERED, verdict=verdict, runner_up=seed,
+                          basis="decode.csv",
                           value=value, points=len(rows), lead=True,
                           evidence=", ".join(sorted(set(rows["variant"].map(text_of)))),
                           sentence=f"Here decode {where} draws {value} per GPU"
