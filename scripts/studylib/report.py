@@ -9,6 +9,7 @@ has no link that leaves it: it can be mailed on its own.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import traceback
@@ -152,13 +153,26 @@ def provenance(hw: dict[str, Any], config_hash: str | None, hardware_from: str |
         "machine": machine,
         "run": run,
         "gpu_columns": gpu_columns,
-        "gpus": [{k: dash(g.get(k)) for k, _ in gpu_columns} for g in gpus],
+        "gpus": [{k: dash(_gpu_value(k, g.get(k))) for k, _ in gpu_columns} for g in gpus],
         **installed_packages(packages),
         "collected": bool(hw),
         "device": dash(hw.get("device")),
         "config_hash": dash(config_hash),
         "collected_at": collected_at,
     }
+
+
+#: The GPU table's quantities, shown whole (NVML's 143155.9375 MiB as 143,156).
+WHOLE_GPU_COLUMNS = ("memory_total_mib", "l2_cache_mib", "power_limit_w", "max_sm_clock_mhz",
+                     "max_mem_clock_mhz")  # fmt: skip
+
+
+def _gpu_value(key: str, value: Any) -> Any:
+    """A GPU record's value as the table shows it: its whole quantities rounded, with
+    thousands separated; anything else (a compute capability "9.0", a name) as recorded."""
+    if key in WHOLE_GPU_COLUMNS and isinstance(value, int | float) and math.isfinite(value):
+        return f"{value:,.0f}"
+    return value
 
 
 def installed_packages(packages: dict[str, Any]) -> dict[str, Any]:

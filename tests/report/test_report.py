@@ -438,3 +438,17 @@ def test_a_broken_template_is_one_line_and_the_last_report_stays(study, tmp_path
         render_report(paths={}, spec_paths=[], out_html=tmp_path / "r" / "index.html",
                       config_hash="x", template_dir=broken)  # fmt: skip
     assert last_good.read_text(encoding="utf-8") == html
+
+
+def test_the_gpu_table_shows_whole_quantities_and_the_compute_capability_as_recorded():
+    # NVML's memory in MiB comes as 143155.9375 on the H200: the table shows 143,156, the
+    # limit 700 and L2 60, and leaves the compute capability "9.0" and the name alone.
+    from studylib.report import provenance
+
+    gpu = {"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132,
+           "memory_total_mib": 143155.9375, "l2_cache_mib": 60.0, "power_limit_w": 700.0,
+           "max_sm_clock_mhz": 1980, "max_mem_clock_mhz": None}  # fmt: skip
+    (shown,) = provenance({"device": "cuda", "gpus": [gpu]}, "abc")["gpus"]
+    assert shown["memory_total_mib"] == "143,156" and shown["l2_cache_mib"] == "60"
+    assert shown["power_limit_w"] == "700" and shown["compute_capability"] == "9.0"
+    assert shown["name"] == "NVIDIA H200" and shown["max_mem_clock_mhz"] == "—"
