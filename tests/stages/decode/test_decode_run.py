@@ -443,8 +443,8 @@ def test_a_staggered_load_is_its_own_warm_up(tmp_path, monkeypatch, caplog):
 def test_a_full_length_window_says_where_the_rule_would_have_ended_it(tmp_path, monkeypatch):
     # full_length_s: every window runs its 2 s, and the plan's rule (50 %, which a steady
     # stand-in meets at once, after 0.5 s, at most 1 s) is replayed on it: each row also
-    # states the window the rule would have ended (at its shortest length) and what that
-    # measured, from the same requests. The rule's fixed windows (tpot_ci_pct 0) end at its
+    # states the window the rule would have ended and what that measured, from the same
+    # requests. The rule's fixed windows (tpot_ci_pct 0) end at its
     # longest, 1 s.
     _standin_sglang(monkeypatch)
     plan = {
@@ -457,8 +457,12 @@ def test_a_full_length_window_says_where_the_rule_would_have_ended_it(tmp_path, 
     }  # fmt: skip
     row = run_decode(plan, tmp_path / "out").iloc[0]
     assert row["valid"] and row["steady_s"] >= 2.0
-    assert row["shortened_steady_s"] == pytest.approx(0.5, abs=1e-3)
-    assert 0 <= row["shortened_tpot_ci_pct"] <= 50 and row["shortened_tpot_source"] == "client"
+    # (at 0.5 s on any machine that streams evenly; within the rule's 0.5-1 s on one that
+    # stalls the stand-in for slices at a time)
+    assert 0.5 - 1e-3 <= row["shortened_steady_s"] <= 1.0 + 1e-3
+    if row["shortened_steady_s"] < 1.0 - 1e-3:  # ended by its precision, not its longest
+        assert 0 <= row["shortened_tpot_ci_pct"] <= 50
+    assert row["shortened_tpot_source"] == "client"
     assert row["shortened_tpot_ms"] == pytest.approx(row["tpot_ms"], rel=0.5)
     assert row["shortened_output_tok_s"] == pytest.approx(row["output_tok_s"], rel=0.5)
     fixed = run_decode({**plan, "tpot_ci_pct": 0, "port": free_port()}, tmp_path / "fixed")
