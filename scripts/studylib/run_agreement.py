@@ -200,6 +200,8 @@ def shortened_frames(decode: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.Data
     if decode is None or "shortened_steady_s" not in decode:
         return pd.DataFrame(), pd.DataFrame()
     full = decode[pd.to_numeric(decode["shortened_steady_s"], errors="coerce").notna()]
+    if "valid" in full:  # as decode_agreement compares them
+        full = full[full["valid"].astype(str).str.lower() == "true"]
     short = full.assign(**{column: full[f"shortened_{column}"] for column in SHORTENED_FIGURES})
     return full.reset_index(drop=True), short.reset_index(drop=True)
 

@@ -95,11 +95,10 @@ def precise_end(records, t0: float, t1: float, precision: float, shortest_s: flo
     from the records of a window that ran on to ``t1``: the first slice edge where the rule
     holds, else ``t0 + longest_s``, and never past ``t1``."""
     deadline = min(t0 + longest_s, t1)
+    if precision <= 0:
+        return deadline
     running = RunningSlices(t0, slice_s(shortest_s))
-    while precision > 0:
-        edge = running.edge(len(running.slices) + 1)
-        if edge > deadline:
-            break
+    while (edge := running.edge(len(running.slices) + 1)) <= deadline:
         running.close(records)
         if precise_enough(running.slices, edge - t0, shortest_s, precision):
             return edge
