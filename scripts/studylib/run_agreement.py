@@ -17,8 +17,9 @@ run does, within the rankings' tolerance?
 * Within one full-length run (``decode.full_length_s``, config/examples/full.yaml): each
   decode window against the window the shortened study's precision rule would have ended,
   replayed on the same requests and samples (the ``shortened_*`` columns,
-  decode_run.shortened_figures), with the same test: one chip, one server, one load, so only
-  the window's length differs.
+  decode_run.shortened_figures; decode_judgements.shortened_rows), with the same test
+  (decode_judgements.figures_differ, as question 5's answer on them): one chip, one server,
+  one load, so only the window's length differs.
 
 ``tools/run_agreement.py`` is its entry: two results folders in (or one, ``--within``), the
 tables and a summary out.
@@ -32,16 +33,13 @@ from pathlib import Path
 import pandas as pd
 
 from .core.verdicts import beyond, decision_noise, run_to_run
-from .stages.decode.decode_schema import SHORTENED_FIGURES
+from .stages.decode.decode_judgements import DECODE_FIGURES, figures_differ, shortened_rows
 from .stages.sweep.sweep_compare import KEYS, ComparisonRefused, load_sweep, ok_points
 from .stages.sweep.sweep_ranking import fastest_frame, rank_sweep
 from .study_tables import StudyTables
 
 RANK_KEYS = ["family", "dtype", "shape", "M", "mode"]
 DECODE_KEYS = ["variant", "concurrency"]
-#: The decode figures compared, each with its column in tables/decode.csv.
-DECODE_FIGURES = {"TPOT": "tpot_ms", "tok/s": "output_tok_s", "W": "avg_w_per_gpu",
-                  "J/token": "j_per_token"}  # fmt: skip
 #: The chips each decode row ran on, and their idle watts (a chip's own draw, per GPU).
 CHIP_COLUMNS = ["gpus_a", "gpus_b", "idle_w_per_gpu_a", "idle_w_per_gpu_b", "chips"]
 RANK_COLUMNS = [*RANK_KEYS, "leaders_a", "leaders_b", "fastest_us_a", "fastest_us_b",
@@ -111,10 +109,9 @@ def decode_agreement(decode_a: pd.DataFrame | None, decode_b: pd.DataFrame | Non
 
     both = valid(decode_a).merge(valid(decode_b), on=DECODE_KEYS, suffixes=("_a", "_b"))
     rows = []
+    compared = [*DECODE_FIGURES.values(), "tpot_ci_pct"]
     for rec in both.to_dict("records"):
-        noise = decision_noise(rec["tpot_ci_pct_a"] / 100, rec["tpot_ci_pct_b"] / 100)
-        differs = [name for name, col in DECODE_FIGURES.items()
-                   if beyond(run_to_run(rec[f"{col}_a"], rec[f"{col}_b"]), noise)]  # fmt: skip
+        noise, differs = figures_differ(*({c: rec[f"{c}_{s}"] for c in compared} for s in "ab"))
         loads = [rec["load_a"], rec["load_b"]]
         if all(isinstance(x, str) and x for x in loads) and loads[0] != loads[1]:
             # Not the same measurement: a staggered window holds lone prefills (decode_schema).
@@ -193,24 +190,11 @@ def compare_runs(folder_a, folder_b, also=()) -> tuple[pd.DataFrame, pd.DataFram
     return ranking_agreement(sweep_a, sweep_b), decode_agreement(decode_a, decode_b)
 
 
-def shortened_frames(decode: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A full-length run's decode rows that state a shortened window, and those windows' own
-    figures under the rows' column names (``shortened_tpot_ms`` as ``tpot_ms``, ...): the
-    two sides :func:`decode_agreement` compares."""
-    if decode is None or "shortened_steady_s" not in decode:
-        return pd.DataFrame(), pd.DataFrame()
-    full = decode[pd.to_numeric(decode["shortened_steady_s"], errors="coerce").notna()]
-    if "valid" in full:  # as decode_agreement compares them
-        full = full[full["valid"].astype(str).str.lower() == "true"]
-    short = full.assign(**{column: full[f"shortened_{column}"] for column in SHORTENED_FIGURES})
-    return full.reset_index(drop=True), short.reset_index(drop=True)
-
-
 def within_run(folder) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One full-length run's decode windows against their shortened selves: the agreement
     table (:func:`decode_agreement`, side a the full window, b the shortened one) and the
     rows compared (their lengths)."""
-    full, short = shortened_frames(run_tables(folder)[1])
+    full, short = shortened_rows(run_tables(folder)[1])
     if full.empty:
         return pd.DataFrame(columns=DECODE_COLUMNS), full
     return decode_agreement(full, short).assign(chips="same"), full  # one run, one chip

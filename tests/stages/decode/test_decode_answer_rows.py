@@ -117,6 +117,35 @@ def test_invalid_windows_never_answer():
     assert only_invalid.status == NOT_MEASURED and "invalid at C = 1" in only_invalid.why
 
 
+def full_length(c, tpot_ms, shortened_tpot_ms, ci=0.5, shortened_ci=0.9, **kw) -> dict:
+    """A full-length run's 30-s window and the window its precision rule would have ended."""
+    row = window("sg-bf16-graphs", c, tpot_ms, tpot_ci_pct=ci, **kw)
+    short_tok_s = 1e3 * c / shortened_tpot_ms
+    return {**row, "shortened_steady_s": 12.0, "shortened_tpot_ms": shortened_tpot_ms,
+            "shortened_output_tok_s": short_tok_s, "shortened_tpot_ci_pct": shortened_ci,
+            "shortened_avg_w_per_gpu": 500.0, "shortened_j_per_token": 500.0 / short_tok_s,
+            "shortened_tpot_source": "client"}  # fmt: skip
+
+
+def test_a_full_length_runs_windows_against_their_shortened_selves():
+    # Three windows: C = 16 within the floor (1 %), C = 64 5 % slower in its first 12 s
+    # (beyond the 3 % floor), C = 256 2 % apart under its own ± 4 % (within); an invalid
+    # window answers nothing.
+    rows = pd.DataFrame([full_length(16, 10.0, 10.1), full_length(64, 20.0, 21.0),
+                         full_length(256, 30.0, 30.6, ci=4.0),
+                         full_length(512, 40.0, 60.0, valid=False)])  # fmt: skip
+    answer = by_subject(decode_answers(rows))["shortened windows"]
+    assert answer.status == ANSWERED and answer.verdict == "agree at 2 of 3"
+    assert answer.sentence.startswith("The study's precision rule, replayed on each "
+                                      "full-length window (30–30 s), would have ended them "
+                                      "after 12.0–12.0 s")  # fmt: skip
+    assert answer.sentence.endswith("(not: sg-bf16-graphs C = 64: TPOT, tok/s, J/token beyond "
+                                    "3.0 %).")  # fmt: skip
+    # A run whose rule ended its windows has no such row.
+    plain = pd.DataFrame([window("sg-bf16-graphs", 16, 10.0)])
+    assert "shortened windows" not in by_subject(decode_answers(plain))
+
+
 def test_headlines_compare_one_shared_c_or_say_there_is_none():
     # As the H200 ran them (2026-12-04): one variant at C = 1 and 16, another at 512 only.
     rows = [window("sg-bf16-eager", c, t) for c, t in {1: 12.3, 16: 10.7}.items()]

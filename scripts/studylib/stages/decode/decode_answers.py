@@ -27,11 +27,14 @@ from ...core.answer_records import (
 from ...core.finding_records import _ok, num_of
 from ...core.verdicts import Contender, beyond, gap, rank
 from .decode_judgements import (
+    DECODE_FIGURES,
     by_concurrency,
+    figures_differ,
     graphs_flag,
     graphs_pairs,
     invalid_note,
     prep_decode,
+    shortened_rows,
     tp_pairs,
     weights_name,
 )
@@ -399,6 +402,41 @@ def _headline(df: pd.DataFrame, noise: pd.DataFrame, column: str, subject: str, 
                   points=len(ranking.order), sentence=sentence + ".", lead=True)  # fmt: skip
 
 
+#: Question 5's row on a full-length run's own windows against their shortened selves.
+SHORTENED = "shortened windows"
+
+
+def _shortened_answers(decode: pd.DataFrame) -> list[Answer]:
+    """A full-length run's (decode.full_length_s) check of the shortened study: each valid
+    window against the window the study's precision rule would have ended, replayed on the
+    same requests and samples, compared on DECODE_FIGURES within the larger precision of the
+    two (never below the floor); none where no row states a shortened window."""
+    full, short = shortened_rows(decode)
+    if full.empty:
+        return []
+    differ = []
+    for a, b in zip(full.to_dict("records"), short.to_dict("records"), strict=True):
+        noise, names = figures_differ(a, b)
+        if names:
+            differ.append(f"{a['variant']} C = {num_of(a['concurrency']):.0f}: "
+                          f"{', '.join(names)} beyond {pct(noise)}")  # fmt: skip
+    n, same = len(full), len(full) - len(differ)
+    lengths = pd.to_numeric(full["steady_s"], errors="coerce")
+    ended = pd.to_numeric(full["shortened_steady_s"], errors="coerce")
+    figures = ", ".join(DECODE_FIGURES)
+    sentence = (f"The study's precision rule, replayed on each full-length window "
+                f"({lengths.min():.0f}–{lengths.max():.0f} s), would have ended them after "
+                f"{ended.min():.1f}–{ended.max():.1f} s; the shorter windows' {figures} agree "
+                f"with the full ones' within the noise at {same} of {n}")  # fmt: skip
+    sentence += f" (not: {'; '.join(differ)})." if differ else "."
+    return [Answer(5, SHORTENED, ANSWERED, verdict=f"agree at {same} of {n}",
+                   value=f"{same} of {n}", basis=figures, points=n,
+                   evidence=f"{ended.sum():.0f} of {lengths.sum():.0f} s of windows",
+                   sentence=sentence,
+                   why="decode.full_length_s: the rule replayed on each window's own requests "
+                   "and samples (tools/run_agreement.py --within)")]  # fmt: skip
+
+
 def decode_answers(decode: pd.DataFrame | None,
                    crosscheck: pd.DataFrame | None = None) -> list[Answer]:  # fmt: skip
     """Question 5's rows, lead rows first: the CUDA-graphs summaries, the most throughput and
@@ -432,4 +470,4 @@ def decode_answers(decode: pd.DataFrame | None,
         out.insert(0, not_measured(5, "CUDA graphs", why, lead=True))
     out += [a for a in graphs if not a.lead]
     out += _weights_answers(df, noise, engines) + _tp_answers(decode, noise)
-    return out + variants
+    return out + variants + _shortened_answers(decode)

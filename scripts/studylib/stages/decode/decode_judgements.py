@@ -22,7 +22,7 @@ from ...core.finding_records import (
 from ...core.verdicts import beyond, decision_noise, run_to_run
 from ...instruments.nvml import reason_names
 from ...instruments.serving.decode_load import STEADY_FRACTION
-from .decode_schema import PAIR_COLUMNS, TP_COLUMNS
+from .decode_schema import PAIR_COLUMNS, SHORTENED_FIGURES, TP_COLUMNS
 
 DECODE_NUMERIC = (
     "concurrency", "gpus", "steady_s", "output_tok_s", "tpot_ms", "tok_s_over_c_tpot",
@@ -245,6 +245,37 @@ def prep_decode(decode: pd.DataFrame) -> pd.DataFrame:
     df["valid"] = df["valid"].map(valid_flag) if "valid" in df.columns else True
     df["graphs"] = df["cuda_graphs"].map(graphs_flag) if "cuda_graphs" in df.columns else None
     return df
+
+
+#: The figures two decode windows of one variant and C are compared on, each its column.
+DECODE_FIGURES = {"TPOT": "tpot_ms", "tok/s": "output_tok_s", "W": "avg_w_per_gpu",
+                  "J/token": "j_per_token"}  # fmt: skip
+
+
+def figures_differ(a: Any, b: Any) -> tuple[float, list[str]]:
+    """Two windows of one variant and C (rows with the decode table's columns): the noise
+    their comparison uses (the larger window precision, ``tpot_ci_pct``, never below the
+    floor) and the figures (DECODE_FIGURES' names) that differ beyond it."""
+    get_a, get_b = field_getter(a), field_getter(b)
+    noise = decision_noise(num_of(get_a("tpot_ci_pct")) / 100,
+                           num_of(get_b("tpot_ci_pct")) / 100)  # fmt: skip
+    changes = {name: run_to_run(num_of(get_a(column)), num_of(get_b(column)))
+               for name, column in DECODE_FIGURES.items()}  # fmt: skip
+    return noise, [name for name, change in changes.items() if beyond(change, noise)]
+
+
+def shortened_rows(decode: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A full-length run's valid windows that state a shortened one (decode.full_length_s),
+    and those shortened windows' own figures under the rows' column names
+    (``shortened_tpot_ms`` as ``tpot_ms``, ...): the two sides :func:`figures_differ` compares
+    row by row."""
+    if decode is None or "shortened_steady_s" not in decode:
+        return pd.DataFrame(), pd.DataFrame()
+    full = decode[pd.to_numeric(decode["shortened_steady_s"], errors="coerce").notna()]
+    if "valid" in full:
+        full = full[full["valid"].map(valid_flag)]
+    full = full.reset_index(drop=True)
+    return full, full.assign(**{c: full[f"shortened_{c}"] for c in SHORTENED_FIGURES})
 
 
 def ratio_of(a: Any, b: Any) -> float:
