@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .core.finding_records import _span
 from .core.verdicts import beyond, decision_noise, run_to_run
 from .stages.decode.decode_judgements import DECODE_FIGURES, figures_differ, shortened_rows
 from .stages.sweep.sweep_compare import KEYS, ComparisonRefused, load_sweep, ok_points
@@ -209,9 +210,10 @@ def within_summary(agreement: pd.DataFrame, full: pd.DataFrame) -> list[str]:
     seconds = pd.to_numeric(full["steady_s"], errors="coerce")
     short = pd.to_numeric(full["shortened_steady_s"], errors="coerce")
     same = int((agreement["agreement"] == "same").sum())
-    lines = [f"decode, one run: {len(agreement)} variants x C, full windows of "
-             f"{seconds.min():.0f}-{seconds.max():.0f} s against the shortened rule's "
-             f"{short.min():.1f}-{short.max():.1f} s (total {short.sum():.0f} of "
+    full_s = _span(seconds.min(), seconds.max(), "{:.0f}".format, " s")
+    short_s = _span(short.min(), short.max(), "{:.1f}".format, " s")
+    lines = [f"decode, one run: {len(agreement)} variants x C, full windows of {full_s} "
+             f"against the shortened rule's {short_s} (total {short.sum():.0f} of "
              f"{seconds.sum():.0f} s): {same} agree on TPOT, tok/s, W and J/token within the "
              "noise"]  # fmt: skip
     for rec in agreement[agreement["agreement"] == "differs"].to_dict("records"):

@@ -137,8 +137,8 @@ def test_a_full_length_runs_windows_against_their_shortened_selves():
     answer = by_subject(decode_answers(rows))["shortened windows"]
     assert answer.status == ANSWERED and answer.verdict == "agree at 2 of 3"
     assert answer.sentence.startswith("The study's precision rule, replayed on each "
-                                      "full-length window (30–30 s), would have ended them "
-                                      "after 12.0–12.0 s")  # fmt: skip
+                                      "full-length window (30 s), would have ended them "
+                                      "after 12.0 s")  # fmt: skip
     assert answer.sentence.endswith("(not: sg-bf16-graphs C = 64: TPOT, tok/s, J/token beyond "
                                     "3.0 %).")  # fmt: skip
     # A run whose rule ended its windows has no such row.

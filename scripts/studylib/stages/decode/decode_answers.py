@@ -24,7 +24,7 @@ from ...core.answer_records import (
     Question,
     not_measured,
 )
-from ...core.finding_records import _ok, num_of
+from ...core.finding_records import _ok, _span, num_of
 from ...core.verdicts import Contender, beyond, gap, rank
 from .decode_judgements import (
     DECODE_FIGURES,
@@ -424,9 +424,10 @@ def _shortened_answers(decode: pd.DataFrame) -> list[Answer]:
     lengths = pd.to_numeric(full["steady_s"], errors="coerce")
     ended = pd.to_numeric(full["shortened_steady_s"], errors="coerce")
     figures = ", ".join(DECODE_FIGURES)
-    sentence = (f"The study's precision rule, replayed on each full-length window "
-                f"({lengths.min():.0f}–{lengths.max():.0f} s), would have ended them after "
-                f"{ended.min():.1f}–{ended.max():.1f} s; the shorter windows' {figures} agree "
+    full_s = _span(lengths.min(), lengths.max(), "{:.0f}".format, " s")
+    ended_s = _span(ended.min(), ended.max(), "{:.1f}".format, " s")
+    sentence = (f"The study's precision rule, replayed on each full-length window ({full_s}), "
+                f"would have ended them after {ended_s}; the shorter windows' {figures} agree "
                 f"with the full ones' within the noise at {same} of {n}")  # fmt: skip
     sentence += f" (not: {'; '.join(differ)})." if differ else "."
     return [Answer(5, SHORTENED, ANSWERED, verdict=f"agree at {same} of {n}",
