@@ -235,9 +235,9 @@ def _power_row(decode: pd.DataFrame | None, before: Sequence[Answer]) -> Answer:
             # GPUs' limit differs): the number column already holds the watts.
             share = 100 * SEED["decode_w"] / SEED["power_limit_w"]
             p = rows["pct_limit"]
-            verdict = (f"{_span(p.min(), p.max(), _plain, ' %')} of the limit, against the "
-                       f"seed's {share:.0f} %" if p.notna().any()
-                       else f"{value}, against the seed's {SEED['decode_w']:.0f} W")  # fmt: skip
+            verdict = (f"{_span(p.min(), p.max(), _plain, ' %')} of the limit (seed: "
+                       f"{share:.0f} %)" if p.notna().any()
+                       else f"{value} (seed: {SEED['decode_w']:.0f} W)")  # fmt: skip
             where = (
                 f"at C = {c}"
                 if at_c == c

@@ -102,7 +102,7 @@ def test_seed_power_at_the_seeds_concurrency_reads_decode_graphs_off_first():
     assert power.status == ANSWERED and power.value == "240–250 W (34–36 % of the limit)"
     # the verdict: this machine's share of its limit beside the seed's (235 of 600 W), not the
     # watts the number column holds again
-    assert power.verdict == "34–36 % of the limit, against the seed's 39 %"
+    assert power.verdict == "34–36 % of the limit (seed: 39 %)"
     assert "decode at C = 512 draws 240–250 W" in power.sentence
     assert "with CUDA graphs off, as the seed ran" in power.sentence
     assert power.evidence == "sglang-bf16-eager, sglang-fp8-eager"
