@@ -6,9 +6,10 @@
 #   tools/build_gpu_bundle.sh [--dest DIR] [--part-mib N] [--without GROUP]...
 #
 #   --dest DIR       output folder (default: <repo>/.gpu-bundle, git-ignored)
-#   --part-mib N     max total size of one part folder in MiB (default: 63 less the
-#                    repo's tracked files, rounded up: a device call carries at most
-#                    64 MiB, the working tree and one part together)
+#   --part-mib N     max total size of one part folder in MiB (default: 60 less the
+#                    repo's tracked files, rounded up: a device call carries the working
+#                    tree and one part together, and refused a 40-MiB part beside a 24-MiB
+#                    tree, 66.8 MB in all, on 2026-12-05)
 #   --without GROUP  leave a group out: snakemake | report | flashinfer | sgl_kernel |
 #                    serving | serving_sglang (repeatable, or comma-separated)
 #   --list FILE      pinned list (default: <repo>/envs/gpu-offline.txt)
@@ -59,12 +60,13 @@ while [[ $# -gt 0 ]]; do
 done
 
 if [[ -z "$PART_MIB" ]]; then
-  # The tree travels with every device call, so a part gets what the tree leaves of 64 MiB.
+  # The tree travels with every device call, so a part gets what the tree leaves of the
+  # call's 64 (the lent device refused 66.8 MB, a 40-MiB part and a 24-MiB tree): 60 MiB.
   tree_bytes=$(git -C "$REPO" ls-files -z 2>/dev/null | (cd "$REPO" && xargs -0 -r stat -c %s 2>/dev/null) \
     | awk '{s += $1} END {print s + 0}')
-  PART_MIB=$(( 63 - (tree_bytes + 1048575) / 1048576 ))
+  PART_MIB=$(( 60 - (tree_bytes + 1048575) / 1048576 ))
   (( PART_MIB >= 16 )) || die "the repo's tracked files take $(( tree_bytes / 1048576 )) MiB: too little of a 64-MiB device call is left for a part (pass --part-mib)"
-  log "part size: $PART_MIB MiB (63 less the repo's tracked $(( (tree_bytes + 1048575) / 1048576 )) MiB)"
+  log "part size: $PART_MIB MiB (60 less the repo's tracked $(( (tree_bytes + 1048575) / 1048576 )) MiB)"
 fi
 [[ "$PART_MIB" =~ ^[0-9]+$ && "$PART_MIB" -ge 1 ]] || die "--part-mib must be a positive integer, got '$PART_MIB'"
 for g in "${WITHOUT[@]+"${WITHOUT[@]}"}"; do

@@ -189,7 +189,9 @@ def test_cross_build_names_what_cuda_home_lacks(tmp_path):
 
 
 def test_default_part_leaves_room_for_the_tree(tmp_path):
-    """A device call carries the working tree and one part: at most 64 MiB together."""
+    """A device call carries the working tree and one part together: the lent device refused
+    66.8 MB (a 40-MiB part beside a 24-MiB tree, 2026-12-05) and took 62.7 MB; a part leaves
+    the two under 63 MB."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("needs the git checkout")
     listing = subprocess.run(
@@ -205,5 +207,5 @@ def test_default_part_leaves_room_for_the_tree(tmp_path):
     # It stops at the missing list, before any download, having sized its parts.
     assert run.returncode != 0 and "pinned list not found" in run.stderr
     part_mib = int(re.search(r"part size: (\d+) MiB", run.stdout).group(1))
-    assert part_mib * 2**20 + tree <= 64 * 2**20
+    assert part_mib * 2**20 + tree <= 63e6
     assert part_mib >= 16
