@@ -212,7 +212,7 @@ def within_summary(agreement: pd.DataFrame, full: pd.DataFrame) -> list[str]:
     same = int((agreement["agreement"] == "same").sum())
     full_s = _span(seconds.min(), seconds.max(), "{:.0f}".format, " s")
     short_s = _span(short.min(), short.max(), "{:.1f}".format, " s")
-    lines = [f"decode, one run: {len(agreement)} variants x C, full windows of {full_s} "
+    lines = [f"decode, one run: {_windows_said(agreement)}, full windows of {full_s} "
              f"against the shortened rule's {short_s} (total {short.sum():.0f} of "
              f"{seconds.sum():.0f} s): {same} agree on TPOT, tok/s, W and J/token within the "
              "noise"]  # fmt: skip
@@ -220,6 +220,14 @@ def within_summary(agreement: pd.DataFrame, full: pd.DataFrame) -> list[str]:
         lines.append(f"  differs: {rec['variant']} C = {rec['concurrency']:g}: "
                      f"{rec['differs']} (noise {100 * rec['noise']:.1f} %)")  # fmt: skip
     return lines
+
+
+def _windows_said(frame: pd.DataFrame) -> str:
+    """How many windows (a variant at one C each) and of how many variants: "5 windows of
+    1 variant"."""
+    variants = frame["variant"].nunique()
+    return (f"{len(frame)} window{'s' * (len(frame) != 1)} of {variants} "
+            f"variant{'s' * (variants != 1)}")  # fmt: skip
 
 
 def _watts(value) -> str:
@@ -247,7 +255,7 @@ def summary(ranks: pd.DataFrame, decode: pd.DataFrame) -> list[str]:
         lines.append("decode: no variant and C valid in both runs")
     else:
         same = int((decode["agreement"] == "same").sum())
-        lines.append(f"decode: {len(decode)} variants x C valid in both runs: {same} agree on "
+        lines.append(f"decode: {_windows_said(decode)} valid in both runs: {same} agree on "
                      f"TPOT, tok/s, W and J/token within the noise")  # fmt: skip
         for rec in decode[decode["agreement"] == "differs"].to_dict("records"):
             chip = ""

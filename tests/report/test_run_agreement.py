@@ -89,6 +89,7 @@ def test_the_summary_names_each_difference():
                     decode_agreement(decode(10.0, 600), decode(10.6, 600)))  # fmt: skip
     assert any("differs: bf16 down M = 16 cold" in line for line in lines)
     assert any("differs: v C = 64: TPOT, tok/s, J/token (noise 3.0 %)" in line for line in lines)
+    assert any(line.startswith("decode: 1 window of 1 variant valid in both") for line in lines)
 
 
 def test_a_reference_pieced_from_several_runs_takes_each_row_from_the_first_that_has_it(
@@ -154,7 +155,7 @@ def test_a_full_length_runs_windows_against_their_shortened_selves(tmp_path):
     assert agreement.iloc[0]["tpot_ms_b"] == 10.1  # side b: the shortened window
     lines = within_summary(agreement, full)
     assert "full windows of 30 s against the shortened rule's 12.0 s" in lines[0]
-    assert "1 agree" in lines[0]
+    assert "1 agree" in lines[0] and "decode, one run: 1 window of 1 variant," in lines[0]
     # 5 % slower in its first 12 s, beyond the 3 % floor (the shortened window's ± 0.8 %)
     agreement, _ = within_run_of(tmp_path, full_length(10.0, 600, 10.5, 600))
     assert agreement.iloc[0]["differs"] == "TPOT, tok/s, J/token"
