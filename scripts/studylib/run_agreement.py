@@ -10,9 +10,10 @@ run does, within the rankings' tolerance?
 * Decode, per variant and C (``tables/decode.csv``): TPOT, tok/s, W per GPU and J/token, each
   ``same`` when the two differ by no more than the rows' noise (the larger window precision,
   ``tpot_ci_pct``, of the two; never below the floor, ``verdicts.decision_noise``). Each row
-  says whether the two ran on the same GPU (``hardware.json``'s UUIDs): on the H200, two
-  chips drew 8-9 % apart on the same FP8 decode at the same 1980 MHz (2026-12-04), so watts
-  that differ between chips say nothing of the windows' length.
+  says whether the two ran on the same GPU (``hardware.json``'s UUIDs, else those the decode
+  jobs sampled, ``run.json``'s ``gpus``): on the H200, two chips drew 8-9 % apart on the
+  same FP8 decode at the same 1980 MHz (2026-12-04), so watts that differ between chips say
+  nothing of the windows' length.
 
 * Within one full-length run (``decode.full_length_s``, config/examples/full.yaml): each
   decode window against the window the shortened study's precision rule would have ended,
@@ -135,12 +136,20 @@ def chips(gpus_a, gpus_b) -> str:
 
 
 def gpu_ids(folder) -> str | None:
-    """The UUIDs of the GPUs a run's ``hardware.json`` lists (joined by +), else None."""
+    """The UUIDs of the GPUs a run's ``hardware.json`` lists (joined by +), else those its
+    decode jobs sampled (each ``decode/*/run.json``'s ``gpus``: a run of decode targets alone
+    writes no hardware record), else None."""
     try:
         record = json.loads((Path(folder) / "hardware.json").read_text())
+        ids = [str(g.get("uuid")) for g in record.get("gpus") or [] if g.get("uuid")]
     except (OSError, ValueError):
-        return None
-    ids = [str(g.get("uuid")) for g in record.get("gpus") or [] if g.get("uuid")]
+        ids = []
+        for path in sorted(Path(folder).glob("decode/*/run.json")):
+            try:
+                sampled = json.loads(path.read_text()).get("gpus") or []
+            except (OSError, ValueError, AttributeError):
+                continue
+            ids += [str(g) for g in sampled if g and str(g) not in ids]
     return "+".join(ids) or None
 
 
@@ -267,6 +276,6 @@ def summary(ranks: pd.DataFrame, decode: pd.DataFrame) -> list[str]:
         other = int((decode["chips"] == "different").sum())
         if other:
             lines.append(f"chips: {other} of {len(decode)} decode rows compare two GPUs "
-                         "(hardware.json's UUIDs): their W and J/token differ by the chips as "
+                         "(their UUIDs): their W and J/token differ by the chips as "
                          "well as by the runs")  # fmt: skip
     return lines

@@ -204,6 +204,9 @@ class FakeNvml:
     def nvmlDeviceGetName(self, h):
         return b"Fake H200"
 
+    def nvmlDeviceGetUUID(self, h):
+        return self._get("uuid", f"GPU-fake-{h}".encode())
+
     def nvmlDeviceGetFieldValues(self, h, ids):
         class Value:
             uiVal = 0
@@ -248,6 +251,11 @@ def test_nvml_reader_fields_and_units():
         "power_w": 512.0, "power_avg_w": 300.0, "energy_mj": 123_456, "sm_clock_mhz": 1980,
         "mem_clock_mhz": 3201, "temp_c": 41, "power_limit_w": 700.0, "reasons": 0x4,
     }  # fmt: skip
+
+
+def test_nvml_reader_names_its_chip():
+    assert NvmlReader(FakeNvml(), 1).uuid == "GPU-fake-1"
+    assert NvmlReader(FakeNvml(missing={"uuid"}), 1).uuid is None
 
 
 def test_nvml_reader_missing_fields_are_none_and_fall_back():

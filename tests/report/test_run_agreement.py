@@ -138,6 +138,12 @@ def test_decode_rows_say_whether_the_two_ran_on_one_gpu(tmp_path):
         decode_agreement(decode_a, reference_tables([tmp_path / "short"])[1]).iloc[0]["chips"]
         == "unknown"
     )
+    # A run of decode targets alone: no hardware record, the GPUs its decode job sampled.
+    run = tmp_path / "short" / "decode" / "v" / "run.json"
+    for sampled, chip in (("GPU-a1fb", "same"), ("GPU-a2b8", "different")):
+        run.write_text(f'{{"gpus": ["{sampled}"]}}')
+        short = reference_tables([tmp_path / "short"])[1]
+        assert decode_agreement(decode_a, short).iloc[0]["chips"] == chip
 
 
 def full_length(tpot, w, short_tpot, short_w, short_ci=0.8, valid=True):

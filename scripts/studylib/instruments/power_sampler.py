@@ -68,6 +68,12 @@ class NvmlReader:
         self.handle = nvml.nvmlDeviceGetHandleByIndex(index)
         name = nvml.nvmlDeviceGetName(self.handle)
         self.name = name.decode() if isinstance(name, bytes) else name
+        # Which chip (two H200s differ by 5-10 % at the cap): runs compare on it.
+        try:
+            uuid = nvml.nvmlDeviceGetUUID(self.handle)
+            self.uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        except Exception:  # noqa: BLE001 - NVMLError, or a binding without the call
+            self.uuid = None
         self._gpm = None
 
     def _try(self, fn, *args):

@@ -54,6 +54,7 @@ def test_transformers_decode_on_cpu(tmp_path, monkeypatch):
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["teardown"]["left_behind"] is False and run["ready_s"] > 0
     assert run["sample_hz"] == 20  # the sampler's rate, as the plan set it
+    assert run["gpus"] == []  # no NVML here: no chip to name, none invented
     assert "Uvicorn running" in (tmp_path / "out" / "server.log").read_text()
     assert pd.read_csv(tmp_path / "out" / "expert_m.csv").empty  # no recorder: header only
     # transformers serve has no profiler endpoint: no profile pass, a breakdown of its header.

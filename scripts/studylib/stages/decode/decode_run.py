@@ -153,7 +153,8 @@ def run_decode(
     recorder_rows, breakdown, expert_frames = [], [], []
     facts = {"argv": main.argv, "served_name": main.served_name,
              "engine_version": eng.version(), "power_source": source,
-             "sample_hz": plan["sample_hz"]}  # fmt: skip
+             "sample_hz": plan["sample_hz"],
+             "gpus": [r.uuid for r in readers if getattr(r, "uuid", None)]}  # fmt: skip
     if journal.reused:
         facts["resumed"] = journal.reused
         log.info("resuming a stopped run: %d finished items kept (%s)", len(journal.reused),
