@@ -18,25 +18,38 @@ GLM = {"num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
        "hidden_size": 6144, "partial_rotary_factor": 0.5, "torch_dtype": "bfloat16"}  # fmt: skip
 
 
+#: The FP8 server's own builds on a box where no kernel job had run (activation bf16 and
+#: the v2 quantization bf16 -> FP8, examples/h200-2026-12-05-full-length).
+V2 = {"kernel": "per_token_group_quant_8bit_v2", "in_dtype": "bfloat16",
+      "out_dtype": "float8_e4m3fn"}  # fmt: skip
+
+
 def test_the_modules_follow_the_served_model():
     """The H200's bf16 start built norm, clamp_position int64, fused_rope (NeoX, 64 dims,
-    bf16) and kvcache (2,048-byte rows) for this model (examples/h200-2026-12-05-partial)."""
+    bf16) and kvcache (2,048-byte rows) for this model (examples/h200-2026-12-05-partial);
+    on a box without kernel jobs the FP8 start built activation and the v2 quantization."""
     wanted = sglang_jit.targets(GLM)
     assert wanted["flashinfer"] == [{"op": "rmsnorm", "impl": "flashinfer", "dtype": "bfloat16"}]
     assert wanted["sglang"] == [
         {"kernel": "clamp_position", "dtype": "int64"},
         {"kernel": "fused_rope", "is_neox": True, "rope_dim": 64, "dtype": "bfloat16"},
-        {"kernel": "kvcache", "row_bytes": 2048}]  # fmt: skip
+        {"kernel": "kvcache", "row_bytes": 2048},
+        {"kernel": "activation", "dtype": "bfloat16"}]  # fmt: skip
     # No head_dim, no partial rotary factor: hidden / heads, every dimension rotated.
     plain = {"num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 128,
              "torch_dtype": "float16"}  # fmt: skip
-    rope, kv = sglang_jit.targets(plain)["sglang"][1:]
+    rope, kv, act = sglang_jit.targets(plain)["sglang"][1:]
     assert (rope["rope_dim"], rope["dtype"], kv["row_bytes"]) == (32, "float16", 128)
+    assert act == {"kernel": "activation", "dtype": "float16"}
     # FlashInfer's generator for it is the one rule flashinfer_jit knows.
     assert ("rmsnorm", "flashinfer") in flashinfer_jit.MODULES
-    # The FP8 model of the same geometry asks for the same modules (its activations bf16).
-    fp8 = dict(GLM, quantization_config={"quant_method": "fp8"})
-    assert sglang_jit.targets(fp8) == wanted
+    # Block-FP8 weights quantize the bf16 activations to FP8 in groups of the block's width
+    # (the v2 kernel for 16-128); FP8 without blocks, or wider ones, take other kernels.
+    fp8 = dict(GLM, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]})
+    assert sglang_jit.targets(fp8)["sglang"] == wanted["sglang"] + [V2]
+    for quant in ({"quant_method": "fp8"}, {"quant_method": "fp8", "weight_block_size": [1, 256]},
+                  {"quant_method": "awq", "weight_block_size": [128, 128]}):  # fmt: skip
+        assert sglang_jit.targets(dict(GLM, quantization_config=quant)) == wanted
 
 
 def test_the_written_served_model_gives_the_same_modules(tmp_path):
@@ -48,6 +61,9 @@ def test_the_written_served_model_gives_the_same_modules(tmp_path):
     write_served_model(tmp_path, config["decode"]["model"]["cuda"], "bf16")
     written = json.loads((tmp_path / "config.json").read_text())
     assert sglang_jit.targets(written) == sglang_jit.targets(GLM)
+    write_served_model(tmp_path / "fp8", config["decode"]["model"]["cuda"], "fp8")
+    written = json.loads((tmp_path / "fp8" / "config.json").read_text())
+    assert sglang_jit.targets(written)["sglang"][-1] == V2
 
 
 @pytest.fixture
@@ -89,7 +105,9 @@ def fake_sglang(monkeypatch, tmp_path):
 
         return generate
 
-    modules = {"sglang.jit_kernel.utils.arch": arch}
+    utils = types.ModuleType("sglang.jit_kernel.utils")
+    utils.is_arch_support_pdl = lambda: True  # sm_90 and later
+    modules = {"sglang.jit_kernel.utils.arch": arch, "sglang.jit_kernel.utils": utils}
     for kernel, (name, function, _) in sglang_jit.GENERATORS.items():
         module = types.ModuleType(name)
         setattr(module, function, generator(kernel))
@@ -104,7 +122,7 @@ def test_each_module_is_built_then_found_cached(fake_sglang):
     rows = sglang_jit.build(wanted, ["9.0", "9.0"])
     assert [(r["kernel"], r["arch"], r["status"]) for r in rows] == [
         ("clamp_position", "9.0a", "built"), ("fused_rope", "9.0a", "built"),
-        ("kvcache", "9.0a", "built")]  # fmt: skip
+        ("kvcache", "9.0a", "built"), ("activation", "9.0a", "built")]  # fmt: skip
     assert rows[2]["module"] == "sgl_kernel_jit_kvcache_2048__arch_9.0a"
     assert rows[1]["arguments"] == {"is_neox": True, "rope_dim": 64, "dtype": "bfloat16"}
     # The generators got SGLang's own argument types, under the GPUs' architecture once.
@@ -115,7 +133,14 @@ def test_each_module_is_built_then_found_cached(fake_sglang):
     # The build never sees the GPU another job is measuring on.
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
     again = sglang_jit.build(wanted, ["9.0"])
-    assert [r["status"] for r in again] == ["cached"] * 3
+    assert [r["status"] for r in again] == ["cached"] * 4
+    # The FP8 quantization's module: bf16 in, FP8 out, with PDL as SGLang asks on sm_90.
+    v2 = sglang_jit.build([V2], ["9.0"])[0]
+    assert v2["status"] == "built"
+    assert fake_sglang["generated"][-1] == (
+        "per_token_group_quant_8bit_v2",
+        (torch.bfloat16, torch.float8_e4m3fn, True),
+    )
     assert all(r["module"] == "-" for r in again)
     # A second architecture is left to the server's start, said so.
     mixed = sglang_jit.build(wanted[:1], ["9.0", "10.0"])

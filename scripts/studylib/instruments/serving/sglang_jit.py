@@ -18,10 +18,15 @@ RMSNorm layers (every model), the decode batch's positions
 rotary embedding (layers/rotary_embedding/base.py: ``apply_rope_with_cos_sin_cache_inplace``
 with the model's rotary dims, NeoX style, in the activations' dtype) and the KV-cache store
 (mem_cache/memory_pool.py: ``store_cache`` with rows of kv_heads x head_dim x 2 bytes for a
-bf16 cache). Another SGLang, model or path builds its own at its start as before, and the
-start's record says what it built; a module this SGLang has no generator for is a
-``skipped`` row, one that fails to build a ``failed`` row with its error: nothing here can
-stop the study.
+bf16 cache), SiluAndMul's ``silu_and_mul`` (layers/activation.py, the shared experts and the
+Triton MoE; one module per dtype) and, for block-FP8 weights, the activations' quantization
+(kernels/ops/quantization/fp8_kernel.py: the v2 kernel, bf16 to FP8, for groups of 16-128).
+The last two the kernel jobs build too; a run of decode targets alone has no kernel job, and
+there the FP8 server built them at its start (8 and 9 s on the H200,
+examples/h200-2026-12-05-full-length). Another SGLang, model or path builds its own at its
+start as before, and the start's record says what it built; a module this SGLang has no
+generator for is a ``skipped`` row, one that fails to build a ``failed`` row with its error:
+nothing here can stop the study.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ GENERATORS: dict[str, tuple[str, str, Callable[[dict], tuple]]] = {
                    lambda t: (bool(t["is_neox"]), int(t["rope_dim"]), _dtype(t["dtype"]))),
     "kvcache": ("sglang.jit_kernel.kvcache", "_jit_kvcache_module",
                 lambda t: (int(t["row_bytes"]),)),
+    "activation": ("sglang.jit_kernel.activation", "_jit_activation_module",
+                   lambda t: (_dtype(t["dtype"]),)),
+    "per_token_group_quant_8bit_v2": ("sglang.jit_kernel.per_token_group_quant_8bit_v2",
+                                      "_jit_module", lambda t: (_dtype(t["in_dtype"]),
+                                                                _dtype(t["out_dtype"]), _pdl())),
 }  # fmt: skip
 
 #: Where a module not built here is built.
@@ -49,6 +59,9 @@ AT_START = "the server's start builds it"
 #: The KV cache's bytes per element: SGLang's default kv_cache_dtype ("auto") stores K and
 #: V in the model's bf16.
 KV_BYTES = 2
+#: The group sizes SGLang 0.5.16 quantizes activations to FP8 with its v2 JIT kernel
+#: (kernels/ops/quantization/fp8_kernel.py, _V2_KERNEL_SUPPORTED_GROUP_SIZES).
+V2_GROUP_SIZES = (16, 32, 64, 128)
 
 
 def targets(model_config: dict) -> dict[str, list[dict]]:
@@ -60,20 +73,31 @@ def targets(model_config: dict) -> dict[str, list[dict]]:
     kv_heads = int(model_config.get("num_key_value_heads") or heads)
     rope_dim = int(head_dim * float(model_config.get("partial_rotary_factor") or 1.0))
     dtype = str(model_config.get("torch_dtype") or "bfloat16")
-    return {
-        "flashinfer": [{"op": "rmsnorm", "impl": "flashinfer", "dtype": dtype}],
-        "sglang": [
-            {"kernel": "clamp_position", "dtype": "int64"},
-            {"kernel": "fused_rope", "is_neox": True, "rope_dim": rope_dim, "dtype": dtype},
-            {"kernel": "kvcache", "row_bytes": kv_heads * head_dim * KV_BYTES},
-        ],
-    }
+    sglang = [
+        {"kernel": "clamp_position", "dtype": "int64"},
+        {"kernel": "fused_rope", "is_neox": True, "rope_dim": rope_dim, "dtype": dtype},
+        {"kernel": "kvcache", "row_bytes": kv_heads * head_dim * KV_BYTES},
+        {"kernel": "activation", "dtype": dtype},
+    ]
+    quant = model_config.get("quantization_config") or {}
+    block = quant.get("weight_block_size") or []
+    if quant.get("quant_method") == "fp8" and block and int(block[-1]) in V2_GROUP_SIZES:
+        sglang.append({"kernel": "per_token_group_quant_8bit_v2", "in_dtype": dtype,
+                       "out_dtype": "float8_e4m3fn"})  # fmt: skip
+    return {"flashinfer": [{"op": "rmsnorm", "impl": "flashinfer", "dtype": dtype}],
+            "sglang": sglang}  # fmt: skip
 
 
 def _dtype(name: str):
     import torch
 
     return getattr(torch, name)
+
+
+def _pdl() -> bool:
+    """Whether SGLang launches with programmatic dependent launch on the architecture being
+    built for (``override_jit_cuda_arch`` in force): part of the module's name."""
+    return bool(importlib.import_module("sglang.jit_kernel.utils").is_arch_support_pdl())
 
 
 def _arches(capabilities: list[str]) -> list[tuple[int, int]]:
