@@ -28,12 +28,12 @@ tables and a summary out.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from .core.finding_records import _span
+from .core.io import read_json
 from .core.verdicts import beyond, decision_noise, run_to_run
 from .stages.decode.decode_judgements import DECODE_FIGURES, figures_differ, shortened_rows
 from .stages.sweep.sweep_compare import KEYS, ComparisonRefused, load_sweep, ok_points
@@ -139,18 +139,24 @@ def gpu_ids(folder) -> str | None:
     """The UUIDs of the GPUs a run's ``hardware.json`` lists (joined by +), else those its
     decode jobs sampled (each ``decode/*/run.json``'s ``gpus``: a run of decode targets alone
     writes no hardware record), else None."""
-    try:
-        record = json.loads((Path(folder) / "hardware.json").read_text())
-        ids = [str(g.get("uuid")) for g in record.get("gpus") or [] if g.get("uuid")]
-    except (OSError, ValueError):
+    hardware = _record(Path(folder) / "hardware.json")
+    if hardware is not None:
+        ids = [str(g.get("uuid")) for g in hardware.get("gpus") or [] if g.get("uuid")]
+    else:
         ids = []
         for path in sorted(Path(folder).glob("decode/*/run.json")):
-            try:
-                sampled = json.loads(path.read_text()).get("gpus") or []
-            except (OSError, ValueError, AttributeError):
-                continue
+            sampled = (_record(path) or {}).get("gpus") or []
             ids += [str(g) for g in sampled if g and str(g) not in ids]
     return "+".join(ids) or None
+
+
+def _record(path: Path) -> dict | None:
+    """A JSON record, or None where it is missing, unreadable or not an object."""
+    try:
+        record = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def run_tables(folder) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
