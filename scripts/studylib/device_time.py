@@ -16,7 +16,8 @@ What counts as measurement, per job:
 ``decode``        the steady windows of its main and recorder passes, SGLang's bench_serving
                   runs beside them and its idle baseline; outside: the server's start
                   (``ready_s``; the JIT builds its caches' files show inside it, in
-                  ``builds_s``: instruments/serving/start_builds.py), warm-ups, drains,
+                  ``builds_s``: instruments/serving/start_builds.py, less a JIT job's
+                  beside it, by that job's record), warm-ups, drains,
                   ramp-downs, profile traces
 ``peaks``         not split (it records no windows): its whole time is left out of the
                   measured share and said so
@@ -30,13 +31,14 @@ apart and stays out of the total.
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from .core.io import read_json
 from .core.table_registry import Table, read_optional, read_table, register_tables
-from .instruments.serving.start_builds import said
+from .instruments.serving.start_builds import JOB_CACHES, job_builds, less_beside, said
 
 COLUMNS = {"job": "text", "stage": "text", "wall_s": "num", "measuring_s": "num",
            "share": "num", "starts_s": "num", "builds_s": "num", "warmups_s": "num",
@@ -129,10 +131,12 @@ def kernel_power_measuring(windows: pd.DataFrame) -> tuple[float, str]:
 
 
 def decode_measuring(summary: pd.DataFrame, recorder: pd.DataFrame, crosscheck: pd.DataFrame,
-                     windows: pd.DataFrame, run: dict) -> tuple[float, str]:  # fmt: skip
+                     windows: pd.DataFrame, run: dict, beside: Sequence[dict] = ()
+                     ) -> tuple[float, str]:  # fmt: skip
     """Seconds of a decode job inside measurement: the steady windows of its main and
     recorder passes, bench_serving's runs, the cross-check's alternated rounds after its first
-    pair and its idle baseline (a window only where a power reader sampled it)."""
+    pair and its idle baseline (a window only where a power reader sampled it). ``beside``:
+    the JIT jobs' built modules (start_builds.job_builds), not the server start's."""
     idle = _one_device(windows)
     idle = idle[idle["label"].astype(str) == "idle"] if "label" in idle else idle.iloc[0:0]
     measured = (_seconds(summary, "steady_s") + _seconds(recorder, "steady_s")
@@ -141,8 +145,11 @@ def decode_measuring(summary: pd.DataFrame, recorder: pd.DataFrame, crosscheck: 
     start = run.get("ready_s")
     started = ""
     if isinstance(start, int | float):
-        builds = run.get("start_builds")
-        started = f"server start {start:.0f} s" + (f" ({said(builds)})" if builds else "") + "; "
+        builds, taken = less_beside(run.get("start_builds"), beside)
+        others = "".join(f"; {t['module']} ({t['seconds']:.0f} s) was {t['job']}'s, beside it"
+                         for t in taken)  # fmt: skip
+        started = (f"server start {start:.0f} s" + (f" ({said(builds)}{others})" if builds else "")
+                   + "; ")  # fmt: skip
     return measured, f"{started}warm-ups, drains, ramp-downs, profile traces"
 
 
@@ -150,15 +157,17 @@ def decode_measuring(summary: pd.DataFrame, recorder: pd.DataFrame, crosscheck: 
 STARTS = {"ready_s": "start_builds", "recorder_ready_s": "recorder_start_builds"}
 
 
-def decode_parts(windows: pd.DataFrame, run: dict) -> dict[str, float]:
+def decode_parts(windows: pd.DataFrame, run: dict, beside: Sequence[dict] = ()) -> dict[str, float]:
     """A decode job's server starts (its main and recorder passes' ``ready_s``) less the JIT
-    builds their caches' files show (``builds_s``, stated apart), and its warm-ups (its
+    builds their caches' files show (``builds_s``, stated apart; a JIT job's beside the start,
+    by ``beside``, not among them: the start waited for none of it), and its warm-ups (its
     windows labelled ``*warmup``, each once)."""
     starts = builds = 0.0
     for ready, built in STARTS.items():
         if isinstance(run.get(ready), int | float):
             starts += float(run[ready])
-            builds += float((run.get(built) or {}).get("seconds") or 0.0)
+            own, _ = less_beside(run.get(built), beside)
+            builds += float((own or {}).get("seconds") or 0.0)
     warm = _one_device(windows)
     if "label" in warm:
         warm = warm[warm["label"].astype(str).str.endswith("warmup")]
@@ -181,7 +190,7 @@ def build_row(job: str, path, benchmark) -> dict:
     and ``sglang``): the modules it built (not found in the cache) and their seconds, beside
     the device."""
     record = read_json(path)
-    modules = [m for key in ("modules", "flashinfer", "sglang") for m in record.get(key, [])]
+    modules = [m for key in JOB_CACHES for m in record.get(key, [])]
     built = [m for m in modules if m.get("status") == "built"]
     failed = [m for m in modules if m.get("status") == "failed"]
     said = ", ".join(f"{m.get('kernel') or m['module'].split('_dtype_')[0]} {m['seconds']:.0f} s"
@@ -202,6 +211,9 @@ def device_time(sweeps: dict, kernel_power: dict, decode: dict,
     a JIT build's job name (``sweep/flashinfer_jit``, ``decode/server_jit_bf16``) -> its
     record, each one's row stated apart (BESIDE)."""
     rows = []
+    # What the JIT jobs built, so that a server start beside one is not charged with it.
+    beside = [row for job, path in (builds or {}).items()
+              for row in job_builds(job, read_json(path))]  # fmt: skip
     for backend, path in sweeps.items():
         sweep = read_table("sweep", path)
         measuring, outside = sweep_measuring(sweep)
@@ -226,9 +238,9 @@ def device_time(sweeps: dict, kernel_power: dict, decode: dict,
         windows, run = pd.read_parquet(windows), read_json(run)
         measuring, outside = decode_measuring(
             read_optional(summary), read_optional(recorder), read_optional(crosscheck),
-            windows, run)  # fmt: skip
+            windows, run, beside)  # fmt: skip
         rows.append(_row(f"decode/{variant}", "decode", wall_s(benchmarks[f"decode/{variant}"]),
-                         measuring, outside, **decode_parts(windows, run)))  # fmt: skip
+                         measuring, outside, **decode_parts(windows, run, beside)))  # fmt: skip
     split = [r for r in rows if r["wall_s"] and r["measuring_s"] is not None]
     unsplit = sum(r["wall_s"] or 0 for r in rows if r["measuring_s"] is None)
     for job, record in (builds or {}).items():

@@ -210,3 +210,46 @@ def test_starts_builds_and_warmups_are_stated_apart():
                                {"ready_s": 131.1, "start_builds": record})[1]  # fmt: skip
     assert outside.startswith("server start 131 s (built 52 s: triton 4 helpers, 30 kernels "
                               "(40 s); sglang_jit 1 module (12 s)); warm-ups")  # fmt: skip
+
+
+def test_a_module_a_jit_job_built_beside_a_server_start_is_not_the_start_s(tmp_path):
+    """On the H200 (examples/h200-2026-12-06-c1024) the FP8 server_jit job built a module
+    into the shared cache during the bf16 server's start, whose record counted it: the table
+    takes it out by that job's record and says whose it was."""
+    quant = "sgl_kernel_jit_per_token_group_quant_8bit_v2_bf16_t_fp8__arch_9.0a"
+    start = {"seconds": 14.22, "caches": {
+        "sglang_jit": {"built": {"module": 1}, "seconds": 13.1,
+                       "names": {quant: {"count": 1, "seconds": 13.1, "landed_at": 1000.0}}},
+        "triton": {"built": {"kernel": 2, "helper": 3}, "seconds": 1.12,
+                   "names": {"_fwd_kernel": {"count": 1, "seconds": 1.04,
+                                             "landed_at": 990.0}}}}}  # fmt: skip
+    variant = tmp_path / "decode" / "bf16"
+    variant.mkdir(parents=True)
+    pd.DataFrame({"steady_s": [30.0]}).to_csv(variant / "summary.csv", index=False)
+    pd.DataFrame({"label": ["idle"], "gpu": [0], "seconds": [10.0]}).to_parquet(
+        variant / "windows.parquet"
+    )
+    (variant / "run.json").write_text(json.dumps({"ready_s": 103.1, "start_builds": start}))
+    files = tuple(str(variant / n) for n in ("summary.csv", "recorder.csv", "crosscheck.csv",
+                                            "windows.parquet", "run.json"))  # fmt: skip
+    fp8 = tmp_path / "server_jit_fp8.json"
+    fp8.write_text(json.dumps({"flashinfer": [], "sglang": [
+        {"kernel": "per_token_group_quant_8bit_v2", "module": quant, "status": "built",
+         "seconds": 13.4, "finished_at": 1000.6}]}))  # fmt: skip
+    benchmarks = {"decode/bf16": benchmark(tmp_path / "b" / "bf16.tsv", 300),
+                  "decode/server_jit_fp8": benchmark(tmp_path / "b" / "jit.tsv", 30)}  # fmt: skip
+    table = device_time({}, {}, {"bf16": files}, benchmarks,
+                        builds={"decode/server_jit_fp8": str(fp8)})  # fmt: skip
+    row = table.set_index("job").loc["decode/bf16"]
+    assert row["builds_s"] == pytest.approx(1.12)
+    assert row["starts_s"] == pytest.approx(103.1 - 1.12)
+    assert row["outside"].startswith(
+        "server start 103 s (built 1 s: triton 3 helpers, 2 kernels (1 s); "
+        f"{quant} (13 s) was decode/server_jit_fp8's, beside it); warm-ups"
+    )
+    # A record of the same module from before the start (an earlier run): the start's own.
+    fp8.write_text(json.dumps({"sglang": [{"module": quant, "status": "built", "seconds": 13.4,
+                                           "finished_at": 500.0}]}))  # fmt: skip
+    table = device_time({}, {}, {"bf16": files}, benchmarks,
+                        builds={"decode/server_jit_fp8": str(fp8)})  # fmt: skip
+    assert table.set_index("job").loc["decode/bf16", "builds_s"] == pytest.approx(14.22)

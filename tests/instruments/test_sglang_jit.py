@@ -124,6 +124,8 @@ def test_each_module_is_built_then_found_cached(fake_sglang):
         ("clamp_position", "9.0a", "built"), ("fused_rope", "9.0a", "built"),
         ("kvcache", "9.0a", "built"), ("activation", "9.0a", "built")]  # fmt: skip
     assert rows[2]["module"] == "sgl_kernel_jit_kvcache_2048__arch_9.0a"
+    # When each ended, so that a server start beside the job knows its modules (start_builds).
+    assert all(r["finished_at"] > 1.7e9 for r in rows)
     assert rows[1]["arguments"] == {"is_neox": True, "rope_dim": 64, "dtype": "bfloat16"}
     # The generators got SGLang's own argument types, under the GPUs' architecture once.
     import torch

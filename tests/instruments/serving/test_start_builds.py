@@ -9,6 +9,8 @@ import pytest
 from studylib.instruments.serving.start_builds import (
     builds_since,
     cache_roots,
+    job_builds,
+    less_beside,
     said,
     snapshot,
     summary,
@@ -59,7 +61,8 @@ def test_a_start_s_new_kernels_and_modules_with_their_build_seconds(caches):
     rows = {(r["cache"], r["name"]): r for r in builds_since(caches, before)}
     assert rows[("triton", "fused_moe_kernel")] == {"cache": "triton", "kind": "kernel",
                                                     "name": "fused_moe_kernel",
-                                                    "seconds": 12.0}  # fmt: skip
+                                                    "seconds": 12.0,
+                                                    "landed_at": 112.0}  # fmt: skip
     assert rows[("triton", "_fwd_kernel")]["seconds"] == 3.5
     assert rows[("triton", "__triton_launcher.so")]["kind"] == "helper"
     assert rows[("triton", "__triton_launcher.so")]["seconds"] is None
@@ -75,9 +78,10 @@ def test_a_start_s_new_kernels_and_modules_with_their_build_seconds(caches):
     assert record["seconds"] == pytest.approx(12 + 3.5 + 35 + 30.5)
     assert record["caches"]["triton"]["built"] == {"kernel": 2, "helper": 1}
     assert record["caches"]["triton"]["names"] == {
-        "_fwd_kernel": {"count": 1, "seconds": 3.5},
-        "fused_moe_kernel": {"count": 1, "seconds": 12.0}}  # fmt: skip
-    assert record["caches"]["sglang_jit"]["names"][module] == {"count": 1, "seconds": 35.0}
+        "_fwd_kernel": {"count": 1, "seconds": 3.5, "landed_at": 123.5},
+        "fused_moe_kernel": {"count": 1, "seconds": 12.0, "landed_at": 112.0}}  # fmt: skip
+    assert record["caches"]["sglang_jit"]["names"][module] == {"count": 1, "seconds": 35.0,
+                                                               "landed_at": 235.0}  # fmt: skip
     assert said(record) == ("built 81 s: triton 1 helper, 2 kernels (16 s); "
                             "sglang_jit 2 modules (35 s); flashinfer 1 module (30 s)")  # fmt: skip
 
@@ -106,3 +110,54 @@ def test_each_library_s_own_variables_name_its_cache(tmp_path):
                          "TVM_FFI_CACHE_DIR": "/v", "FLASHINFER_WORKSPACE_BASE": "/f"})  # fmt: skip
     assert named == {"triton": Path("/c"), "sglang_jit": Path("/v"),
                      "flashinfer": Path("/f/.cache/flashinfer")}  # fmt: skip
+
+
+RMSNORM = "sgl_kernel_jit_rmsnorm_6144_true_bf16__arch_9.0a__tvmffi_0.1.15"
+
+
+def test_a_module_a_jit_job_built_beside_the_start_is_that_job_s(caches):
+    # On the H200 (examples/h200-2026-12-06-c1024) the FP8 server_jit job built a module
+    # into the shared cache while the bf16 server started: the start's files counted it.
+    before = snapshot(caches)
+    start(caches)
+    record = summary(builds_since(caches, before))
+    server_jit = {"flashinfer": [{"module": "gemm", "status": "cached", "seconds": 0.01,
+                                  "finished_at": 331.0}],
+                  "sglang": [{"module": RMSNORM, "status": "built", "seconds": 36.0,
+                              "finished_at": 236.0},
+                             {"module": "other", "status": "failed", "seconds": 3.0,
+                              "finished_at": 240.0}]}  # fmt: skip
+    beside = job_builds("decode/server_jit_fp8", server_jit)
+    assert beside == [{"job": "decode/server_jit_fp8", "cache": "sglang_jit", "module": RMSNORM,
+                       "seconds": 36.0, "finished_at": 236.0}]  # fmt: skip
+    own, taken = less_beside(record, beside)
+    assert taken == [{"cache": "sglang_jit", "module": RMSNORM, "seconds": 35.0, "count": 1,
+                      "job": "decode/server_jit_fp8"}]  # fmt: skip
+    assert own["seconds"] == pytest.approx(12 + 3.5 + 30.5)
+    # The failed module (no .so) is still the start's; the other caches are as they were.
+    assert own["caches"]["sglang_jit"]["built"] == {"module": 1}
+    assert RMSNORM not in own["caches"]["sglang_jit"]["names"]
+    assert own["caches"]["triton"] == record["caches"]["triton"]
+    assert said(own) == ("built 46 s: triton 1 helper, 2 kernels (16 s); "
+                         "sglang_jit 1 module (0 s); flashinfer 1 module (30 s)")  # fmt: skip
+    # rule flashinfer_jit's record names its modules' list "modules".
+    fi = job_builds("sweep/flashinfer_jit", {"modules": [{"module": "gemm", "status": "built",
+                                                          "seconds": 31.0,
+                                                          "finished_at": 330.0}]})  # fmt: skip
+    own, taken = less_beside(record, fi)
+    assert [t["module"] for t in taken] == ["gemm"] and "flashinfer" not in own["caches"]
+
+
+def test_a_module_built_at_another_time_stays_the_start_s(caches):
+    # The same module in a JIT job's record from before (another box, an earlier run), or
+    # from a record that kept no time: the start built it itself.
+    before = snapshot(caches)
+    start(caches)
+    record = summary(builds_since(caches, before))
+    earlier = [{"job": "decode/server_jit_bf16", "cache": "sglang_jit", "module": RMSNORM,
+                "seconds": 36.0, "finished_at": 150.0}]  # fmt: skip
+    untimed = [{**earlier[0], "finished_at": None}]
+    other_cache = [{**earlier[0], "cache": "flashinfer", "finished_at": 236.0}]
+    for beside in (earlier, untimed, other_cache, []):
+        assert less_beside(record, beside) == (record, [])
+    assert less_beside(None, earlier) == (None, [])

@@ -150,6 +150,8 @@ def build(targets: list[dict], capabilities: list[str], jobs: int) -> list[dict]
 
 
 def _row(target: dict, module: str, status: str, seconds: float, error: str) -> dict:
+    # finished_at: when it ended, so that a server's start beside it knows its modules
+    # (start_builds.less_beside).
     return {"op": target["op"], "impl": target["impl"], "dtype": target["dtype"],
             "module": module, "status": status, "seconds": round(seconds, 2),
-            "error": error}  # fmt: skip
+            "error": error, "finished_at": round(time.time(), 1)}  # fmt: skip

@@ -166,5 +166,8 @@ def _build_one(target: dict, arch: str, root) -> dict:
 
 def _row(target: dict, arch: str, module: str, status: str, seconds: float, error: str) -> dict:
     arguments = {k: v for k, v in target.items() if k != "kernel"}
+    # finished_at: when it ended, so that a server's start beside it knows its modules
+    # (start_builds.less_beside).
     return {"kernel": target["kernel"], "arguments": arguments, "arch": arch, "module": module,
-            "status": status, "seconds": round(seconds, 2), "error": error}  # fmt: skip
+            "status": status, "seconds": round(seconds, 2), "error": error,
+            "finished_at": round(time.time(), 1)}  # fmt: skip
