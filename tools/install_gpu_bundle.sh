@@ -18,7 +18,8 @@
 # It runs
 #   PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
 #       --target DIR BUNDLE/part*/*.whl
-# (adding --upgrade when DIR already has files, so a re-run replaces them),
+# (adding --upgrade when DIR already has files, so a re-run replaces them; not at all
+# when DIR already holds this very bundle: see below),
 # patches the installed SGLang when it is bundled (see below), prints the
 # `export PYTHONPATH=...` line, then imports snakemake (required), altair,
 # vl_convert (required when bundled) and flashinfer, sgl_kernel, sglang, sglang.srt.entrypoints.http_server
@@ -85,19 +86,31 @@ _gpu_bundle_main() (
 
   mkdir -p "$target"
   target="$(cd "$target" && pwd)"
-  local upgrade=()
-  if [[ -n "$(ls -A "$target" 2>/dev/null)" ]]; then upgrade=(--upgrade); fi
-  log "installing ${#wheels[@]} wheels into $target"
-  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    "${upgrade[@]+"${upgrade[@]}"}" --target "$target" "${wheels[@]}" \
-    || die "pip install failed"
+  # The same bundle installed here already (a second tools/gpu_study.sh on one box) is
+  # kept: pip rewrites every file, new times and all, and ninja then rebuilds FlashInfer's
+  # JIT modules from their "newer" sources (on the H200 a second run's FP8 server start
+  # rebuilt `norm`, 23.6 s: examples/h200-2026-12-06-c1024).
+  local stamp="$target/.gpu-bundle-installed" wanted w
+  wanted="$(for w in "${wheels[@]}"; do echo "$(basename "$w") $(stat -c %s "$w")"; done | sort)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]]; then
+    log "the same ${#wheels[@]} wheels are installed in $target already: kept as they are"
+  else
+    rm -f "$stamp"
+    local upgrade=()
+    if [[ -n "$(ls -A "$target" 2>/dev/null)" ]]; then upgrade=(--upgrade); fi
+    log "installing ${#wheels[@]} wheels into $target"
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+      "${upgrade[@]+"${upgrade[@]}"}" --target "$target" "${wheels[@]}" \
+      || die "pip install failed"
 
-  # SGLang 0.5.16 with transformers >= 5.13: see the header (idempotent, checked edit).
-  if [[ -d "$target/sglang" ]]; then
-    local patched
-    patched="$("$py" "$here/patches/sglang_qwen3_asr_exist_ok.py" "$target")" \
-      || die "patching sglang for transformers >= 5.13 failed (see above)"
-    log "$patched"
+    # SGLang 0.5.16 with transformers >= 5.13: see the header (idempotent, checked edit).
+    if [[ -d "$target/sglang" ]]; then
+      local patched
+      patched="$("$py" "$here/patches/sglang_qwen3_asr_exist_ok.py" "$target")" \
+        || die "patching sglang for transformers >= 5.13 failed (see above)"
+      log "$patched"
+    fi
+    echo "$wanted" >"$stamp"
   fi
 
   # FlashInfer modules built ahead on another host (tools/prebuild_flashinfer_moe.py

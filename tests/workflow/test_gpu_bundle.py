@@ -6,6 +6,7 @@ bundle scripts must at least parse.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -167,6 +168,33 @@ def test_prebuilt_flashinfer_modules_are_installed_where_flashinfer_loads_them(
         assert "FlashInfer module fused_moe_90 installed prebuilt" in done.stdout
     else:
         assert done.returncode != 0 and "flashinfer is not installed" in done.stderr
+
+
+def test_the_same_bundle_is_not_installed_twice(tmp_path):
+    """A second tools/gpu_study.sh on one box: pip would rewrite every file with a new time,
+    and ninja would rebuild FlashInfer's JIT modules from their "newer" sources (the FP8
+    server's start rebuilt `norm` on the H200); another bundle installs as before."""
+    bundle = tmp_path / "bundle"
+    (bundle / "part1").mkdir(parents=True)
+    _wheel(bundle / "part1", "flashinfer")
+    target = tmp_path / "site"
+    argv = ["bash", str(SCRIPTS[1]), "--bundle", str(bundle), "--target", str(target),
+            "--no-smoke"]  # fmt: skip
+    first = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "installing 1 wheels" in first.stdout
+    source = target / "flashinfer" / "__init__.py"
+    os.utime(source, (1000.0, 1000.0))
+    again = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "installed in" in again.stdout and "kept as they are" in again.stdout
+    assert source.stat().st_mtime == 1000.0
+    assert "export PYTHONPATH=" in again.stdout  # still says how to use it
+    _wheel(bundle / "part1", "other")  # another bundle: installed
+    other = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
+    assert other.returncode == 0, other.stderr
+    assert "installing 2 wheels" in other.stdout and (target / "other").is_dir()
+    assert source.stat().st_mtime != 1000.0
 
 
 def test_cross_build_names_what_cuda_home_lacks(tmp_path):
