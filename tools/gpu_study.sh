@@ -16,13 +16,19 @@
 #                                                  # lost nothing that a call brought back
 #   tools/gpu_study.sh --status                    # its state now: running or its exit, the
 #                                                  # seconds since its start, its last lines
-#   OUT=/some/dir tools/gpu_study.sh --collect     # pack results/ into $OUT/results.tar.gz
+#   OUT=/some/dir tools/gpu_study.sh --collect     # pack results/ into $OUT/results.tar.gz;
+#                                                  # over GPU_STUDY_PART_MIB (15) it is split
+#                                                  # into results.tar.gz.part00, .part01, ...
+#                                                  # (a lent box brings back 16 MiB a file;
+#                                                  # the whole default's was 20.6 MB):
+#                                                  # cat results.tar.gz.part* > results.tar.gz
 # A box lost mid-run: carry the last results.tar.gz a --collect brought back to a fresh box
 # (beside the repo) and go on from it:
 #   tools/gpu_study.sh --resume results.tar.gz --detach --cores 16
-#                                                  # unpack it, then run what is missing: the
-#                                                  # finished jobs' outputs stand, an unfinished
-#                                                  # job resumes from its journal
+#                                                  # unpack it (or its parts, the same name
+#                                                  # with .part00, ...), then run what is
+#                                                  # missing: the finished jobs' outputs stand,
+#                                                  # an unfinished job resumes from its journal
 # The detached run's log, start time, process id and exit status are in results/.gpu_study/.
 # GPU_STUDY_INSTALLED=1 skips the bundle's install (its packages already importable).
 set -uo pipefail
@@ -33,10 +39,19 @@ STATE=results/.gpu_study
 # (session 22 lost a decode job's four finished levels with theirs) leaves them here, and
 # carried back to a fresh box they let the job resume where it stopped.
 collect() {
-  local out=${OUT:-.}
+  local out=${OUT:-.} part_mib=${GPU_STUDY_PART_MIB:-15}
+  rm -f "$out"/results.tar.gz "$out"/results.tar.gz.part*
   tar czf "$out/results.tar.gz" --exclude=results/decode/model results \
     .snakemake/log 2>/dev/null
-  ls -la "$out/results.tar.gz"
+  if [ "$(stat -c %s "$out/results.tar.gz")" -gt $(( part_mib * 1048576 )) ]; then
+    split -b "${part_mib}M" -d -a 2 "$out/results.tar.gz" "$out/results.tar.gz.part"
+    rm "$out/results.tar.gz"
+    echo "gpu_study: results.tar.gz split into ${part_mib}-MiB parts; to join them:" \
+      "cat results.tar.gz.part* > results.tar.gz"
+    ls -la "$out"/results.tar.gz.part*
+  else
+    ls -la "$out/results.tar.gz"
+  fi
 }
 
 alive() { [ -f "$STATE/pid" ] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null; }
@@ -77,6 +92,9 @@ esac
 resume=0
 if [ "${1:-}" = "--resume" ]; then
   archive=${2:-}
+  if [ -n "$archive" ] && [ ! -f "$archive" ] && [ -f "$archive.part00" ]; then
+    cat "$archive".part* > "$archive"  # the parts a --collect split it into
+  fi
   if [ -z "$archive" ] || [ ! -f "$archive" ]; then
     echo "gpu_study: --resume needs the results.tar.gz a --collect wrote (got '${archive}')" >&2
     exit 2

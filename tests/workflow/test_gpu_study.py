@@ -108,3 +108,31 @@ def test_a_lost_box_s_results_go_on_on_a_fresh_one(tmp_path, request):
     ended = run(folder, "--wait", "100", env=env)
     assert "snakemake --rerun-triggers mtime --cores 16" in ended.stdout, ended.stdout
     assert "ended, snakemake exit 3" in ended.stdout
+
+
+def test_an_archive_too_big_for_one_file_comes_in_parts_and_resumes_from_them(tmp_path, request):
+    # A lent box brings back at most 16 MiB a file: the whole default's archive (20.6 MB on
+    # the H200) was left behind whole. Over GPU_STUDY_PART_MIB, --collect splits it, and
+    # --resume takes the parts under the archive's name.
+    folder, env = box(tmp_path, request)
+    (folder / "results" / "sweeps").mkdir(parents=True)
+    (folder / "results" / "sweeps" / "torch.parquet").write_bytes(os.urandom(3 * 1048576))
+    (tmp_path / "results.tar.gz").write_text("an older archive")
+    packed = run(folder, "--collect", env={**env, "GPU_STUDY_PART_MIB": "1"})
+    assert packed.returncode == 0, packed.stderr
+    parts = sorted(tmp_path.glob("results.tar.gz.part*"))
+    assert [p.name for p in parts] == [f"results.tar.gz.part0{i}" for i in range(4)]
+    assert all(p.stat().st_size <= 1048576 for p in parts)
+    assert not (tmp_path / "results.tar.gz").exists()  # no stale whole archive beside them
+    assert "cat results.tar.gz.part* > results.tar.gz" in packed.stdout
+
+    fresh, fresh_env = box(tmp_path / "fresh", request)
+    started = run(fresh, "--resume", str(tmp_path / "results.tar.gz"), "--detach", env=fresh_env)
+    assert started.returncode == 0 and "started detached" in started.stdout, started.stderr
+    assert (fresh / "results" / "sweeps" / "torch.parquet").read_bytes() == (
+        folder / "results" / "sweeps" / "torch.parquet"
+    ).read_bytes()
+    # Under the limit, one archive as before (the parts of the last collect cleared).
+    small = run(folder, "--collect", env=env)
+    assert small.returncode == 0 and (tmp_path / "results.tar.gz").exists()
+    assert not list(tmp_path.glob("results.tar.gz.part*"))
