@@ -79,6 +79,19 @@ def test_argv_asks_for_random_ids_of_the_study_lengths(tmp_path):
     assert [value(f) for f in flags] == ["random-ids", "128", "1024", "1.0", "64", "128"]
     assert "--tokenize-prompt" in argv and "--disable-ignore-eos" not in argv
     assert "--output-details" in argv  # the per-request arrays the steady TPOT reads
+    assert value("--backend") == "sglang"  # SGLang's native /generate, token-id prompts
+
+
+def test_the_openai_backend_posts_where_the_study_s_load_does(tmp_path):
+    # At C = 1,024 FP8 the engine ran 11 % slower under the study's load (/v1/completions)
+    # than under bench_serving's native one: sglang-oai posts to the study's endpoint. SGLang
+    # 0.5.16 takes token-id prompts on its native backend only.
+    argv = bench_serving_argv("py", "h", 1, "/m", 64, 128, 1024, 128, 64, tmp_path / "o.jsonl",
+                              backend="sglang-oai")  # fmt: skip
+    assert argv[argv.index("--backend") + 1] == "sglang-oai"
+    assert "--tokenize-prompt" not in argv and "--output-details" in argv
+    with pytest.raises(ValueError, match="one of sglang, sglang-oai"):
+        bench_serving_argv("py", "h", 1, "/m", 64, 128, 1024, 128, 64, "o", backend="vllm")
 
 
 def fake_bench_details(concurrency: int, requests: int, output_len: int,
@@ -212,6 +225,11 @@ def test_the_cross_check_staggers_bench_serving_as_the_load_was(tmp_path, monkey
     out = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
     assert crosscheck.FIRST_LENS_FLAG not in seen["argv"]
     assert out["bench_staggered"] is False and out["bench_prompts"] == 2 * 4
+    assert seen["argv"][seen["argv"].index("--backend") + 1] == "sglang"
+    # The plan's backend (decode.crosscheck_backend) is the one bench_serving runs with.
+    pas.plan["crosscheck_backend"] = "sglang-oai"
+    decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
+    assert seen["argv"][seen["argv"].index("--backend") + 1] == "sglang-oai"
 
 
 def test_the_engine_is_compared_over_the_span_each_tpot_covers(tmp_path, monkeypatch):

@@ -85,19 +85,28 @@ def bench_timeout_s(prompts: int, concurrency: int, output_len: int,
 
 #: The runner's own flag (not bench_serving's): the first requests' output lengths, comma-separated.
 FIRST_LENS_FLAG = "--study-first-output-lens"
+#: bench_serving's backends the cross-check runs, by the endpoint their requests go to: SGLang's
+#: native one (token ids as the study's prompts are) and the OpenAI one the study's own load
+#: posts to. SGLang 0.5.16 takes token-id prompts (``--tokenize-prompt``) on the native one
+#: only: the OpenAI one sends the same random ids as text, which the server tokenizes again.
+BACKENDS = {"sglang": "/generate", "sglang-oai": "/v1/completions"}
 
 
 def bench_serving_argv(python: str, host: str, port: int, model_dir: str, concurrency: int,
                        input_len: int, output_len: int, num_prompts: int, seed: int,
-                       output_file: str | Path,
-                       first_output_lens: list[int] | None = None) -> list[str]:  # fmt: skip
+                       output_file: str | Path, first_output_lens: list[int] | None = None,
+                       backend: str = "sglang") -> list[str]:  # fmt: skip
     """This module as bench_serving's runner, with bench_serving's arguments; with
-    ``first_output_lens``, its first requests' output lengths (a staggered load's)."""
+    ``first_output_lens``, its first requests' output lengths (a staggered load's);
+    ``backend``: one of :data:`BACKENDS`."""
+    if backend not in BACKENDS:
+        raise ValueError(f"bench_serving backend {backend!r}: one of {', '.join(BACKENDS)}")
     first = [FIRST_LENS_FLAG, ",".join(map(str, first_output_lens))] if first_output_lens else []
+    ids = ["--tokenize-prompt"] if backend == "sglang" else []
     return [python, str(Path(__file__).resolve()), *first,
-            "--backend", "sglang", "--host", str(host), "--port", str(port),
+            "--backend", backend, "--host", str(host), "--port", str(port),
             "--model", str(model_dir), "--tokenizer", str(model_dir),
-            "--dataset-name", "random-ids", "--tokenize-prompt",
+            "--dataset-name", "random-ids", *ids,
             "--random-input-len", str(input_len), "--random-output-len", str(output_len),
             "--random-range-ratio", "1.0", "--num-prompts", str(num_prompts),
             "--max-concurrency", str(concurrency), "--request-rate", "inf",

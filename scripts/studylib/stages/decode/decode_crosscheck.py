@@ -117,7 +117,8 @@ def bench_run(pas: ServerPass, c: int, row: dict, folder: Path,
     result_file = folder / f"bench_c{c}{tag}.jsonl"
     argv = bench_serving_argv(sys.executable, url_host(pas.host), pas.port, plan["model"], c,
                               plan["input_len"], plan["output_len"], prompts, c,
-                              result_file, first)  # fmt: skip
+                              result_file, first,
+                              plan.get("crosscheck_backend") or "sglang")  # fmt: skip
     timeout_s = bench_timeout_s(prompts, c, plan["output_len"], row.get("tpot_ms"))
     # One runner for the job's runs (its imports paid once); a run it ended without answering
     # runs again in a process of its own, as every run did before the runner.
