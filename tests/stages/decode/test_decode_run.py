@@ -3,6 +3,7 @@
 import json
 import re
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -121,6 +122,9 @@ def test_what_the_servers_start_compiled_is_in_its_record(tmp_path, monkeypatch)
     }  # fmt: skip
     run_decode(plan, tmp_path / "out")
     builds = json.loads((tmp_path / "out" / "run.json").read_text())["start_builds"]
+    # When its files landed, so that a JIT job's module beside the start is told apart.
+    landed = builds["caches"]["triton"]["names"]["standin_kernel"].pop("landed_at")
+    assert landed == pytest.approx(time.time(), abs=120)
     assert builds["caches"] == {"triton": {"built": {"kernel": 1}, "seconds": 0.5, "names": {
         "standin_kernel": {"count": 1, "seconds": 0.5}}}}  # fmt: skip
     assert builds["seconds"] == 0.5 and builds["captures_s"] == {"decode": 0.5}
