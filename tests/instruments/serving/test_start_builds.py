@@ -53,6 +53,8 @@ def start(roots: dict) -> None:
     put(roots["sglang_jit"], "sgl_kernel_jit_kvcache_2048/build.ninja", 240.0)  # failed: no .so
     put(roots["flashinfer"], "0.7.2/90a/cached_ops/gemm/build.ninja", 300.0)
     put(roots["flashinfer"], "0.7.2/90a/cached_ops/gemm/gemm.so", 330.5)
+    # Neither a build script nor a module: not a build (every H200 start wrote FlashInfer's tmp).
+    put(roots["flashinfer"], "0.7.2/90a/tmp/lock", 301.0)
 
 
 def test_a_start_s_new_kernels_and_modules_with_their_build_seconds(caches):
@@ -70,9 +72,11 @@ def test_a_start_s_new_kernels_and_modules_with_their_build_seconds(caches):
     assert rows[("sglang_jit", module)]["seconds"] == 35.0
     assert rows[("sglang_jit", "sgl_kernel_jit_kvcache_2048")]["seconds"] is None
     assert rows[("flashinfer", "gemm")]["seconds"] == 30.5
+    assert rows[("flashinfer", "tmp")]["kind"] == "helper"
+    assert rows[("flashinfer", "tmp")]["seconds"] is None
     # Nothing that was there before the start, nothing in passing.
     assert not {name for _, name in rows} & {"old_kernel", "KEY4", "tmp.pid_7_abc"}
-    assert len(rows) == 6
+    assert len(rows) == 7
 
     record = summary(list(rows.values()))
     assert record["seconds"] == pytest.approx(12 + 3.5 + 35 + 30.5)
@@ -83,7 +87,8 @@ def test_a_start_s_new_kernels_and_modules_with_their_build_seconds(caches):
     assert record["caches"]["sglang_jit"]["names"][module] == {"count": 1, "seconds": 35.0,
                                                                "landed_at": 235.0}  # fmt: skip
     assert said(record) == ("built 81 s: triton 1 helper, 2 kernels (16 s); "
-                            "sglang_jit 2 modules (35 s); flashinfer 1 module (30 s)")  # fmt: skip
+                            "sglang_jit 2 modules (35 s); "
+                            "flashinfer 1 helper, 1 module (30 s)")  # fmt: skip
 
 
 def test_a_warm_start_built_nothing_and_a_missing_cache_is_no_error(caches, tmp_path):
@@ -139,13 +144,16 @@ def test_a_module_a_jit_job_built_beside_the_start_is_that_job_s(caches):
     assert RMSNORM not in own["caches"]["sglang_jit"]["names"]
     assert own["caches"]["triton"] == record["caches"]["triton"]
     assert said(own) == ("built 46 s: triton 1 helper, 2 kernels (16 s); "
-                         "sglang_jit 1 module (0 s); flashinfer 1 module (30 s)")  # fmt: skip
+                         "sglang_jit 1 module (0 s); "
+                         "flashinfer 1 helper, 1 module (30 s)")  # fmt: skip
     # rule flashinfer_jit's record names its modules' list "modules".
     fi = job_builds("sweep/flashinfer_jit", {"modules": [{"module": "gemm", "status": "built",
                                                           "seconds": 31.0,
                                                           "finished_at": 330.0}]})  # fmt: skip
     own, taken = less_beside(record, fi)
-    assert [t["module"] for t in taken] == ["gemm"] and "flashinfer" not in own["caches"]
+    assert [t["module"] for t in taken] == ["gemm"]
+    assert own["caches"]["flashinfer"]["built"] == {"helper": 1}  # its tmp, left
+    assert own["caches"]["flashinfer"]["seconds"] == 0
 
 
 def test_a_module_built_at_another_time_stays_the_start_s(caches):

@@ -15,7 +15,9 @@ per kernel or module, and the span of their files' times.
   an autotuning record) is a helper, its seconds not known.
 - SGLang's JIT kernels (tvm-ffi, ``TVM_FFI_CACHE_DIR``, else ``~/.cache/tvm-ffi``) and
   FlashInfer's (``$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer``): one folder per module,
-  its ``build.ninja`` written before ninja runs and the module's ``.so`` last.
+  its ``build.ninja`` written before ninja runs and the module's ``.so`` last. A new folder
+  with neither is a helper, no build (every H200 server start wrote one, FlashInfer's
+  ``tmp``).
 
 The seconds are a floor: what a build did before its first file (and a launcher's compile)
 is not in them.
@@ -91,6 +93,8 @@ def _unit_seconds(cache: str, folder: str, files: dict[str, float]
             return "kernel", name, spent
         return "helper", next(iter(names)), None
     built = [t for n, t in names.items() if n.endswith(".so")]
+    if not built and "build.ninja" not in names:
+        return "helper", Path(folder).name, None
     started = [t for n, t in names.items() if not n.endswith(".so")]
     spent = max(built) - min(started) if built and started else None
     return "module", Path(folder).name, spent
