@@ -172,14 +172,15 @@ def less_beside(record: dict | None, beside: Sequence[Mapping]) -> tuple[dict | 
                 del names[name]
                 mine.append({"cache": cache, "module": name, "seconds": unit["seconds"],
                              "count": unit["count"], "job": job})  # fmt: skip
+        if not mine:
+            own["caches"][cache] = entry
+            continue
         taken += mine
         # JIT jobs build modules: what is left of the cache's count and seconds is the start's.
         built = {**entry.get("built", {})}
         built["module"] = built.get("module", 0) - sum(t["count"] for t in mine)
         built = {kind: n for kind, n in built.items() if n > 0}
-        if not mine:
-            own["caches"][cache] = entry
-        elif built:
+        if built:
             seconds = round(entry["seconds"] - sum(t["seconds"] for t in mine), 2)
             own["caches"][cache] = {**entry, "built": built, "names": names,
                                     "seconds": max(seconds, 0.0)}  # fmt: skip
