@@ -356,6 +356,54 @@ def test_requests_are_rebuilt_on_one_clock_from_the_slots():
     assert record.token_times == pytest.approx([0.1, 0.12, 0.13, 0.13])
 
 
+def per_chunk_details(details: dict, tokens_per_chunk: int) -> dict:
+    """The same requests as bench_serving's OpenAI backend records them: the first token
+    alone, then one gap per chunk of ``tokens_per_chunk`` tokens (SGLang's --stream-interval)."""
+    itls = [[sum(gaps[i:i + tokens_per_chunk]) for i in range(0, len(gaps), tokens_per_chunk)]
+            for gaps in details["itls"]]  # fmt: skip
+    return {**details, "itls": itls}
+
+
+def test_gaps_one_per_chunk_are_spread_over_the_chunk_s_tokens():
+    # bench_serving's OpenAI backend appends one gap per streamed chunk: with SGLang's
+    # --stream-interval 8 its median ITL on an H100 (C = 1,024, FP8) was 185 ms against a TPOT
+    # of 27 ms, and read as one token a gap, its steady TPOT 236 ms (the first chunk credited
+    # with every token the gaps did not account for).
+    details = fake_bench_details(4, 12, 200)
+    chunked = per_chunk_details(details, 8)
+    per_token = bench_steady_tpot_ms(details, 4, 200, steady_s=1.0)
+    assert per_token == pytest.approx(10.0, abs=0.1)
+    as_tokens = bench_steady(chunked, 4, 200, 0.0, 1.0)["tpot_ms"]
+    assert as_tokens > 2 * per_token
+    as_chunks = bench_steady(chunked, 4, 200, 0.0, 1.0, per_chunk=True)["tpot_ms"]
+    assert as_chunks == pytest.approx(per_token, rel=0.03)
+    (record,), _ = bench_requests({"ttfts": [0.1], "itls": [[0.08, 0.05]], "output_lens": [14],
+                                   "errors": [""]}, 1, per_chunk=True)  # fmt: skip
+    # The first token alone, then 13 spread over the two chunks: 6 and 7, each at its chunk.
+    assert record.token_times == pytest.approx([0.1] + [0.18] * 6 + [0.23] * 7)
+
+
+def test_the_openai_backend_s_row_reads_its_gaps_per_chunk(tmp_path, monkeypatch):
+    # Through the cross-check's own run: with decode.crosscheck_backend sglang-oai, the steady
+    # TPOT is the chunks' (not 2x off) and no per-chunk ITL stands beside the study's.
+    chunked = per_chunk_details(fake_bench_details(4, 12, 200), 8)
+
+    def fake_run(argv, result_file, timeout_s, log_path):
+        return {"t0": 0.0, "t1": 10.0, "details": chunked, "bench_tpot_ms": 12.0,
+                "bench_itl_ms": 80.0, "bench_error": ""}  # fmt: skip
+
+    monkeypatch.setattr(decode_crosscheck, "server_window_of",
+                        lambda *a, **k: {"server_tok_s_median": 100.0})  # fmt: skip
+    pas = pass_with_bench(tmp_path, monkeypatch, fake_run, stagger=False)
+    row = {"tpot_ms": 10.0, "steady_s": 1.0, "server_tok_s_median": 100.0}
+    native = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
+    assert native["bench_itl_ms"] == 80.0 and native["bench_tpot_steady_ms"] > 20.0
+    pas.plan["crosscheck_backend"] = "sglang-oai"
+    oai = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
+    assert oai["bench_tpot_steady_ms"] == pytest.approx(10.0, rel=0.03)
+    assert oai["bench_itl_ms"] is None and pd.isna(oai["itl_ratio"])
+
+
 def test_a_failed_request_or_missing_details_give_no_steady_tpot_from_them():
     assert bench_steady_tpot_ms({}, 4, 50) is None  # a result line without --output-details
     details = fake_bench_details(2, 4, 20)

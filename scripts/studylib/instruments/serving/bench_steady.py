@@ -27,8 +27,8 @@ from .load_summary import summarize_load
 
 
 def _gap_runs(itls: list[float]) -> list[tuple[float, int]]:
-    """(gap, tokens) per chunk after the first: bench_serving splits a chunk's gap evenly over
-    its tokens, so one chunk is a run of equal gaps."""
+    """(gap, tokens) per chunk after the first: bench_serving's native backend splits a
+    chunk's gap evenly over its tokens, so one chunk is a run of equal gaps."""
     runs: list[tuple[float, int]] = []
     for gap in itls:
         if runs and runs[-1][0] == gap:
@@ -38,7 +38,18 @@ def _gap_runs(itls: list[float]) -> list[tuple[float, int]]:
     return [(gap * n, n) for gap, n in runs]
 
 
-def bench_requests(details: dict, concurrency: int) -> tuple[list[RequestRecord], list]:
+def _chunk_runs(itls: list[float], tokens: int) -> list[tuple[float, int]]:
+    """(gap, tokens) per chunk after the first where each gap is one chunk's (bench_serving's
+    OpenAI backends: one gap per streamed text chunk, whatever it holds; with SGLang's
+    ``--stream-interval 8`` about 8 tokens). The chunks' own sizes are not in the details:
+    the tokens after the first are spread over them evenly (whole tokens, the sum kept)."""
+    rest, n = max(0, tokens - 1), len(itls)
+    cuts = [round(rest * k / n) for k in range(n + 1)]
+    return [(gap, cuts[k + 1] - cuts[k]) for k, gap in enumerate(itls)]
+
+
+def bench_requests(details: dict, concurrency: int,
+                   per_chunk: bool = False) -> tuple[list[RequestRecord], list]:  # fmt: skip
     """bench_serving's requests on one clock (0: the run's start), with the in-flight count
     over time, as the study's load records its own (decode_load.RequestRecord, ``active``).
 
@@ -48,7 +59,8 @@ def bench_requests(details: dict, concurrency: int) -> tuple[list[RequestRecord]
     ends at its last chunk. So, unlike the study's own records: a request's end leaves out
     bench_serving's closing ``[DONE]`` and the next request's start its connection set-up
     (both small against a chunk); a chunk is a run of equal gaps (two chunks with the very
-    same gap read as one); a failed request ends at its last token."""
+    same gap read as one); a failed request ends at its last token. ``per_chunk``: each gap is
+    one chunk's (:func:`_chunk_runs`), as bench_serving's OpenAI backends record them."""
     ttfts, itls = details.get("ttfts") or [], details.get("itls") or []
     lens = details.get("output_lens") or [0] * len(ttfts)
     errors = details.get("errors") or [""] * len(ttfts)
@@ -61,9 +73,11 @@ def bench_requests(details: dict, concurrency: int) -> tuple[list[RequestRecord]
                                error=error or "")  # fmt: skip
         if ttft:  # bench_serving leaves 0 where no token came
             t = record.first_token = start + ttft
+            runs = (_chunk_runs(gaps, tokens or 0) if per_chunk and gaps
+                    else _gap_runs(gaps or []))  # fmt: skip
             # The first chunk's tokens: those the gaps after it do not account for.
-            record.token_times = [t] * max(1, (tokens or 0) - len(gaps))
-            for gap, n in _gap_runs(gaps or []):
+            record.token_times = [t] * max(1, (tokens or 0) - sum(n for _, n in runs))
+            for gap, n in runs:
                 t += gap
                 record.token_times += [t] * n
         record.end = record.token_times[-1] if record.token_times else start
@@ -98,7 +112,8 @@ SteadySpan = tuple[list[RequestRecord], float, float]
 
 
 def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = None,
-                      staggered: bool = False) -> SteadySpan | None:  # fmt: skip
+                      staggered: bool = False,
+                      per_chunk: bool = False) -> SteadySpan | None:  # fmt: skip
     """bench_serving's requests (:func:`bench_requests`) and its steady window on their clock
     (0: the run's start): the span from the first wave's admission
     (:func:`first_wave_admitted`; ``staggered``, its end, the study's own rule:
@@ -108,7 +123,7 @@ def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = 
     none either). None when the details are missing or no window is found."""
     if not details.get("ttfts") or not details.get("itls"):
         return None
-    records, active = bench_requests(details, concurrency)
+    records, active = bench_requests(details, concurrency, per_chunk)
     after = first_wave_admitted(records, concurrency)
     if staggered:
         ended = first_requests_ended(records, concurrency)
@@ -125,8 +140,8 @@ def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = 
 
 
 def bench_steady(details: dict, concurrency: int, output_len: int, run_end: float,
-                 steady_s: float | None = None,
-                 staggered: bool = False) -> dict | None:  # fmt: skip
+                 steady_s: float | None = None, staggered: bool = False,
+                 per_chunk: bool = False) -> dict | None:  # fmt: skip
     """bench_serving's TPOT as the study computes its own (load_summary.summarize_load: the
     median over requests of their tokens' pace inside the steady window,
     :func:`bench_steady_span`; ``tpot_ms``) and that window on the caller's clock (``span``),
@@ -135,8 +150,9 @@ def bench_steady(details: dict, concurrency: int, output_len: int, run_end: floa
     ``run_end``. That end comes after bench_serving wrote its result (and, run in its own
     process, after the interpreter exited): the window lands up to about a second late,
     which a server log read in whole seconds (server_log) leaves within its own trimming.
-    None where :func:`bench_steady_span` is; ``span`` None where no request ended."""
-    found = bench_steady_span(details, concurrency, steady_s, staggered)
+    None where :func:`bench_steady_span` is; ``span`` None where no request ended.
+    ``per_chunk``: the details' gaps are one per chunk (:func:`bench_requests`)."""
+    found = bench_steady_span(details, concurrency, steady_s, staggered, per_chunk)
     if found is None:
         return None
     records, t0, t1 = found
