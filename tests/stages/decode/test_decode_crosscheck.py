@@ -398,10 +398,14 @@ def test_the_openai_backend_s_row_reads_its_gaps_per_chunk(tmp_path, monkeypatch
     row = {"tpot_ms": 10.0, "steady_s": 1.0, "server_tok_s_median": 100.0}
     native = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
     assert native["bench_itl_ms"] == 80.0 and native["bench_tpot_steady_ms"] > 20.0
+    assert native["bench_backend"] == "sglang" and "/v1" not in crosscheck_sentence(native)
     pas.plan["crosscheck_backend"] = "sglang-oai"
     oai = decode_crosscheck.crosscheck_at(pas, 4, row, tmp_path)
     assert oai["bench_tpot_steady_ms"] == pytest.approx(10.0, rel=0.03)
     assert oai["bench_itl_ms"] is None and pd.isna(oai["itl_ratio"])
+    # The row and its sentence say which endpoint bench_serving's requests went to.
+    assert oai["bench_backend"] == "sglang-oai"
+    assert "(its requests on /v1/completions)" in crosscheck_sentence(oai)
 
 
 def test_a_failed_request_or_missing_details_give_no_steady_tpot_from_them():

@@ -75,6 +75,7 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
            "avg_w_per_gpu", "valid")}  # fmt: skip
     staggered = bool(plan.get("stagger"))
     out["bench_staggered"] = staggered
+    out["bench_backend"] = plan.get("crosscheck_backend") or "sglang"
     out["bench_prompts"] = bench_prompts_at(plan, c, row)
     if not pas.server.alive():
         out["bench_error"] = "the server is no longer running"

@@ -35,6 +35,7 @@ import pandas as pd
 
 from ...core.finding_records import _ok, field_getter, num_of, text_of
 from ...core.verdicts import NOISE_FLOOR, beyond, decision_noise, run_to_run
+from ...instruments.serving.bench_serving import BACKENDS
 from .decode_judgements import exact_ratio
 
 
@@ -141,8 +142,12 @@ def crosscheck_sentence(row: Any) -> str:
     if not _ok(ratio):
         return ""
     engine = crosscheck_engine(row)
+    backend = text_of(get("bench_backend"))
+    # Named where it is not the native one (tables before session 37 did not record it).
+    where = (f" (its requests on {BACKENDS[backend]})"
+             if backend in BACKENDS and backend != "sglang" else "")  # fmt: skip
     said = (f"At C = {num_of(get('concurrency')):.0f} the study's TPOT is {ratio:.3f}× "
-            f"bench_serving's {which}")  # fmt: skip
+            f"bench_serving's {which}{where}")  # fmt: skip
     scheduler = (f"its scheduler {engine:.3f}× as fast during bench_serving"
                  if _ok(engine) else "the scheduler's rate not known")  # fmt: skip
     noise = pct(decision_noise())

@@ -115,7 +115,8 @@ def model_layers(plan: dict, model_facts: dict | None) -> int | None:
 #: One row per variant and C of tables/decode_crosscheck.csv.
 CROSSCHECK_COLUMNS = [
     "engine", "variant", "weights", "cuda_graphs", "concurrency", "tpot_ms", "tpot_source",
-    "output_tok_s", "server_tok_s_median", "avg_w_per_gpu", "valid", "bench_tpot_ms",
+    "output_tok_s", "server_tok_s_median", "avg_w_per_gpu", "valid", "bench_backend",
+    "bench_tpot_ms",
     "bench_tpot_steady_ms",
     "bench_itl_ms", "bench_output_tok_s", "bench_ttft_ms", "bench_prompts", "bench_staggered",
     "bench_completed",
@@ -128,11 +129,12 @@ CROSSCHECK_COLUMNS = [
 #: bench_serving's TPOT over its steady part; whose account the study's TPOT is; session 18:
 #: whether bench_serving's first requests were staggered as the study's were; session 21: the
 #: scheduler's rate over bench_serving's steady window, and the alternated rounds; session 22:
-#: the rounds' TPOT ratio over their engine ratio, round by round).
+#: the rounds' TPOT ratio over their engine ratio, round by round; session 37: which of
+#: bench_serving's backends, so which endpoint, it ran with).
 CROSSCHECK_ADDED = ("bench_tpot_steady_ms", "tpot_ratio_steady", "tpot_source", "bench_staggered",
                     "bench_server_tok_s_steady", "engine_ratio_steady", "rounds", "rounds_s",
                     "tpot_rounds_ms", "bench_tpot_rounds_ms", "tpot_ratio_rounds",
-                    "engine_ratio_rounds", "client_ratio_rounds")  # fmt: skip
+                    "engine_ratio_rounds", "client_ratio_rounds", "bench_backend")  # fmt: skip
 
 
 #: tables/decode_tp_pairs.csv: a TP variant beside its one-GPU twin (decode_judgements.tp_pairs).

@@ -193,6 +193,9 @@ register_shown("recorder_table", RECORDER_SHOWN)
 CROSSCHECK_SHOWN = {
     **shown_as_text("variant"), "concurrency": Column("C", ".0f"),
     "tpot_ms": Column("TPOT ms", ".2f", tip="the study's TPOT"),
+    "bench_backend": Column("bench_serving backend",
+                            tip="sglang: SGLang's native /generate, token-id prompts; "
+                            "sglang-oai: /v1/completions, where the study's load posts"),
     "bench_tpot_ms": Column("bench_serving TPOT ms", ".2f", tip="bench_serving's median TPOT"),
     "bench_tpot_steady_ms": Column("bench_serving steady TPOT ms", ".2f",
                                    tip="bench_serving's TPOT over a window as long as the "
