@@ -75,7 +75,7 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
            "avg_w_per_gpu", "valid")}  # fmt: skip
     staggered = bool(plan.get("stagger"))
     out["bench_staggered"] = staggered
-    out["bench_backend"] = plan.get("crosscheck_backend") or "sglang"
+    out["bench_backend"] = bench_backend(plan)
     out["bench_prompts"] = bench_prompts_at(plan, c, row)
     if not pas.server.alive():
         out["bench_error"] = "the server is no longer running"
@@ -95,6 +95,12 @@ def crosscheck_at(pas: ServerPass, c: int, row: dict, out_dir: Path,
                  out.get("bench_tpot_steady_ms") or 0, out.get("bench_output_tok_s") or 0,
                  out.get("tpot_ms") or 0, out.get("output_tok_s") or 0)  # fmt: skip
     return out
+
+
+def bench_backend(plan: dict) -> str:
+    """Which of bench_serving's backends (bench_serving.BACKENDS) the plan runs: its
+    ``crosscheck_backend``, SGLang's native one where it names none."""
+    return plan.get("crosscheck_backend") or "sglang"
 
 
 def bench_prompts_at(plan: dict, c: int, row: dict) -> int:
@@ -117,7 +123,7 @@ def bench_run(pas: ServerPass, c: int, row: dict, folder: Path,
     prompts = bench_prompts_at(plan, c, row)
     drain_server(pas)
     result_file = folder / f"bench_c{c}{tag}.jsonl"
-    backend = plan.get("crosscheck_backend") or "sglang"
+    backend = bench_backend(plan)
     argv = bench_serving_argv(sys.executable, url_host(pas.host), pas.port, plan["model"], c,
                               plan["input_len"], plan["output_len"], prompts, c,
                               result_file, first, backend)  # fmt: skip
