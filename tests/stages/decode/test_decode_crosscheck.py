@@ -7,6 +7,7 @@ import json
 import sys
 import time
 import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -358,10 +359,11 @@ def test_requests_are_rebuilt_on_one_clock_from_the_slots():
 
 def per_chunk_details(details: dict, tokens_per_chunk: int) -> dict:
     """The same requests as bench_serving's OpenAI backend records them: the first token
-    alone, then one gap per chunk of ``tokens_per_chunk`` tokens (SGLang's --stream-interval)."""
+    alone, then one gap per chunk of ``tokens_per_chunk`` tokens (SGLang's --stream-interval),
+    the run's ``backend`` saying so."""
     itls = [[sum(gaps[i:i + tokens_per_chunk]) for i in range(0, len(gaps), tokens_per_chunk)]
             for gaps in details["itls"]]  # fmt: skip
-    return {**details, "itls": itls}
+    return {**details, "itls": itls, "backend": "sglang-oai"}
 
 
 def test_gaps_one_per_chunk_are_spread_over_the_chunk_s_tokens():
@@ -373,24 +375,28 @@ def test_gaps_one_per_chunk_are_spread_over_the_chunk_s_tokens():
     chunked = per_chunk_details(details, 8)
     per_token = bench_steady_tpot_ms(details, 4, 200, steady_s=1.0)
     assert per_token == pytest.approx(10.0, abs=0.1)
-    as_tokens = bench_steady(chunked, 4, 200, 0.0, 1.0)["tpot_ms"]
+    as_tokens = bench_steady({**chunked, "backend": "sglang"}, 4, 200, 0.0, 1.0)["tpot_ms"]
     assert as_tokens > 2 * per_token
-    as_chunks = bench_steady(chunked, 4, 200, 0.0, 1.0, per_chunk=True)["tpot_ms"]
+    as_chunks = bench_steady(chunked, 4, 200, 0.0, 1.0)["tpot_ms"]
     assert as_chunks == pytest.approx(per_token, rel=0.03)
     (record,), _ = bench_requests({"ttfts": [0.1], "itls": [[0.08, 0.05]], "output_lens": [14],
-                                   "errors": [""]}, 1, per_chunk=True)  # fmt: skip
+                                   "errors": [""], "backend": "sglang-oai"}, 1)  # fmt: skip
     # The first token alone, then 13 spread over the two chunks: 6 and 7, each at its chunk.
     assert record.token_times == pytest.approx([0.1] + [0.18] * 6 + [0.23] * 7)
 
 
 def test_the_openai_backend_s_row_reads_its_gaps_per_chunk(tmp_path, monkeypatch):
     # Through the cross-check's own run: with decode.crosscheck_backend sglang-oai, the steady
-    # TPOT is the chunks' (not 2x off) and no per-chunk ITL stands beside the study's.
+    # TPOT is the chunks' (not 2x off) and no per-chunk ITL stands beside the study's. The
+    # fake run writes a result line as bench_serving does (its backend, its chunks' gaps, a
+    # median ITL of 80 ms) and reads it back as a real run would.
     chunked = per_chunk_details(fake_bench_details(4, 12, 200), 8)
 
     def fake_run(argv, result_file, timeout_s, log_path):
-        return {"t0": 0.0, "t1": 10.0, "details": chunked, "bench_tpot_ms": 12.0,
-                "bench_itl_ms": 80.0, "bench_error": ""}  # fmt: skip
+        line = {**chunked, "backend": argv[argv.index("--backend") + 1],
+                "median_tpot_ms": 12.0, "median_itl_ms": 80.0}  # fmt: skip
+        Path(result_file).write_text(json.dumps(line) + "\n")
+        return crosscheck._run_result(0, 0.0, 10.0, Path(result_file), timeout_s, log_path)
 
     monkeypatch.setattr(decode_crosscheck, "server_window_of",
                         lambda *a, **k: {"server_tok_s_median": 100.0})  # fmt: skip

@@ -144,8 +144,9 @@ def _without_texts(path: Path, result: dict) -> None:
         path.write_text(json.dumps(kept) + "\n")
 
 
-#: The per-request arrays of bench_serving's ``--output-details`` that the steady TPOT reads.
-DETAIL_KEYS = ("ttfts", "itls", "output_lens", "errors")
+#: The per-request arrays of bench_serving's ``--output-details`` that the steady TPOT reads,
+#: and the run's ``backend``, which says how its ``itls`` were kept (:data:`PER_CHUNK_GAPS`).
+DETAIL_KEYS = ("ttfts", "itls", "output_lens", "errors", "backend")
 
 
 def run_bench_serving(argv: list[str], output_file: str | Path, timeout_s: float,
@@ -185,7 +186,9 @@ def _run_result(rc: int | None, t0: float, t1: float, output_file: Path, timeout
             "bench_tpot_ms": result.get("median_tpot_ms"),
             "bench_output_tok_s": result.get("output_throughput"),
             "bench_ttft_ms": result.get("median_ttft_ms"),
-            "bench_itl_ms": result.get("median_itl_ms"),
+            # A chunk's gap is no token's: no ITL to set beside a TPOT.
+            "bench_itl_ms": (None if result.get("backend") in PER_CHUNK_GAPS
+                             else result.get("median_itl_ms")),
             "bench_completed": result.get("completed"),
             "bench_duration_s": result.get("duration"), "bench_error": ""}  # fmt: skip
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 
+from .bench_serving import PER_CHUNK_GAPS
 from .decode_load import (
     STEADY_FRACTION,
     LoadSpec,
@@ -48,8 +49,7 @@ def _chunk_runs(itls: list[float], tokens: int) -> list[tuple[float, int]]:
     return [(gap, cuts[k + 1] - cuts[k]) for k, gap in enumerate(itls)]
 
 
-def bench_requests(details: dict, concurrency: int,
-                   per_chunk: bool = False) -> tuple[list[RequestRecord], list]:  # fmt: skip
+def bench_requests(details: dict, concurrency: int) -> tuple[list[RequestRecord], list]:
     """bench_serving's requests on one clock (0: the run's start), with the in-flight count
     over time, as the study's load records its own (decode_load.RequestRecord, ``active``).
 
@@ -59,9 +59,11 @@ def bench_requests(details: dict, concurrency: int,
     ends at its last chunk. So, unlike the study's own records: a request's end leaves out
     bench_serving's closing ``[DONE]`` and the next request's start its connection set-up
     (both small against a chunk); a chunk is a run of equal gaps (two chunks with the very
-    same gap read as one); a failed request ends at its last token. ``per_chunk``: each gap is
-    one chunk's (:func:`_chunk_runs`), as bench_serving's OpenAI backends record them."""
+    same gap read as one); a failed request ends at its last token. Where the run's
+    ``backend`` keeps one gap per chunk (bench_serving.PER_CHUNK_GAPS: its OpenAI ones), each
+    gap is one chunk's (:func:`_chunk_runs`)."""
     ttfts, itls = details.get("ttfts") or [], details.get("itls") or []
+    per_chunk = details.get("backend") in PER_CHUNK_GAPS
     lens = details.get("output_lens") or [0] * len(ttfts)
     errors = details.get("errors") or [""] * len(ttfts)
     free = [0.0] * min(concurrency, len(ttfts))  # when each slot is next free
@@ -112,8 +114,7 @@ SteadySpan = tuple[list[RequestRecord], float, float]
 
 
 def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = None,
-                      staggered: bool = False,
-                      per_chunk: bool = False) -> SteadySpan | None:  # fmt: skip
+                      staggered: bool = False) -> SteadySpan | None:  # fmt: skip
     """bench_serving's requests (:func:`bench_requests`) and its steady window on their clock
     (0: the run's start): the span from the first wave's admission
     (:func:`first_wave_admitted`; ``staggered``, its end, the study's own rule:
@@ -123,7 +124,7 @@ def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = 
     none either). None when the details are missing or no window is found."""
     if not details.get("ttfts") or not details.get("itls"):
         return None
-    records, active = bench_requests(details, concurrency, per_chunk)
+    records, active = bench_requests(details, concurrency)
     after = first_wave_admitted(records, concurrency)
     if staggered:
         ended = first_requests_ended(records, concurrency)
@@ -140,8 +141,8 @@ def bench_steady_span(details: dict, concurrency: int, steady_s: float | None = 
 
 
 def bench_steady(details: dict, concurrency: int, output_len: int, run_end: float,
-                 steady_s: float | None = None, staggered: bool = False,
-                 per_chunk: bool = False) -> dict | None:  # fmt: skip
+                 steady_s: float | None = None,
+                 staggered: bool = False) -> dict | None:  # fmt: skip
     """bench_serving's TPOT as the study computes its own (load_summary.summarize_load: the
     median over requests of their tokens' pace inside the steady window,
     :func:`bench_steady_span`; ``tpot_ms``) and that window on the caller's clock (``span``),
@@ -150,9 +151,8 @@ def bench_steady(details: dict, concurrency: int, output_len: int, run_end: floa
     ``run_end``. That end comes after bench_serving wrote its result (and, run in its own
     process, after the interpreter exited): the window lands up to about a second late,
     which a server log read in whole seconds (server_log) leaves within its own trimming.
-    None where :func:`bench_steady_span` is; ``span`` None where no request ended.
-    ``per_chunk``: the details' gaps are one per chunk (:func:`bench_requests`)."""
-    found = bench_steady_span(details, concurrency, steady_s, staggered, per_chunk)
+    None where :func:`bench_steady_span` is; ``span`` None where no request ended."""
+    found = bench_steady_span(details, concurrency, steady_s, staggered)
     if found is None:
         return None
     records, t0, t1 = found

@@ -19,7 +19,6 @@ import pandas as pd
 from ...core.finding_records import _ok
 from ...core.verdicts import beyond, decision_noise, run_to_run
 from ...instruments.serving.bench_serving import (
-    PER_CHUNK_GAPS,
     BenchWorker,
     bench_prompts,
     bench_serving_argv,
@@ -123,10 +122,9 @@ def bench_run(pas: ServerPass, c: int, row: dict, folder: Path,
     prompts = bench_prompts_at(plan, c, row)
     drain_server(pas)
     result_file = folder / f"bench_c{c}{tag}.jsonl"
-    backend = bench_backend(plan)
     argv = bench_serving_argv(sys.executable, url_host(pas.host), pas.port, plan["model"], c,
                               plan["input_len"], plan["output_len"], prompts, c,
-                              result_file, first, backend)  # fmt: skip
+                              result_file, first, bench_backend(plan))  # fmt: skip
     timeout_s = bench_timeout_s(prompts, c, plan["output_len"], row.get("tpot_ms"))
     # One runner for the job's runs (its imports paid once); a run it ended without answering
     # runs again in a process of its own, as every run did before the runner.
@@ -141,13 +139,10 @@ def bench_run(pas: ServerPass, c: int, row: dict, folder: Path,
     out = {}
     # Its TPOT over a window as long as the study's, after its own admission: like for like.
     details = result.pop("details", {})
-    per_chunk = backend in PER_CHUNK_GAPS
-    if per_chunk:  # its median ITL is a chunk's gap, not a token's: no ITL to set beside TPOT
-        result["bench_itl_ms"] = None
     running = math.ceil(STEADY_FRACTION * c)
     try:
         steady = bench_steady(details, c, plan["output_len"], t1, row.get("steady_s"),
-                              staggered, per_chunk)  # fmt: skip
+                              staggered)  # fmt: skip
         if steady is not None:
             out["bench_tpot_steady_ms"] = steady["tpot_ms"]
         # The scheduler's rate over that same window: an engine that changes speed within
