@@ -30,7 +30,9 @@
 #                                                  # missing: the finished jobs' outputs stand,
 #                                                  # an unfinished job resumes from its journal
 # The detached run's log, start time, process id and exit status are in results/.gpu_study/.
-# GPU_STUDY_INSTALLED=1 skips the bundle's install (its packages already importable).
+# GPU_STUDY_INSTALLED=1 skips the bundle's install (its packages already importable);
+# GPU_STUDY_INSTALL_ARGS passes options to it (--partial: a run with targets that need no
+# figures or report, its report parts left behind).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STATE=results/.gpu_study
@@ -131,8 +133,13 @@ if [ "$resume" = 1 ]; then
   set -- --rerun-triggers mtime "$@"
 fi
 if [ "${GPU_STUDY_INSTALLED:-0}" != 1 ]; then
-  # shellcheck source=/dev/null
-  source tools/install_gpu_bundle.sh --no-smoke || exit 1
+  # GPU_STUDY_INSTALL_ARGS: the installer's own options, e.g. --partial for a run that
+  # needs no figures or report and so left the bundle's report parts behind.
+  # shellcheck source=/dev/null,disable=SC2086
+  source tools/install_gpu_bundle.sh --no-smoke ${GPU_STUDY_INSTALL_ARGS:-} || {
+    echo "gpu_study: the bundle did not install (above); nothing started" >&2
+    exit 1
+  }
 fi
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv 2>/dev/null

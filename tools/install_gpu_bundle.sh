@@ -75,7 +75,7 @@ _gpu_bundle_main() (
       fi
     done <"$manifest"
     if (( missing > 0 )); then
-      (( partial )) || die "$missing wheel(s) of $manifest are missing or truncated (carry every part, or pass --partial)"
+      (( partial )) || die "$missing wheel(s) of $manifest are missing or truncated (carry every part, or pass --partial: through tools/gpu_study.sh, GPU_STUDY_INSTALL_ARGS=--partial)"
       log "WARNING: $missing wheel(s) missing; installing what is there (--partial)"
     else
       log "manifest check: all wheels present"
@@ -203,13 +203,18 @@ if [[ "${BASH_SOURCE[0]}" != "$0" ]]; then
       --target=*) _gpu_bundle_target="${_gpu_bundle_args[_i]#*=}" ;;
     esac
   done
-  if _gpu_bundle_main "$@" && [[ -d "$_gpu_bundle_target" ]]; then
+  # A failed install returns its status to the caller (`source ... || exit 1`): a plain
+  # `if` here returned 0, and tools/gpu_study.sh went on to start a Snakemake not installed.
+  _gpu_bundle_rc=0
+  _gpu_bundle_main "$@" || _gpu_bundle_rc=$?
+  if (( _gpu_bundle_rc == 0 )) && [[ -d "$_gpu_bundle_target" ]]; then
     _gpu_bundle_target="$(cd "$_gpu_bundle_target" && pwd)"
     export PYTHONPATH="$_gpu_bundle_target${PYTHONPATH:+:$PYTHONPATH}"
     export PATH="$_gpu_bundle_target/bin:$PATH"
     echo "install_gpu_bundle: exported PYTHONPATH=$PYTHONPATH"
   fi
   unset _gpu_bundle_target _gpu_bundle_args _i
+  return "$_gpu_bundle_rc"
 else
   _gpu_bundle_main "$@"
 fi

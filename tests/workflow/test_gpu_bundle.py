@@ -237,3 +237,40 @@ def test_default_part_leaves_room_for_the_tree(tmp_path):
     part_mib = int(re.search(r"part size: (\d+) MiB", run.stdout).group(1))
     assert part_mib * 2**20 + tree <= 63e6
     assert part_mib >= 16
+
+
+def test_a_bundle_with_a_part_left_behind_starts_nothing_unless_partial_is_asked(tmp_path):
+    """tools/gpu_study.sh sources the installer: a failed install (a part the manifest lists
+    not carried) stops it before Snakemake starts (on the H100, 2026-12-06, the installer's
+    sourced branch returned 0 and the detached run died on `snakemake: command not found`);
+    GPU_STUDY_INSTALL_ARGS=--partial installs what is there and starts it."""
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True)
+    for script in ("gpu_study.sh", "install_gpu_bundle.sh"):
+        shutil.copy2(REPO / "tools" / script, repo / "tools")
+    shutil.copytree(REPO / "tools" / "patches", repo / "tools" / "patches")
+    bundle = repo / ".gpu-bundle"
+    (bundle / "part1").mkdir(parents=True)
+    wheel = _wheel(bundle / "part1", "other")
+    (bundle / "MANIFEST.txt").write_text(
+        f"part1\t{wheel.name}\t{wheel.stat().st_size}\t-\n"
+        "part2\taltair-6.3.0-py3-none-any.whl\t1000\t-\n"
+    )
+    bin_dir = tmp_path / "bin"  # the Snakemake the bundle would bring: a stand-in
+    bin_dir.mkdir()
+    (bin_dir / "snakemake").write_text('#!/usr/bin/env bash\necho "snakemake ran: $*"\n')
+    (bin_dir / "snakemake").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPU_STUDY_INSTALLED": "0"}
+    argv = ["bash", "tools/gpu_study.sh", "--cores", "1"]
+
+    refused = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1
+    assert "missing: part2/altair-6.3.0-py3-none-any.whl" in refused.stderr
+    assert "GPU_STUDY_INSTALL_ARGS=--partial" in refused.stderr
+    assert "nothing started" in refused.stderr and "snakemake ran" not in refused.stdout
+
+    env["GPU_STUDY_INSTALL_ARGS"] = "--partial"
+    partial = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert partial.returncode == 0, partial.stderr
+    assert "installing what is there (--partial)" in partial.stdout
+    assert "snakemake ran: --cores 1" in partial.stdout

@@ -104,6 +104,34 @@ def test_sglang_contract_with_the_recorder_in_its_own_pass(tmp_path, monkeypatch
     assert run["served_name"] in (out / "server.log").read_text()
 
 
+def test_a_server_that_does_not_start_is_the_variants_result_not_a_lost_run(tmp_path, monkeypatch):
+    """A variant whose server exits before it is ready (the bf16 variant's 79 GB of weights on
+    an 80-GB H100, 2026-12-06: no memory left for the KV cache) writes its tables, one row a
+    concurrency saying why, and keeps the server's log: the job ends, and the aggregate and
+    the report of the other variants go on (the job's failure lost both, and the log)."""
+    _standin_sglang(monkeypatch)
+    plan = {
+        "engine": "sglang", "variant": "too-big", "model": "standin", "model_kind": "dummy",
+        "args": ["--exit-before-ready", "1"], "host": "127.0.0.1", "port": free_port(),
+        "concurrency": [1, 16], "input_len": 8, "output_len": 12, "min_steady_s": 0.3,
+        "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20, "vocab_size": 1000,
+        "weights": "bf16", "expert_distribution": True, "top_k": 8,
+    }  # fmt: skip
+    summary = run_decode(plan, tmp_path / "out", model_facts={"weight_bytes": 79115059200})
+    assert summary["concurrency"].tolist() == [1, 16] and not summary["valid"].any()
+    why = summary["first_error"].iloc[0]
+    assert why.startswith("the server did not start: the server exited with code 1")
+    assert "out of GPU memory (simulated)" in why and "73.7 GiB" in why
+    assert invalid_note(summary.iloc[0]) == "invalid: the server did not start"
+    out = tmp_path / "out"
+    assert read_table("decode_summary", out / "summary.csv")["first_error"].tolist() == [why, why]
+    assert "out of GPU memory" in (out / "server.log").read_text()
+    run = json.loads((out / "run.json").read_text())
+    assert run["start_error"] == why and run["teardown"]["left_behind"] is False
+    assert not (out / "server_recorder.log").exists()  # no second start of the same server
+    assert read_table("crosscheck", out / "crosscheck.csv").empty
+
+
 def test_what_the_servers_start_compiled_is_in_its_record(tmp_path, monkeypatch):
     """The caches the server's environment names are read before its launch and once it is
     ready: its record names the kernel the start compiled, not the one already there, with

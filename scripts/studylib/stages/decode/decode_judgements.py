@@ -98,6 +98,10 @@ def _count(value: Any) -> int:
 #: Why a run is invalid when no request failed: its steady window was too short.
 SHORT_STEADY = "steady window shorter than the minimum"
 
+#: Why every run of a variant is invalid when its server did not start (out of GPU memory,
+#: a crash before ready, no answer in ``decode.ready_timeout_s``): ``first_error`` begins so.
+NOT_STARTED = "the server did not start"
+
 
 #: The client's count may fall this far below the scheduler's before a window is called
 #: delivery-bound (client_over_scheduler: without millisecond stamps the two count over
@@ -194,6 +198,8 @@ def invalid_note(row: Any) -> str:
     get = field_getter(row)
     if valid_flag(get("valid", False)):
         return ""
+    if text_of(get("first_error")).startswith(NOT_STARTED):
+        return f"invalid: {NOT_STARTED}"
     causes = []
     errors, wrong = _count(get("errors")), _count(get("wrong_length"))
     if errors:

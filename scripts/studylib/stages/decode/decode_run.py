@@ -46,12 +46,14 @@ from ...instruments.serving.engines import engine as get_engine
 from ...instruments.serving.engines.sglang_engine import (
     expert_recorder,
 )
+from ...instruments.serving.launcher import ServerFailed
 from ...instruments.serving.load_summary import decode_token_counter, summarize_load
 from ...instruments.serving.served_model import step_bytes
 from ...instruments.serving.server_log import server_window_of
 from ...instruments.serving.window_precision import lasted, precise_end
 from .decode_crosscheck import crosscheck_at, crosscheck_skipped, crosscheck_worker
 from .decode_judgements import (
+    NOT_STARTED,
     client_over_scheduler,
     delivery_note,
     engine_account,
@@ -179,25 +181,36 @@ def run_decode(
             again = partial(study_window, main, sampler=sampler, windows=runs.windows)
             main.note_caches()
             with main.server, crosscheck_worker(out_dir, skipped) as bench:
-                facts["ready_s"] = main.server.wait_ready()
-                facts["start_builds"] = main.start_record()
-                progress.last = time.monotonic()  # the server's start is not a step
-                for c in concurrency:
-                    if runs.restore_main(c):
-                        progress.skip()
-                        continue
-                    mark = runs.mark()
-                    row = _one_concurrency(main, c, sampler, source, runs.windows,
-                                           runs.requests, idle_w_total, model_facts)  # fmt: skip
-                    runs.rows.append(row)
-                    if skipped is None:
-                        runs.crosscheck.append(crosscheck_at(main, c, row, out_dir, bench,
-                                                             again))  # fmt: skip
-                    runs.record_main(c, mark)
-                    log.info("%s main pass, C=%d done", progress.step(), c)
-                # After every measured window: no measured window follows a trace.
-                facts["profile"] = profile_pass(main, runs.rows, model_facts, out_dir,
-                                                breakdown, journal)  # fmt: skip
+                try:
+                    facts["ready_s"] = main.server.wait_ready()
+                except ServerFailed as exc:
+                    # A server this GPU cannot hold (the bf16 variant's 79 GB of weights on
+                    # an 80-GB H100) is the variant's result, not a lost run: its rows say
+                    # why, its log stays, and the other variants' tables and the report go on.
+                    facts["start_error"] = not_started(exc, model_facts)
+                    log.error("%s", exc)
+                    runs.rows = [not_started_row(plan, c, source, facts["start_error"])
+                                 for c in concurrency]  # fmt: skip
+                else:
+                    facts["start_builds"] = main.start_record()
+                    progress.last = time.monotonic()  # the server's start is not a step
+                    for c in concurrency:
+                        if runs.restore_main(c):
+                            progress.skip()
+                            continue
+                        mark = runs.mark()
+                        row = _one_concurrency(main, c, sampler, source, runs.windows,
+                                               runs.requests, idle_w_total,
+                                               model_facts)  # fmt: skip
+                        runs.rows.append(row)
+                        if skipped is None:
+                            runs.crosscheck.append(crosscheck_at(main, c, row, out_dir, bench,
+                                                                 again))  # fmt: skip
+                        runs.record_main(c, mark)
+                        log.info("%s main pass, C=%d done", progress.step(), c)
+                    # After every measured window: no measured window follows a trace.
+                    facts["profile"] = profile_pass(main, runs.rows, model_facts, out_dir,
+                                                    breakdown, journal)  # fmt: skip
             facts["teardown"] = main.server.stop_result
         else:
             for c in concurrency:
@@ -206,7 +219,7 @@ def run_decode(
             facts["profile"] = profile_pass(main, runs.rows, model_facts, out_dir, breakdown,
                                             journal)  # fmt: skip
         facts["main_pass_s"] = time.monotonic() - started
-        if recorder_on:
+        if recorder_on and "start_error" not in facts:
             shared = (model_facts or {}).get("shared_experts", 0)
             rec = ServerPass(plan, eng, out_dir, "server_recorder.log", recorder=True,
                         shared_experts=shared)  # fmt: skip
@@ -521,6 +534,29 @@ def _recorder_concurrency(pas: ServerPass, c: int, sampler, main_row: dict):
         if row["tpot_ms"] and row["tpot_ms_off"]:
             row["tpot_ratio"] = row["tpot_ms"] / row["tpot_ms_off"]
     return counts, row
+
+
+def not_started(exc: ServerFailed, model_facts: dict | None) -> str:
+    """One line on a server that did not start: the server's own reason, and the weights the
+    study served where it built the model (what an out-of-memory start needs to be read)."""
+    text = f"{NOT_STARTED}: {str(exc).splitlines()[0]}"
+    weight_bytes = (model_facts or {}).get("weight_bytes")
+    if weight_bytes:
+        text += (f" (the served model's weights: {weight_bytes / 2**30:.1f} GiB, "
+                 "study_model.json)")  # fmt: skip
+    return text
+
+
+def not_started_row(plan: dict, c: int, source: str, why: str) -> dict:
+    """The summary row of concurrency ``c`` where the variant's server did not start."""
+    return {"engine": plan["engine"], "variant": plan["variant"],
+            "model_kind": plan.get("model_kind"), "weights": plan.get("weights"),
+            "routing": plan.get("routing"),
+            "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
+            "ep": expert_parallel(plan["engine"], plan.get("args") or []),
+            "concurrency": c, "power_source": source, "steady_s": 0.0, "valid": False,
+            "requests": 0, "errors": 0, "first_error": why,
+            "load": LOAD_STAGGERED if plan.get("stagger") else LOAD_LOCKSTEP}  # fmt: skip
 
 
 def _failure_text(exc: Exception, log_path: Path) -> str:
