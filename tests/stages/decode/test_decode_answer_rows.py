@@ -115,6 +115,16 @@ def test_invalid_windows_never_answer():
     decode.loc[decode["variant"] == "sg-bf16-graphs", "valid"] = False
     only_invalid = by_subject(decode_answers(decode))["sg-bf16-graphs"]
     assert only_invalid.status == NOT_MEASURED and "invalid at C = 1" in only_invalid.why
+    # a server that did not start: its reason once, not "invalid at C = ..." per C; the other
+    # variant still answers
+    why = ("the server did not start: the server exited with code -9 before it was ready: "
+           "ValueError: Loaded weights leave no GPU memory for the KV cache")
+    decode.loc[decode["variant"] == "sg-bf16-graphs", ["first_error", "steady_s"]] = [why, 0.0]
+    answers = by_subject(decode_answers(decode))
+    not_started = answers["sg-bf16-graphs"]
+    assert not_started.status == NOT_MEASURED and not_started.why == why
+    assert not_started.sentence == f"No valid window: {why}."
+    assert answers["sg-bf16-eager"].status == ANSWERED
 
 
 def full_length(c, tpot_ms, shortened_tpot_ms, ci=0.5, shortened_ci=0.9, **kw) -> dict:

@@ -35,6 +35,7 @@ from .decode_judgements import (
     invalid_note,
     prep_decode,
     shortened_rows,
+    start_failure,
     tp_pairs,
     weights_name,
 )
@@ -312,6 +313,7 @@ def _variant_answers(df: pd.DataFrame) -> list[Answer]:
         bad = [(int(r["concurrency"]), invalid_note(r).removeprefix("invalid: ").split("; ")[0])
                for _, r in g.iterrows() if not r["valid"]]  # fmt: skip
         why = "; ".join(f"invalid at C = {c}: {cause}" for c, cause in bad)
+        why = start_failure(g) or why  # once, with the server's reason, not once per C
         top = _largest_valid(g)
         if top is None:
             out.append(Answer(5, variant, NOT_MEASURED, why=why or "no valid window",

@@ -215,6 +215,15 @@ def invalid_note(row: Any) -> str:
     return "invalid: " + "; ".join(causes)
 
 
+def start_failure(rows: pd.DataFrame) -> str:
+    """Where a variant's server did not start (every row says so): the first row's
+    ``first_error``, the server's reason; else ''."""
+    errors = [text_of(e) for e in rows.get("first_error", pd.Series(dtype=object))]
+    if errors and all(e.startswith(NOT_STARTED) for e in errors):
+        return errors[0]
+    return ""
+
+
 def power_sources(df: pd.DataFrame) -> list[str]:
     """The power sources a decode table's runs were measured with ("none": no power)."""
     if df.empty or "power_source" not in df.columns:
