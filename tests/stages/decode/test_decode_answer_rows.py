@@ -117,8 +117,10 @@ def test_invalid_windows_never_answer():
     assert only_invalid.status == NOT_MEASURED and "invalid at C = 1" in only_invalid.why
     # a server that did not start: its reason once, not "invalid at C = ..." per C; the other
     # variant still answers
-    why = ("the server did not start: the server exited with code -9 before it was ready: "
-           "ValueError: Loaded weights leave no GPU memory for the KV cache")
+    why = (
+        "the server did not start: the server exited with code -9 before it was ready: "
+        "ValueError: Loaded weights leave no GPU memory for the KV cache"
+    )
     decode.loc[decode["variant"] == "sg-bf16-graphs", ["first_error", "steady_s"]] = [why, 0.0]
     answers = by_subject(decode_answers(decode))
     not_started = answers["sg-bf16-graphs"]
