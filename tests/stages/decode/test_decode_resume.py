@@ -83,6 +83,32 @@ def test_a_job_stopped_in_its_main_pass_keeps_the_finished_concurrency(tmp_path,
     assert first_server_log != (out / "server.log").read_text()  # a new server start
 
 
+def test_a_server_that_started_before_and_not_now_fails_the_job_and_keeps_the_journal(
+    tmp_path, monkeypatch
+):
+    """A server that does not start is its variant's rows (test_decode_run), unless a stopped
+    run's levels were measured on it: then the failure is taken for chance, and the job fails
+    with the journal kept for the next run (rows saying it did not start would end the job
+    and drop the journal's levels)."""
+    from studylib.instruments.serving.launcher import ServerFailed, ServerProcess
+
+    _standin_sglang(monkeypatch)
+    plan, out = _plan(expert_distribution=False), tmp_path / "out"
+    _stopped_run(monkeypatch, plan, out, "_one_concurrency")
+
+    def fails(self):
+        raise ServerFailed("the server exited with code 1 before it was ready: by chance")
+
+    with monkeypatch.context() as m:
+        m.setattr(ServerProcess, "wait_ready", fails)
+        with pytest.raises(ServerFailed, match="by chance"):
+            run_decode(plan, out)
+    assert "main:2" in _journal_keys(out) and not (out / "summary.csv").exists()
+    summary = run_decode(plan, out)  # the server starts again: C = 2 kept, C = 4 measured
+    assert summary["concurrency"].tolist() == [2, 4] and summary["valid"].all()
+    assert json.loads((out / "run.json").read_text())["resumed"] == ["idle", "main:2"]
+
+
 def test_the_kept_row_is_the_row_the_stopped_run_measured(tmp_path, monkeypatch):
     _standin_sglang(monkeypatch)
     plan, out = _plan(expert_distribution=False), tmp_path / "out"

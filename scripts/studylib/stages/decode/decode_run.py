@@ -187,6 +187,10 @@ def run_decode(
                     # A server this GPU cannot hold (the bf16 variant's 79 GB of weights on
                     # an 80-GB H100) is the variant's result, not a lost run: its rows say
                     # why, its log stays, and the other variants' tables and the report go on.
+                    # One that started before, for the journal's levels, failed by chance:
+                    # the job fails and keeps the journal for the next run.
+                    if any(key != "idle" for key in journal.reused):
+                        raise
                     facts["start_error"] = not_started(exc, model_facts)
                     log.error("%s", exc)
                     runs.rows = [not_started_row(plan, c, source, facts["start_error"])
