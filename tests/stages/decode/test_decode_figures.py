@@ -195,6 +195,17 @@ def test_decode_chart_without_power(tmp_path):
     assert "4 valid" in text
 
 
+def test_a_variant_whose_server_did_not_start_is_named_once_in_the_subtitle():
+    df = make_decode()
+    variant = df["variant"].iloc[0]
+    mine = df["variant"] == variant
+    df.loc[mine, ["steady_s", "valid", "output_tok_s", "tpot_ms"]] = [0.0, False, np.nan, np.nan]
+    df.loc[mine, "first_error"] = "the server did not start: out of GPU memory"
+    text = json.dumps(charts.chart_spec(decode_chart(df)), ensure_ascii=False)
+    assert f"not drawn (no steady window measured): {variant} (its server did not start)" in text
+    assert f"{variant} C=" not in text
+
+
 def test_decode_chart_only_invalid_rows():
     df = make_decode().assign(valid=False, steady_s=5.0)
     spec = charts.chart_spec(decode_chart(df))

@@ -25,7 +25,14 @@ from ...core.finding_records import text_of
 from ...core.table_registry import tips
 from . import decode_tables  # noqa: F401 - registers the columns the tooltips show
 from .decode_colors import variant_scale
-from .decode_judgements import graphs_flag, graphs_pairs, invalid_note, power_sources, valid_flag
+from .decode_judgements import (
+    graphs_flag,
+    graphs_pairs,
+    invalid_note,
+    power_sources,
+    start_failure,
+    valid_flag,
+)
 
 TITLE = "Decode: TPOT, energy per token and power against concurrency, CUDA graphs on and off"
 GRAPHS_ON, GRAPHS_OFF = "CUDA graphs on", "CUDA graphs off"
@@ -285,8 +292,12 @@ def decode_chart(decode: pd.DataFrame | None) -> alt.TopLevelMixin:
     undrawn = data[pd.to_numeric(data.get("tpot_ms"), errors="coerce").isna()] \
         if "tpot_ms" in data.columns else data  # fmt: skip
     if not undrawn.empty:
-        names = [f"{v} C={int(c)}" for v, c in zip(undrawn["variant"], undrawn["concurrency"],
-                                                  strict=True)]  # fmt: skip
+        names = []
+        for variant, rows in undrawn.groupby("variant", sort=False):
+            if start_failure(rows) and len(rows) == (data["variant"] == variant).sum():
+                names.append(f"{variant} (its server did not start)")  # once, not per C
+            else:
+                names += [f"{variant} C={int(c)}" for c in rows["concurrency"]]
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         subtitle.append(f"not drawn (no steady window measured): {shown}")
     columns = ["tpot_ms", *(["j_per_token", "avg_w_per_gpu"] if powered else ["output_tok_s"])]
