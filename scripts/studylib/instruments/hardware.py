@@ -170,6 +170,15 @@ def nvml_gpus() -> tuple[dict, list[dict], str | None]:
         pynvml.nvmlShutdown()
 
 
+def smallest_gpu_memory_mib(indices: list[int] | None) -> float | None:
+    """The smallest total memory (MiB) of the GPUs at these NVML indices (None: every GPU);
+    None without NVML."""
+    _, gpus, _ = nvml_gpus()
+    sizes = [gpu["memory_total_mib"] for gpu in gpus if gpu.get("memory_total_mib")
+             and (indices is None or gpu["index"] in indices)]  # fmt: skip
+    return min(sizes) if sizes else None
+
+
 def torch_gpus() -> tuple[list[dict], str | None]:
     try:
         import torch

@@ -115,3 +115,29 @@ def test_a_per_device_entry_may_name_one_device():
     assert "--disable-cuda-graph" in resolve_for_device(plan, "cuda")["args"]
     assert resolve_for_device(plan, "cpu")["args"] is None
     assert resolve_for_device(plan, "cuda")["min_steady_s"] == 20
+
+
+def test_weights_a_gpu_cannot_hold_beside_a_kv_cache_are_known_before_the_start():
+    """The seed's bf16 model (79.1 GB, 73.7 GiB) on an 80-GB H100 (81,559 MiB): SGLang stopped
+    at start ("Loaded weights leave no GPU memory for the KV cache", 2026-12-06); on an H200
+    (143,771 MiB), over two H100s, or in FP8 it runs."""
+    from studylib.stages.decode.decode_plan import weights_problem
+
+    bf16, h100, h200 = 79_115_059_200, 81_559, 143_771
+    args = ["--tp", "1", "--mem-fraction-static", "0.85"]
+    why = weights_problem("sglang", args, bf16, h100)
+    assert why.startswith("its weights do not fit: 73.7 GiB per GPU (79.1 GB over 1 GPU)")
+    assert "the 67.7 GiB --mem-fraction-static 0.85 leaves of the GPU's 79.6 GiB" in why
+    assert weights_problem("sglang", args, bf16, h200) is None
+    assert weights_problem("sglang", ["--tp-size", "2", *args[2:]], bf16, h100) is None
+    assert weights_problem("sglang", args, bf16 / 2, h100) is None  # FP8: half the bytes
+    # without the fraction flag only weights beyond the whole GPU are refused
+    assert weights_problem("sglang", [], bf16, h100) is None
+    assert "against all of the GPU's 79.6 GiB" in weights_problem("sglang", [], 90e9, h100)
+    assert "(90.0 GB over 2 GPUs)" in weights_problem(
+        "vllm", ["--tensor-parallel-size", "2", "--gpu-memory-utilization", "0.5"], 90e9, h100
+    )
+    # unknown weights, unknown GPU, an engine without the flag: no verdict, the start decides
+    assert weights_problem("sglang", args, None, h100) is None
+    assert weights_problem("sglang", args, bf16, None) is None
+    assert weights_problem("transformers", args, bf16, h100) is None

@@ -132,6 +132,33 @@ def test_a_server_that_does_not_start_is_the_variants_result_not_a_lost_run(tmp_
     assert read_table("crosscheck", out / "crosscheck.csv").empty
 
 
+def test_weights_the_gpu_cannot_hold_start_no_server(tmp_path, monkeypatch):
+    """Known before the start (decode_plan.weights_problem): no server launched, no idle
+    window; the same rows and outputs as a server that stopped for want of memory."""
+    import studylib.stages.decode.decode_run as decode
+
+    _standin_sglang(monkeypatch)
+    monkeypatch.setattr(decode, "smallest_gpu_memory_mib", lambda indices: 81_559.0)
+    monkeypatch.setattr(decode._Runs, "idle", lambda self, s: pytest.fail("an idle window ran"))
+    plan = {
+        "engine": "sglang", "variant": "bf16-on-h100", "model": "standin",
+        "model_kind": "dummy", "args": ["--mem-fraction-static", "0.85"], "host": "127.0.0.1",
+        "port": free_port(), "concurrency": [1, 16], "input_len": 8, "output_len": 12,
+        "min_steady_s": 0.3, "idle_s": 5.0, "ready_timeout_s": 30, "sample_hz": 20,
+        "vocab_size": 1000, "weights": "bf16",
+    }  # fmt: skip
+    summary = run_decode(plan, tmp_path / "out", model_facts={"weight_bytes": 79115059200})
+    assert not summary["valid"].any() and summary["concurrency"].tolist() == [1, 16]
+    why = summary["first_error"].iloc[0]
+    assert why.startswith("the server did not start: its weights do not fit: 73.7 GiB per GPU")
+    assert invalid_note(summary.iloc[1]) == "invalid: the server did not start"
+    out = tmp_path / "out"
+    assert (out / "server.log").read_text() == f"study: {why}\n"  # no launcher line: none ran
+    assert json.loads((out / "run.json").read_text())["start_error"] == why
+    for name in ("crosscheck.csv", "recorder.csv", "expert_m.csv", "breakdown.csv"):
+        assert (out / name).is_file(), name
+
+
 def test_what_the_servers_start_compiled_is_in_its_record(tmp_path, monkeypatch):
     """The caches the server's environment names are read before its launch and once it is
     ready: its record names the kernel the start compiled, not the one already there, with

@@ -11,6 +11,7 @@ from ...instruments.serving.engines import engine as get_engine
 from ...instruments.serving.engines.base import arg_problems, flag_name
 from ...instruments.serving.launcher import flag_value
 from ...instruments.serving.served_model import geometry_positions, model_positions
+from .decode_schema import MEMORY_FRACTION_FLAGS, weight_ranks
 
 DEVICES = ("cuda", "cpu")
 #: A variant's name is a path component of its files (at most 255 bytes on Linux, with room
@@ -99,6 +100,28 @@ def context_problem(input_len: int, output_len: int, served: tuple[int, str] | N
     return (f"{name('input_len')} ({input_len}) + {name('output_len')} ({output_len}) = "
             f"{input_len + output_len} tokens per request, beyond the {served[0]} positions of "
             f"{whose} ({served[1]}): the model cannot serve that context")  # fmt: skip
+
+
+def weights_problem(engine: str, args: list, weight_bytes: float | None,
+                    gpu_mib: float | None) -> str | None:  # fmt: skip
+    """Weights a server cannot hold with room for a KV cache: their share per GPU at or above
+    the memory its engine may take of the smallest of the job's GPUs (``gpu_mib``; the whole
+    GPU without the engine's fraction flag). None where they fit, or where either is unknown.
+    SGLang itself stops at start then, after 40-90 s (an 80-GB H100 and the bf16 model)."""
+    if engine not in MEMORY_FRACTION_FLAGS or not weight_bytes or not gpu_mib:
+        return None
+    args = [str(a) for a in args]
+    ranks = weight_ranks(engine, args)
+    flag = MEMORY_FRACTION_FLAGS[engine]
+    fraction = float(flag_value(args, flag) or 1.0)
+    per_gpu, room = weight_bytes / ranks / 2**30, fraction * gpu_mib / 2**10
+    if per_gpu < room:
+        return None
+    share = f"the {room:.1f} GiB {flag} {fraction:g} leaves" if flag in args else "all"
+    return (f"its weights do not fit: {per_gpu:.1f} GiB per GPU ({weight_bytes / 1e9:.1f} GB "
+            f"over {ranks} GPU{'s' if ranks > 1 else ''}) against {share} of the GPU's "
+            f"{gpu_mib / 2**10:.1f} GiB, nothing left for its KV cache; not started (a GPU of "
+            "more memory, more GPUs, or FP8 weights serve it)")  # fmt: skip
 
 
 def host_problem(host) -> str | None:

@@ -41,6 +41,7 @@ from ...core.io import write_frame, write_json
 from ...core.journal import Journal
 from ...core.progress import Progress
 from ...core.verdicts import NOISE_FLOOR, beyond
+from ...instruments.hardware import smallest_gpu_memory_mib
 from ...instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
 from ...instruments.serving.engines import engine as get_engine
 from ...instruments.serving.engines.sglang_engine import (
@@ -59,6 +60,7 @@ from .decode_judgements import (
     engine_account,
     stalls_note,
 )
+from .decode_plan import weights_problem
 from .decode_profile_pass import profile_left, profile_pass
 from .decode_schema import (
     BREAKDOWN_COLUMNS,
@@ -171,6 +173,17 @@ def run_decode(
         log.info("cross-check skipped: %s", skipped["skipped"])
     recorder_on = bool(plan.get("expert_distribution")) and plan["engine"] == "sglang"
     concurrency = plan["concurrency"]
+    too_big = weights_problem(plan["engine"], plan.get("args") or [],
+                              (model_facts or {}).get("weight_bytes"),
+                              smallest_gpu_memory_mib(visible_nvml_indices()))  # fmt: skip
+    if too_big:
+        # Known before the start: no 40-90 s of a server that stops for want of memory.
+        facts["start_error"] = f"{NOT_STARTED}: {too_big}"
+        log.error("variant %s: %s", plan["variant"], facts["start_error"])
+        (out_dir / "server.log").write_text(f"study: {facts['start_error']}\n")
+        runs.rows = [not_started_row(plan, c, source, facts["start_error"]) for c in concurrency]
+        return _write_outputs(out_dir, plan, rule_plan, runs, [], [], [], facts, sampler,
+                              model_facts)  # fmt: skip
     with sampler:
         idle_w_total = runs.idle(plan["idle_s"])
         progress = Progress((2 if recorder_on else 1) * len(concurrency))
@@ -260,6 +273,14 @@ def run_decode(
                                       "error": why})  # fmt: skip
             facts["recorder_teardown"] = rec.server.stop_result
             facts["recorder_pass_s"] = time.monotonic() - started
+    return _write_outputs(out_dir, plan, rule_plan, runs, recorder_rows, expert_frames,
+                          breakdown, facts, sampler, model_facts)  # fmt: skip
+
+
+def _write_outputs(out_dir: Path, plan: dict, rule_plan: dict | None, runs: _Runs,
+                   recorder_rows: list, expert_frames: list, breakdown: list, facts: dict,
+                   sampler: Sampler, model_facts: dict | None) -> pd.DataFrame:  # fmt: skip
+    """Every output of the decode job, from what its passes measured; the journal goes."""
     summary = pd.DataFrame(runs.rows).reindex(columns=SUMMARY_COLUMNS)
 
     def write(frame, path):
@@ -287,7 +308,7 @@ def run_decode(
     facts["sampler_cpu_pct"] = 100 * (sampler.cpu_fraction() or 0)
     facts["model"] = model_facts
     write_json(out_dir / "run.json", facts)
-    journal.finish()
+    runs.journal.finish()
     return summary
 
 

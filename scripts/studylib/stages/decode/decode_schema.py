@@ -87,6 +87,19 @@ def cuda_graphs(engine: str, args: list) -> bool | None:
 #: SGLang's tensor-parallel size flags: one scheduler process, so one trace, per TP rank.
 TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
 
+#: Each engine's share of a GPU's memory for its weights and KV cache, and the flags of the
+#: ranks its weights are split over (tensor, then pipeline parallel).
+MEMORY_FRACTION_FLAGS = {"sglang": "--mem-fraction-static", "vllm": "--gpu-memory-utilization"}
+SPLIT_FLAGS = {"sglang": (TP_FLAGS, ("--pp", "--pp-size", "--pipeline-parallel-size")),
+               "vllm": (("--tensor-parallel-size", "-tp"),
+                        ("--pipeline-parallel-size", "-pp"))}  # fmt: skip
+
+
+def weight_ranks(engine: str, args: list) -> int:
+    """The GPUs a server splits its weights over: its TP size times its PP size."""
+    tp, pp = SPLIT_FLAGS[engine]
+    return _size_flag(args, tp) * _size_flag(args, pp)
+
 
 def tensor_parallel(args: list) -> int:
     """The server's TP size (1 without a flag): the trace files a profile writes."""
