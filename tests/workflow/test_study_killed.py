@@ -246,7 +246,12 @@ def test_snakemake_killed_mid_stage_leaves_no_process_and_the_rerun_keeps_every_
         assert "removed Snakemake's lock (.snakemake/locks/) left by a run that is gone" in output
     if not stage.journal:
         return
-    assert kept and f"resuming: {len(kept)} points already measured" in study.log(stage.log)
+    items = f"{len(kept)} finished item{'s' if len(kept) != 1 else ''} kept"
+    assert (
+        kept
+        and items in study.log(stage.log)
+        and "resuming from the journal in" in study.log(stage.log)
+    )
     if name == "decode":  # its journal keeps whole concurrencies: C = 1's row as measured
         summary = pd.read_csv(study.dir / stage.target).set_index("concurrency")
         kept_rows = [row["row"] for row in kept if row["_key"].startswith("main:")]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .io import stable_hash
 
-log = logging.getLogger("study.sweep")
+log = logging.getLogger("study.journal")
 
 
 def point_key(point: dict) -> str:
@@ -37,7 +37,8 @@ def read_journal(progress: Path) -> dict:
                 continue
             if isinstance(row, dict) and "_key" in row:
                 done[row.pop("_key")] = row
-        log.info("resuming: %d points already measured", len(done))
+        items = f"{len(done)} finished item{'s' if len(done) != 1 else ''}"
+        log.info("resuming from the journal in %s: %s kept", progress.parent.name, items)
     return done
 
 
