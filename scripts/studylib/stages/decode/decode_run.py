@@ -73,7 +73,7 @@ from .decode_schema import (
     cuda_graphs,
     expert_parallel,
 )
-from .decode_server import ServerPass, load_specs, steady_load
+from .decode_server import ServerPass, load_specs, not_started, not_started_row, steady_load
 from .expert_m import EXPERT_M_COLUMNS, expert_m, load_logical_count
 
 log = logging.getLogger("study.decode")
@@ -559,29 +559,6 @@ def _recorder_concurrency(pas: ServerPass, c: int, sampler, main_row: dict):
         if row["tpot_ms"] and row["tpot_ms_off"]:
             row["tpot_ratio"] = row["tpot_ms"] / row["tpot_ms_off"]
     return counts, row
-
-
-def not_started(exc: ServerFailed, model_facts: dict | None) -> str:
-    """One line on a server that did not start: the server's own reason, and the weights the
-    study served where it built the model (what an out-of-memory start needs to be read)."""
-    text = f"{NOT_STARTED}: {str(exc).splitlines()[0]}"
-    weight_bytes = (model_facts or {}).get("weight_bytes")
-    if weight_bytes:
-        text += (f" (the served model's weights: {weight_bytes / 2**30:.1f} GiB, "
-                 "study_model.json)")  # fmt: skip
-    return text
-
-
-def not_started_row(plan: dict, c: int, source: str, why: str) -> dict:
-    """The summary row of concurrency ``c`` where the variant's server did not start."""
-    return {"engine": plan["engine"], "variant": plan["variant"],
-            "model_kind": plan.get("model_kind"), "weights": plan.get("weights"),
-            "routing": plan.get("routing"),
-            "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
-            "ep": expert_parallel(plan["engine"], plan.get("args") or []),
-            "concurrency": c, "power_source": source, "steady_s": 0.0, "valid": False,
-            "requests": 0, "errors": 0, "first_error": why,
-            "load": LOAD_STAGGERED if plan.get("stagger") else LOAD_LOCKSTEP}  # fmt: skip
 
 
 def _failure_text(exc: Exception, log_path: Path) -> str:

@@ -28,7 +28,9 @@ from ...instruments.serving.start_builds import (
     snapshot,
     summary,
 )
+from .decode_judgements import NOT_STARTED
 from .decode_plan import DUMMY_ARGS, RECORDER_ARGS, context_problem, served_positions, study_flags
+from .decode_schema import LOAD_LOCKSTEP, LOAD_STAGGERED, cuda_graphs, expert_parallel
 from .expert_m import RECORDER_DIR_ENV
 
 log = logging.getLogger("study.decode")
@@ -209,3 +211,26 @@ def steady_load(pas: ServerPass, c: int, seconds: float, sampler, windows: list,
         windows += [{"label": f"{label}warmup", "concurrency": c, **w}
                     for w in sampler.window(t_warm, load.admitted)]  # fmt: skip
     return spec, load, load_window(load, c)
+
+
+def not_started(exc: ServerFailed, model_facts: dict | None) -> str:
+    """One line on a server that did not start: the server's own reason, and the weights the
+    study served where it built the model (what an out-of-memory start needs to be read)."""
+    text = f"{NOT_STARTED}: {str(exc).splitlines()[0]}"
+    weight_bytes = (model_facts or {}).get("weight_bytes")
+    if weight_bytes:
+        text += (f" (the served model's weights: {weight_bytes / 2**30:.1f} GiB, "
+                 "study_model.json)")  # fmt: skip
+    return text
+
+
+def not_started_row(plan: dict, c: int, source: str, why: str) -> dict:
+    """The summary row of concurrency ``c`` where the variant's server did not start."""
+    return {"engine": plan["engine"], "variant": plan["variant"],
+            "model_kind": plan.get("model_kind"), "weights": plan.get("weights"),
+            "routing": plan.get("routing"),
+            "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
+            "ep": expert_parallel(plan["engine"], plan.get("args") or []),
+            "concurrency": c, "power_source": source, "steady_s": 0.0, "valid": False,
+            "requests": 0, "errors": 0, "first_error": why,
+            "load": LOAD_STAGGERED if plan.get("stagger") else LOAD_LOCKSTEP}  # fmt: skip
