@@ -257,6 +257,27 @@ def test_graphs_and_weights_paired_per_c():
     assert not [a for a in answers if " vs " in a.subject]  # no generic variant comparison
 
 
+def test_a_weights_pair_missing_a_side_says_why():
+    """On an 80-GB H100 the bf16 server does not start: FP8 against BF16 is not measured,
+    and says so with the server's reason, not by leaving the seed's question out."""
+    why = (
+        "the server did not start: its weights do not fit: 73.7 GiB per GPU (79.1 GB over "
+        "1 GPU) against the 67.7 GiB --mem-fraction-static 0.85 leaves of the GPU's 79.6 GiB"
+    )
+    rows = [window("sg-fp8-graphs", c, t, weights="fp8") for c, t in {1: 1.6, 64: 13.2}.items()]
+    rows += [window("sg-bf16-graphs", c, 1.0, valid=False, steady_s=0.0, first_error=why,
+                    output_tok_s=float("nan")) for c in (1, 64)]  # fmt: skip
+    answers = by_subject(decode_answers(pd.DataFrame(rows)))
+    pair = answers["FP8 against BF16 · graphs on"]
+    assert pair.status == NOT_MEASURED and pair.why == f"sg-bf16-graphs: {why}"
+    assert pair.sentence == f"Not measured here: sg-bf16-graphs: {why}."
+    assert answers["sg-fp8-graphs"].status == ANSWERED
+    # a side with windows, none valid: said so
+    rows = [{**r, "first_error": ""} for r in rows]
+    pair = by_subject(decode_answers(pd.DataFrame(rows)))["FP8 against BF16 · graphs on"]
+    assert pair.why == "sg-bf16-graphs: no valid window"
+
+
 def test_dummy_weights_note_names_the_routing_of_each_variant():
     table = pd.DataFrame({
         "engine": ["sglang", "sglang", "transformers"],

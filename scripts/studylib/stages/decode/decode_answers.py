@@ -238,13 +238,19 @@ def _graphs_answers(decode: pd.DataFrame, noise: pd.DataFrame, engines: int) -> 
 
 
 def _weights_answers(df: pd.DataFrame, noise: pd.DataFrame, engines: int) -> list[Answer]:
-    """Each weight type against BF16 (or the first), per engine, graphs setting and GPUs."""
+    """Each weight type against BF16 (or the first), per engine, graphs setting and GPUs; a
+    pair one side of which has no valid window is not measured, and says why (on an 80-GB
+    H100 the bf16 server does not start)."""
     out = []
-    valid = df[df["valid"] & df["output_tok_s"].notna() & (df["weights"] != "")]
-    valid = valid.assign(gpus=valid["gpus"].fillna(1))
-    for (engine, graphs, gpus), g in valid.groupby(["engine", "graphs", "gpus"], sort=True,
-                                                   dropna=False):  # fmt: skip
+    ran = df[df["weights"] != ""].assign(gpus=df["gpus"].fillna(1))
+    valid = ran[ran["valid"] & ran["output_tok_s"].notna()]
+    for (engine, graphs, gpus), g_ran in ran.groupby(["engine", "graphs", "gpus"], sort=True,
+                                                     dropna=False):  # fmt: skip
+        g = valid.loc[valid.index.intersection(g_ran.index)]
         weights = sorted(set(g["weights"]))
+        planned = sorted(set(g_ran["weights"]))
+        if len(weights) < 2 <= len(planned):
+            out += _weights_not_measured(g_ran, weights, planned, (engine, graphs, gpus), engines)
         if len(weights) < 2:
             continue
         base = "bf16" if "bf16" in weights else weights[0]
@@ -264,10 +270,7 @@ def _weights_answers(df: pd.DataFrame, noise: pd.DataFrame, engines: int) -> lis
             energy = changes(pairs, "j_new", "j_old", noise, "new_v", "old_v", "j")
             if not tpot:
                 continue
-            flag = graphs_flag(graphs)
-            where = "" if flag is None else f", graphs {'on' if flag else 'off'}"
-            where += f", {gpus:.0f} GPUs" if gpus > 1 else ""
-            where = (f"{engine}" if engines > 1 else "") + where
+            where = _where(engine, graphs, gpus, engines)
             name, base_name = weights_name(other), weights_name(base)
             sentence = with_energy(f"{name} against {base_name} weights "
                                    f"({where.lstrip(', ')}): {per_c_text(tpot, 'TPOT')}",
@@ -275,6 +278,36 @@ def _weights_answers(df: pd.DataFrame, noise: pd.DataFrame, engines: int) -> lis
             subject = f"{name} against {base_name} ·{where.lstrip(',')}".rstrip(" ·")
             out.append(_summary(subject, sentence, tpot, energy, name, base_name,
                                 lead=False))  # fmt: skip
+    return out
+
+
+def _where(engine, graphs, gpus: float, engines: int) -> str:
+    """A weights pair's setting: ", graphs on", ", 2 GPUs", the engine where several ran."""
+    flag = graphs_flag(graphs)
+    where = "" if flag is None else f", graphs {'on' if flag else 'off'}"
+    where += f", {gpus:.0f} GPUs" if gpus > 1 else ""
+    return (f"{engine}" if engines > 1 else "") + where
+
+
+def _weights_not_measured(rows: pd.DataFrame, measured: list[str], planned: list[str],
+                          setting: tuple, engines: int) -> list[Answer]:  # fmt: skip
+    """Each weights pair of one setting that lacks a side: why (the server's reason where it
+    did not start, else no valid window)."""
+    base = "bf16" if "bf16" in planned else planned[0]
+    where = _where(*setting, engines)
+    out = []
+    for other in (w for w in planned if w != base):
+        missing = [w for w in (base, other) if w not in measured]
+        if not missing:
+            continue
+        why = []
+        for weights in missing:
+            for variant, g in rows[rows["weights"] == weights].groupby("variant", sort=True):
+                failure = start_failure(g)
+                why.append(f"{variant}: {failure or 'no valid window'}")
+        name, base_name = weights_name(other), weights_name(base)
+        subject = f"{name} against {base_name} ·{where.lstrip(',')}".rstrip(" ·")
+        out.append(not_measured(5, subject, "; ".join(why)))
     return out
 
 
