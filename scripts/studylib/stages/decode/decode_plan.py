@@ -107,7 +107,7 @@ def weights_problem(engine: str, args: list, weight_bytes: float | None,
     """Weights a server cannot hold with room for a KV cache: their share per GPU at or above
     the memory its engine may take of the smallest of the job's GPUs (``gpu_mib``; the whole
     GPU without the engine's fraction flag). None where they fit, or where either is unknown.
-    SGLang itself stops at start then, after 40-90 s (an 80-GB H100 and the bf16 model)."""
+    SGLang itself stops at start then, 42-55 s in (the bf16 model on an 80-GB H100)."""
     if engine not in MEMORY_FRACTION_FLAGS or not weight_bytes or not gpu_mib:
         return None
     args = [str(a) for a in args]

@@ -177,7 +177,7 @@ def run_decode(
                               (model_facts or {}).get("weight_bytes"),
                               smallest_gpu_memory_mib(visible_nvml_indices()))  # fmt: skip
     if too_big:
-        # Known before the start: no 40-90 s of a server that stops for want of memory.
+        # Known before the start: not 42-55 s of a server that stops for want of memory.
         facts["start_error"] = f"{NOT_STARTED}: {too_big}"
         log.error("variant %s: %s", plan["variant"], facts["start_error"])
         (out_dir / "server.log").write_text(f"study: {facts['start_error']}\n")
