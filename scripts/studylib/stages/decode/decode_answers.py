@@ -243,10 +243,9 @@ def _weights_answers(df: pd.DataFrame, noise: pd.DataFrame, engines: int) -> lis
     H100 the bf16 server does not start)."""
     out = []
     ran = df[df["weights"] != ""].assign(gpus=df["gpus"].fillna(1))
-    valid = ran[ran["valid"] & ran["output_tok_s"].notna()]
     for (engine, graphs, gpus), g_ran in ran.groupby(["engine", "graphs", "gpus"], sort=True,
                                                      dropna=False):  # fmt: skip
-        g = valid.loc[valid.index.intersection(g_ran.index)]
+        g = g_ran[g_ran["valid"] & g_ran["output_tok_s"].notna()]
         weights = sorted(set(g["weights"]))
         planned = sorted(set(g_ran["weights"]))
         if len(weights) < 2 <= len(planned):

@@ -173,9 +173,13 @@ def run_decode(
         log.info("cross-check skipped: %s", skipped["skipped"])
     recorder_on = bool(plan.get("expert_distribution")) and plan["engine"] == "sglang"
     concurrency = plan["concurrency"]
-    too_big = weights_problem(plan["engine"], plan.get("args") or [],
-                              (model_facts or {}).get("weight_bytes"),
-                              smallest_gpu_memory_mib(visible_nvml_indices()))  # fmt: skip
+    weight_bytes = (model_facts or {}).get("weight_bytes")  # the GPUs asked only where known
+    too_big = weight_bytes and weights_problem(
+        plan["engine"],
+        plan.get("args") or [],
+        weight_bytes,
+        smallest_gpu_memory_mib(visible_nvml_indices()),
+    )
     if too_big:
         # Known before the start: not 42-55 s of a server that stops for want of memory.
         facts["start_error"] = f"{NOT_STARTED}: {too_big}"

@@ -72,7 +72,7 @@ def expert_parallel(engine: str, args: list) -> int | None:
     if engine == "vllm":
         if EP_FLAGS["vllm"][0] not in [str(a) for a in args]:
             return 1
-        return _size_flag(args, ("--tensor-parallel-size", "-tp"))
+        return _size_flag(args, VLLM_TP_FLAGS)
     return _size_flag(args, EP_FLAGS["sglang"])
 
 
@@ -86,13 +86,13 @@ def cuda_graphs(engine: str, args: list) -> bool | None:
 
 #: SGLang's tensor-parallel size flags: one scheduler process, so one trace, per TP rank.
 TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
+VLLM_TP_FLAGS = ("--tensor-parallel-size", "-tp")
 
 #: Each engine's share of a GPU's memory for its weights and KV cache, and the flags of the
 #: ranks its weights are split over (tensor, then pipeline parallel).
 MEMORY_FRACTION_FLAGS = {"sglang": "--mem-fraction-static", "vllm": "--gpu-memory-utilization"}
 SPLIT_FLAGS = {"sglang": (TP_FLAGS, ("--pp", "--pp-size", "--pipeline-parallel-size")),
-               "vllm": (("--tensor-parallel-size", "-tp"),
-                        ("--pipeline-parallel-size", "-pp"))}  # fmt: skip
+               "vllm": (VLLM_TP_FLAGS, ("--pipeline-parallel-size", "-pp"))}  # fmt: skip
 
 
 def weight_ranks(engine: str, args: list) -> int:
