@@ -3,7 +3,7 @@ planned, per-device entries."""
 
 from helpers import ROOT, default_config
 from studylib.core.config import merged_config, read_config_file
-from studylib.stages.decode.decode_server import load_specs
+from studylib.stages.decode.decode_server import load_specs, warmup_floor
 
 
 def test_a_variant_overrides_the_load_settings_and_only_its_own_plan():
@@ -141,3 +141,35 @@ def test_weights_a_gpu_cannot_hold_beside_a_kv_cache_are_known_before_the_start(
     assert weights_problem("sglang", args, None, h100) is None
     assert weights_problem("sglang", args, bf16, None) is None
     assert weights_problem("transformers", args, bf16, h100) is None
+
+
+def test_the_engines_warm_up_comes_before_a_servers_first_window_only_where_asked():
+    plan = {"input_len": 8, "output_len": 64, "vocab_size": 1000, "stagger": True,
+            "warmup_s": 15.0}  # fmt: skip
+    # Without warmup_later_s every window waits warmup_s (the default, as before).
+    assert load_specs(plan, 16, 20.0, first=False)[1].warmup_s == 15.0
+    later = {**plan, "warmup_later_s": 0.0}
+    assert load_specs(later, 16, 20.0, first=True)[1].warmup_s == 15.0
+    assert load_specs(later, 16, 20.0, first=False)[1].warmup_s == 0.0
+    # Lockstep: a later window's warm-up is then the short requests, not a timed load.
+    lockstep = {**later, "stagger": False}
+    warm, _ = load_specs(lockstep, 16, 20.0, first=False)
+    assert not warm.duration_s and warm.output_len == 16
+    assert load_specs(lockstep, 16, 20.0, first=True)[0].duration_s == 15.0
+    assert (warmup_floor(later, True), warmup_floor(later, False)) == (15.0, 0.0)
+
+
+def test_the_preaged_arms_serve_as_the_default_does():
+    # config/examples/preaged.yaml compares two servers of the same arguments: a pre-aged arm
+    # whose args drifted from the default's would compare servers, not warm-ups.
+    config = default_config()
+    arms = merged_config(config, read_config_file(ROOT / "config/examples/preaged.yaml"))
+    variants = arms["decode"]["variants"]
+    for weights in ("bf16", "fp8"):
+        aged, plain = (
+            variants[f"sglang-{weights}-graphs-preaged"],
+            variants[f"sglang-{weights}-graphs"],
+        )
+        assert aged["args"] == plain["args"] and aged["weights"] == plain["weights"] == weights
+        assert aged["preaged"]["cuda"] and not arms["decode"]["preaged"]["cuda"]
+    assert arms["decode"]["warmup_later_s"]["cuda"] == 0

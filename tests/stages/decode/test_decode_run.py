@@ -485,7 +485,7 @@ def test_a_staggered_load_is_its_own_warm_up(tmp_path, monkeypatch, caplog):
         "args": ["--token-delay", "0.005"], "host": "127.0.0.1", "port": free_port(),
         "concurrency": [2, 4], "input_len": 4, "output_len": 40, "min_steady_s": 0.3,
         "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20, "vocab_size": 1000,
-        "stagger": True, "warmup_s": 0.2,
+        "stagger": True, "warmup_s": 1.5, "warmup_later_s": 0.0,
     }  # fmt: skip
     summary = run_decode(plan, tmp_path / "out")
     assert summary["valid"].all() and (summary["wrong_length"] == 0).all()
@@ -501,7 +501,15 @@ def test_a_staggered_load_is_its_own_warm_up(tmp_path, monkeypatch, caplog):
     assert len(said) == 2 and "warming up in the load" in said[0]
     # The run record says how the windows reached their steady state.
     facts = json.loads((tmp_path / "out" / "run.json").read_text())
-    assert facts["load"] == {"stagger": True, "preaged": False, "warmup_s": 0.2}
+    assert facts["load"] == {"stagger": True, "preaged": False, "warmup_s": 1.5,
+                             "warmup_later_s": 0.0}  # fmt: skip
+    # warmup_s is the engine's warm-up, before the server's first window only: the first
+    # level's replacements still start 1.5 s on (its window comes after the floor), the
+    # second's window starts once its own first requests have ended (35 tokens of 5 ms) and
+    # lasts 0.3 s, so its last request starts well before 1.5 s.
+    starts = requests.groupby("concurrency")["start"]
+    span = starts.max() - starts.min()
+    assert span[2] >= 1.5 and span[4] < 1.5
 
 
 def test_a_full_length_window_says_where_the_rule_would_have_ended_it(tmp_path, monkeypatch):

@@ -73,7 +73,14 @@ from .decode_schema import (
     cuda_graphs,
     expert_parallel,
 )
-from .decode_server import ServerPass, load_specs, not_started, not_started_row, steady_load
+from .decode_server import (
+    ServerPass,
+    load_record,
+    load_specs,
+    not_started,
+    not_started_row,
+    steady_load,
+)
 from .expert_m import EXPERT_M_COLUMNS, expert_m, load_logical_count
 
 log = logging.getLogger("study.decode")
@@ -163,10 +170,7 @@ def run_decode(
         facts["resumed"] = journal.reused
         log.info("resuming a stopped run: %d finished items kept (%s)", len(journal.reused),
                  ", ".join(journal.reused))  # fmt: skip
-    # How each window reached its steady state (load_stagger): the table's ``load`` says the
-    # window's shape; whether the first requests were pre-aged and the warm-up's floor, here.
-    facts["load"] = {"stagger": bool(plan.get("stagger")), "preaged": bool(plan.get("preaged")),
-                     "warmup_s": float(plan.get("warmup_s") or 0)}  # fmt: skip
+    facts["load"] = load_record(plan)
     skipped = crosscheck_skipped(plan)
     facts["crosscheck"] = skipped or {"enabled": True}
     if skipped and skipped.get("skipped"):

@@ -79,6 +79,9 @@ class ServerPass:
         # The JIT caches the server's processes build into, as their environment names them.
         self.cache_roots = cache_roots({**os.environ, **self.env})
         self.caches_before: dict = {}
+        # Steady loads run on this server so far: the first one's warm-up is the engine's own
+        # (warmup_s), every later one's its load's (warmup_later_s).
+        self.loads_run = 0
         self.server = ServerProcess(
             self.argv,
             out_dir / log_name,
@@ -159,11 +162,33 @@ def drain_server(pas: ServerPass, timeout: float = DRAIN_TIMEOUT_S) -> int | Non
 WARMUP_SEED_OFFSET = 1_000_003
 
 
-def load_specs(plan: dict, c: int, seconds: float, precise: bool = False
+def warmup_floor(plan: dict, first: bool) -> float:
+    """Seconds of the steady load itself before a window: ``warmup_s`` before the first window
+    on a server (the engine's own warm-up), ``warmup_later_s`` before each later one (absent:
+    ``warmup_s``), where the engine has run loads already and a staggered load's own start
+    brings its steady state (load_stagger)."""
+    later = plan.get("warmup_later_s")
+    return float((plan.get("warmup_s") if first or later is None else later) or 0)
+
+
+def load_record(plan: dict) -> dict:
+    """How each window reached its steady state (load_stagger), for run.json: the table's
+    ``load`` says the window's shape; whether the first requests were pre-aged and the
+    warm-ups' floors, here."""
+    return {
+        "stagger": bool(plan.get("stagger")),
+        "preaged": bool(plan.get("preaged")),
+        "warmup_s": warmup_floor(plan, True),
+        "warmup_later_s": warmup_floor(plan, False),
+    }
+
+
+def load_specs(plan: dict, c: int, seconds: float, precise: bool = False, first: bool = True
                ) -> tuple[LoadSpec | None, LoadSpec]:  # fmt: skip
     """The warm-up and the timed steady load, ``precise``: ending once its TPOT is known to
     ``tpot_ci_pct`` after ``shortest_steady_s`` (``seconds`` the longest; the main pass's
-    windows). The warm-up holds the steady load itself, C
+    windows); ``first``: the server's first window (:func:`warmup_floor`). The warm-up holds
+    the steady load itself, C
     full-length requests in flight, for ``warmup_s`` (on the H200, 2026-12-02, after a warm-up
     of one 16-token request, SGLang's own rate over the last third of a C = 1 window's log
     lines was 1.37x that over its first, and 675 tok/s 30 s later against 551 in the window:
@@ -172,7 +197,7 @@ def load_specs(plan: dict, c: int, seconds: float, precise: bool = False
     first requests staggered (load_stagger; ``preaged``: their prompts holding their age's
     context), and there is no separate warm-up (None)."""
     common = {"concurrency": c, "input_len": plan["input_len"], "vocab_size": plan["vocab_size"]}
-    warm_s = float(plan.get("warmup_s") or 0)
+    warm_s = warmup_floor(plan, first)
     seed = c + WARMUP_SEED_OFFSET
     if plan.get("stagger"):
         warm, common = None, {**common, "stagger": True, "warmup_s": warm_s,
@@ -195,7 +220,8 @@ def steady_load(pas: ServerPass, c: int, seconds: float, sampler, windows: list,
     """Warm up, then hold C in flight for ``seconds`` (``precise``: at most, see load_specs):
     the load and its steady window."""
     drain_server(pas)
-    warm, spec = load_specs(pas.plan, c, seconds, precise)
+    warm, spec = load_specs(pas.plan, c, seconds, precise, first=pas.loads_run == 0)
+    pas.loads_run += 1
     t_warm = time.monotonic()
     if warm is not None:
         pas.load(warm)
