@@ -132,6 +132,7 @@ def main() -> int:
     parser.add_argument("--served-model-name")
     parser.add_argument("--ready-after", type=float, default=0.0)
     parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--crash-diagnostics", action="store_true")
     parser.add_argument("--exit-before-ready", type=int)
     parser.add_argument("--crash-after-requests", type=int)
     parser.add_argument("--spawn-child", action="store_true")
@@ -168,6 +169,19 @@ def main() -> int:
         print("standin: uniform expert routing", flush=True)
     if args.ignore_sigterm:
         signal.signal(signal.SIGTERM, lambda *a: print("standin: ignoring SIGTERM", flush=True))
+    if args.crash_diagnostics:
+        # SGLang 0.5.16 takes the study's SIGTERM for a child's crash and, with its crash
+        # diagnostics on (the default), sleeps 5 s before dumping them.
+        def crashed(*_):
+            if any(
+                os.environ.get(k, "1") != "0"
+                for k in ("SGLANG_PYSPY_DUMP_BEFORE_CRASH", "SGLANG_CUDA_COREDUMP_BEFORE_CRASH")
+            ):
+                print("Sleeping 5 seconds before crash diagnostics", flush=True)
+                time.sleep(5)
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, crashed)
     if args.spawn_child:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         print(f"standin: child pid {child.pid}", flush=True)

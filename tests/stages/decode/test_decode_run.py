@@ -78,10 +78,11 @@ def test_sglang_contract_with_the_recorder_in_its_own_pass(tmp_path, monkeypatch
     _standin_sglang(monkeypatch)
     plan = {
         "engine": "sglang", "variant": "graphs-off", "model": "standin", "model_kind": "dummy",
-        "args": ["--disable-cuda-graph"], "host": "127.0.0.1", "port": free_port(),
-        "concurrency": [2, 4], "input_len": 8, "output_len": 12, "min_steady_s": 0.3,
-        "expert_distribution_s": 0.2, "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20,
-        "vocab_size": 1000, "expert_distribution": True, "top_k": 8, "weights": "bf16",
+        "args": ["--disable-cuda-graph", "--crash-diagnostics"], "host": "127.0.0.1",
+        "port": free_port(), "concurrency": [2, 4], "input_len": 8, "output_len": 12,
+        "min_steady_s": 0.3, "expert_distribution_s": 0.2, "idle_s": 0.1,
+        "ready_timeout_s": 30, "sample_hz": 20, "vocab_size": 1000,
+        "expert_distribution": True, "top_k": 8, "weights": "bf16",
     }  # fmt: skip
     summary = run_decode(plan, tmp_path / "out")
     assert (summary["errors"] == 0).all() and (summary["wrong_length"] == 0).all()  # ignore_eos
@@ -102,6 +103,10 @@ def test_sglang_contract_with_the_recorder_in_its_own_pass(tmp_path, monkeypatch
     run = json.loads((out / "run.json").read_text())
     assert run["recorder_teardown"]["left_behind"] is False
     assert run["served_name"] in (out / "server.log").read_text()
+    # Each server stopped at once: SGLang's crash diagnostics, which slept 5 s at every stop
+    # of the study's (its SIGTERM), are off in the servers' environment.
+    assert run["teardown"]["stop_s"] < 3 and run["recorder_teardown"]["stop_s"] < 3
+    assert "before crash diagnostics" not in (out / "server.log").read_text()
 
 
 def test_a_server_that_does_not_start_is_the_variants_result_not_a_lost_run(tmp_path, monkeypatch):

@@ -13,6 +13,13 @@ import urllib.request
 from ..server_log import LOG_MS_ENV
 from .base import Engine
 
+#: The study stops a server by SIGTERM to its process group, which SGLang 0.5.16 takes for a
+#: child's crash: it slept 5 s "before crash diagnostics" (py-spy dumps and CUDA coredumps of
+#: its schedulers, on by default) at every stop, the GPU held idle (stop_s 5.3-5.4 s on the
+#: H200 and H100, 2026-12-06). The box has no py-spy, and the study keeps the server's log.
+CRASH_DIAGNOSTICS_OFF = {"SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0",
+                         "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0"}  # fmt: skip
+
 ENGINE = Engine(
     name="sglang",
     launch=("{python}", "-m", "sglang.launch_server"),
@@ -21,7 +28,7 @@ ENGINE = Engine(
     request_extras={"ignore_eos": True},
     distributions=("sglang",),
     context_flag="--context-length",
-    env=dict(LOG_MS_ENV),
+    env={**LOG_MS_ENV, **CRASH_DIAGNOSTICS_OFF},
 )
 
 EXPERT_RECORDER = {
