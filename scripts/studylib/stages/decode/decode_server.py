@@ -188,11 +188,12 @@ def load_specs(plan: dict, c: int, seconds: float, precise: bool = False, first:
     """The warm-up and the timed steady load, ``precise``: ending once its TPOT is known to
     ``tpot_ci_pct`` after ``shortest_steady_s`` (``seconds`` the longest; the main pass's
     windows); ``first``: the server's first window (:func:`warmup_floor`). The warm-up holds
-    the steady load itself, C
-    full-length requests in flight, for ``warmup_s`` (on the H200, 2026-12-02, after a warm-up
+    the steady load itself, C full-length requests in flight, for its floor: ``warmup_s``
+    before the server's first window (on the H200, 2026-12-02, after a warm-up
     of one 16-token request, SGLang's own rate over the last third of a C = 1 window's log
     lines was 1.37x that over its first, and 675 tok/s 30 s later against 551 in the window:
-    the engine was still warming up inside it); without ``warmup_s``, C short requests (or
+    the engine was still warming up inside it), ``warmup_later_s`` before each later one; without
+    a floor, C short requests (or
     ``warmup_requests``). With ``stagger`` the warm-up is the steady load's own start, its
     first requests staggered (load_stagger; ``preaged``: their prompts holding their age's
     context), and there is no separate warm-up (None)."""
