@@ -38,6 +38,7 @@ from studylib.core.config import (  # noqa: E402
 )
 from studylib.core.results_folder import results_problems  # noqa: E402
 from studylib.stages.decode.decode_plan import (  # noqa: E402
+    counted_gpus,
     decode_plan,
     decode_variants,
     served_models,
@@ -331,6 +332,10 @@ def step_geometry():
 
 def variant_decode_plan(wildcards):
     return decode_plan(config, wildcards.variant)
+
+
+def decode_gpus(wildcards):
+    return counted_gpus(config, wildcards.variant, STUDY_DEVICE)
 
 
 def decode_inputs(wildcards):

@@ -72,9 +72,7 @@ rule decode:
     conda:
         "../envs/gpu.yaml"
     resources:
-        gpu=lambda wildcards: config["decode"]["variants"][wildcards.variant].get(
-            "gpus", 1
-        ),
+        gpu=decode_gpus,
     params:
         plan=variant_decode_plan,
     script:

@@ -10,6 +10,15 @@ from studylib.stages.decode.decode_entry import run_decode_job
 
 protect_job()  # die with Snakemake; SIGTERM / SIGHUP / Ctrl-C stop the server cleanly
 log = setup_logging(snakemake)
-pin_gpus(snakemake)  # hold the device first (gpu_slots), before CUDA or any output
-run_decode_job(snakemake.params.plan, snakemake.input.get("model"),
-               Path(snakemake.output.summary).parent, port_offset=slot_index())  # fmt: skip
+plan = snakemake.params.plan
+
+
+def hold_device() -> int:
+    """The device (gpu_slots): first, before CUDA or any output, or once a server that starts
+    ahead of it has started (decode.prestart, the rule then outside Snakemake's GPU count)."""
+    pin_gpus(snakemake, count=int(plan.get("gpus") or 1))
+    return slot_index()
+
+
+run_decode_job(plan, snakemake.input.get("model"), Path(snakemake.output.summary).parent,
+               hold_device)  # fmt: skip

@@ -28,7 +28,9 @@ request whose client went away still counts for S seconds, as SGLang keeps a can
 stream's request until it notices the closed connection. --decode-log-tok-s R: every 0.25 s
 the log gets a line as SGLang's scheduler writes every 40 decode steps, claiming R generated
 tokens/s over the requests streaming now; --decode-log-counted: the tokens it streamed since
-the line before, as SGLang's scheduler counts its decode steps' tokens.
+the line before, as SGLang's scheduler counts its decode steps' tokens. With
+STUDY_START_GATE naming a file (a gated start, engines/sglang_gate.py) it prints the gate's
+waiting line and goes on (binds, and counts --ready-after) only once that file exists.
 """
 
 import argparse
@@ -44,6 +46,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from synthetic_trace import write_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from studylib.instruments.serving.engines.sglang_gate import (  # noqa: E402
+    GATE_ENV,
+    wait_for_gate,
+)
+from studylib.instruments.serving.engines.sglang_gate import WAITING as GATE_WAITING  # noqa: E402
 
 STATE = {
     "requests": 0,
@@ -165,6 +174,13 @@ def main() -> int:
     served_name = args.served_model_name or args.model_path
     started = time.monotonic()
     print(f"standin: starting on {args.host}:{args.port}", flush=True)
+    gate = os.environ.get(GATE_ENV)
+    if gate:
+        # A gated start (engines/sglang_gate.py): nothing past this line before the gate opens.
+        print(f"{GATE_WAITING} {gate}", flush=True)
+        wait_for_gate(Path(gate))
+        print(f"standin: past the gate at {time.time():.3f}", flush=True)
+        started = time.monotonic()  # --ready-after counts from here, as SGLang's GPU work does
     if os.environ.get("SGLANG_SIMULATE_UNIFORM_EXPERTS") == "1":
         print("standin: uniform expert routing", flush=True)
     if args.ignore_sigterm:

@@ -14,7 +14,9 @@ What counts as measurement, per job:
                   the timed samples; unsupported and error points are outside
 ``kernel_power``  its windows: the idle baseline and every sustained loop
 ``decode``        the steady windows of its main and recorder passes, SGLang's bench_serving
-                  runs beside them and its idle baseline; outside: the server's start
+                  runs beside them and its idle baseline, of its time holding the device (its
+                  wall time less its wait for it: a server started ahead, decode.prestart,
+                  waits beside the job before); outside: the server's start
                   (``ready_s``; the JIT builds its caches' files show inside it, in
                   ``builds_s``: instruments/serving/start_builds.py, less a JIT job's
                   beside it, by that job's record), warm-ups, drains,
@@ -148,8 +150,13 @@ def decode_measuring(summary: pd.DataFrame, recorder: pd.DataFrame, crosscheck: 
         builds, taken = less_beside(run.get("start_builds"), beside)
         others = "".join(f"; {t['module']} ({t['seconds']:.0f} s) was {t['job']}'s, beside it"
                          for t in taken)  # fmt: skip
-        started = (f"server start {start:.0f} s" + (f" ({said(builds)}{others})" if builds else "")
-                   + "; ")  # fmt: skip
+        early = run.get("start") or {}
+        ahead = ""
+        if early.get("prestart") and early.get("before_gate_s"):
+            ahead = (f" from its gate, opened {early['before_gate_s']:.0f} s into a start made "
+                     "ahead of the device")  # fmt: skip
+        started = (f"server start {start:.0f} s{ahead}"
+                   + (f" ({said(builds)}{others})" if builds else "") + "; ")  # fmt: skip
     return measured, f"{started}warm-ups, drains, ramp-downs, profile traces"
 
 
@@ -176,6 +183,14 @@ def decode_parts(windows: pd.DataFrame, run: dict, beside: Sequence[dict] = ()) 
     builds = min(builds, starts)
     return {"starts_s": starts - builds, "builds_s": builds or None,
             "warmups_s": _seconds(warm, "seconds")}  # fmt: skip
+
+
+def decode_wall(benchmark, run: dict) -> float | None:
+    """A decode job's time holding its device: its wall time less its wait for the device
+    (run.json's ``start``: a job whose server starts ahead waits beside the job before it)."""
+    wall = wall_s(benchmark)
+    waited = (run.get("start") or {}).get("device_wait_s")
+    return wall - waited if wall is not None and isinstance(waited, int | float) else wall
 
 
 def _row(job: str, stage: str, wall: float | None, measuring: float | None, outside: str,
@@ -239,8 +254,9 @@ def device_time(sweeps: dict, kernel_power: dict, decode: dict,
         measuring, outside = decode_measuring(
             read_optional(summary), read_optional(recorder), read_optional(crosscheck),
             windows, run, beside)  # fmt: skip
-        rows.append(_row(f"decode/{variant}", "decode", wall_s(benchmarks[f"decode/{variant}"]),
-                         measuring, outside, **decode_parts(windows, run, beside)))  # fmt: skip
+        rows.append(_row(f"decode/{variant}", "decode",
+                         decode_wall(benchmarks[f"decode/{variant}"], run), measuring, outside,
+                         **decode_parts(windows, run, beside)))  # fmt: skip
     split = [r for r in rows if r["wall_s"] and r["measuring_s"] is not None]
     unsplit = sum(r["wall_s"] or 0 for r in rows if r["measuring_s"] is None)
     for job, record in (builds or {}).items():

@@ -11,6 +11,7 @@ from studylib.device_time import (
     TOTAL,
     decode_measuring,
     decode_parts,
+    decode_wall,
     device_time,
     kernel_power_measuring,
     provenance_line,
@@ -74,6 +75,19 @@ def test_decode_measures_its_steady_windows_bench_runs_and_idle_baseline():
     # The cross-check's alternated rounds after its first pair measured 45 s more.
     rounds = crosscheck.assign(rounds_s=[45.0, None])
     assert decode_measuring(summary, recorder, rounds, windows, {})[0] == measured + 45
+
+
+def test_a_decode_job_whose_server_started_ahead_counts_from_when_it_held_the_device(tmp_path):
+    # decode.prestart: the job waited 70 s for the device, its server's imports beside the job
+    # before; its device time is its wall less that wait, its start the part after the gate.
+    run = {"ready_s": 30.2, "start": {"prestart": True, "at_gate": True, "device_wait_s": 70.0,
+                                      "before_gate_s": 71.5}}  # fmt: skip
+    wall = benchmark(tmp_path / "decode.tsv", 300.0)
+    assert decode_wall(wall, run) == 230.0
+    assert decode_wall(wall, {"ready_s": 75.0}) == 300.0  # started once it held the device
+    _, outside = decode_measuring(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
+                                  pd.DataFrame({"label": [], "seconds": []}), run)  # fmt: skip
+    assert outside.startswith("server start 30 s from its gate, opened 72 s into a start")
 
 
 def test_the_table_totals_the_jobs_that_split_and_names_the_rest(tmp_path):

@@ -35,6 +35,44 @@ def test_jobs_get_disjoint_gpus_and_wait_for_a_free_one(tmp_path):
     other.wait()
 
 
+def test_a_job_that_yields_goes_after_one_that_takes_the_device_at_once(tmp_path):
+    # A job outside Snakemake's count (a decode job whose server started ahead: YIELD_S) takes
+    # a device only once it has been free that long, each time: the job Snakemake starts next,
+    # which takes it at once, goes first, and the yielding one after it.
+    gpu_slots.acquire(1, ["0"], tmp_path)  # the job running now
+    got = {}
+
+    def yielding():
+        gpu_slots.acquire(1, ["0"], tmp_path, poll_s=0.02, free_for_s=0.5, timeout_s=30)
+        got["at"] = time.monotonic()
+
+    thread = threading.Thread(target=yielding)
+    thread.start()
+    time.sleep(0.2)  # the yielding job waits
+    gpu_slots.release_all()  # the running job ends
+    gpu_slots.acquire(1, ["0"], tmp_path, poll_s=0.02, timeout_s=5)  # the next one, at once
+    assert "at" not in got
+    time.sleep(0.3)
+    assert "at" not in got
+    gpu_slots.release_all()
+    released = time.monotonic()
+    thread.join(timeout=30)
+    assert got["at"] - released >= 0.5
+
+
+def test_pin_gpus_yields_for_a_job_outside_snakemakes_count(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # restored after: pin_gpus sets it
+    monkeypatch.setattr(gpu_slots, "machine_gpus", lambda: ["0"])
+    monkeypatch.setattr(gpu_slots, "_acquire_unless_made_meanwhile",
+                        lambda count, gpus, job, outputs, free_for_s: seen.append(
+                            (count, free_for_s)) or gpus[:count])  # fmt: skip
+    gpu_slots.pin_gpus(SimpleNamespace(resources=SimpleNamespace(gpu=1)))
+    gpu_slots.pin_gpus(SimpleNamespace(resources=SimpleNamespace(gpu=0)), count=1)
+    assert gpu_slots.pin_gpus(SimpleNamespace(resources=SimpleNamespace(gpu=0))) is None
+    assert seen == [(1, 0.0), (1, gpu_slots.YIELD_S)]
+
+
 def test_timeout_and_too_many(tmp_path):
     gpu_slots.acquire(2, ["0", "1"], tmp_path)
     result = {}

@@ -122,13 +122,17 @@ def busy_message(busy: list[tuple[str, dict]]) -> str:
 
 
 def acquire(count: int, gpus: list[str], lock_dir: Path = LOCK_DIR, timeout_s: float | None = None,
-            poll_s: float = 0.5, job: str = "", outputs: list[str] = ()) -> list[str]:  # fmt: skip
+            poll_s: float = 0.5, job: str = "", outputs: list[str] = (),
+            free_for_s: float = 0.0) -> list[str]:  # fmt: skip
     """Lock ``count`` of ``gpus`` (waiting while jobs of this Snakemake hold them); returns
-    their ids. Held by another Snakemake's jobs so that ``count`` cannot be had: DeviceBusy."""
+    their ids. Held by another Snakemake's jobs so that ``count`` cannot be had: DeviceBusy.
+    ``free_for_s``: take them only once ``count`` have been free that long, each time seen
+    (a job that yields to those Snakemake starts: ``YIELD_S``)."""
     if count > len(gpus):
         raise RuntimeError(f"a job needs {count} GPUs but this machine offers {len(gpus)}: {gpus}")
     lock_dir.mkdir(parents=True, exist_ok=True)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    free_since = None
     while True:
         taken, busy = [], []
         for gpu in gpus:
@@ -142,12 +146,17 @@ def acquire(count: int, gpus: list[str], lock_dir: Path = LOCK_DIR, timeout_s: f
                 continue
             taken.append((gpu, handle))
             if len(taken) == count:
+                free_since = time.monotonic() if free_since is None else free_since
+                if time.monotonic() - free_since < free_for_s:
+                    break  # free, but not yet for long enough: give them back and look again
                 for _, held in taken:
                     _record(held, job, list(outputs))
                 _HELD.extend(h for _, h in taken)
                 return [g for g, _ in taken]
-        for _, handle in taken:  # not enough free: give these back
+        for _, handle in taken:  # not enough free (or not for long enough): give these back
             handle.close()
+        if len(taken) < count:
+            free_since = None
         foreign = [(gpu, record) for gpu, record in busy if _foreign(record)]
         if len(gpus) - len(foreign) < count:
             raise DeviceBusy(busy_message(foreign), foreign)
@@ -163,10 +172,21 @@ def release_all() -> None:
     _SLOT.clear()
 
 
-def pin_gpus(smk) -> list[str] | None:
-    """For a Snakemake job with ``resources: gpu=N``: lock N GPUs, expose only them (None
-    where it runs on the CPU: no GPU, or ``device: cpu``; it holds the CPU then)."""
-    count = int(getattr(smk.resources, "gpu", 0) or 0)
+#: A job outside Snakemake's count of GPU jobs (``resources: gpu=0``, ``count`` given: a decode
+#: job that starts its server before it holds the device) takes its devices only once they
+#: have been free this long: after a job's end, the next one Snakemake starts held the device
+#: within 1.2-1.9 s on the H200 box (examples/h200-2026-12-06-default), so such a job goes after
+#: every measuring job pending, in the order the jobs ran before (their thermal history kept).
+YIELD_S = 5.0
+
+
+def pin_gpus(smk, count: int | None = None) -> list[str] | None:
+    """For a Snakemake job with ``resources: gpu=N`` (or ``count``: one outside Snakemake's
+    count, which yields, ``YIELD_S``): lock N GPUs, expose only them (None where it runs on the
+    CPU: no GPU, or ``device: cpu``; it holds the CPU then)."""
+    counted = int(getattr(smk.resources, "gpu", 0) or 0)
+    count = counted if count is None else count
+    free_for_s = 0.0 if counted else YIELD_S
     if count == 0:
         return None
     config = getattr(smk, "config", None) or {}
@@ -174,13 +194,15 @@ def pin_gpus(smk) -> list[str] | None:
     outputs = [str(path) for path in getattr(smk, "output", []) or []]
     job = f"rule {getattr(smk, 'rule', '?')}" + (f" of {outputs[0]}" if outputs else "")
     if not gpus:
-        _acquire_unless_made_meanwhile(1, [CPU], job, outputs)
+        _acquire_unless_made_meanwhile(1, [CPU], job, outputs, free_for_s)
         log.info("holding the CPU (%s)", lock_path(LOCK_DIR, CPU))
         return None
-    ids = _acquire_unless_made_meanwhile(count, gpus, job, outputs)
+    waiting = time.monotonic()
+    ids = _acquire_unless_made_meanwhile(count, gpus, job, outputs, free_for_s)
     _SLOT[:] = [min(gpus.index(g) for g in ids)]
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
-    log.info("pinned to GPU(s) %s of %s", ",".join(ids), ",".join(gpus))
+    log.info("pinned to GPU(s) %s of %s after %.1f s", ",".join(ids), ",".join(gpus),
+             time.monotonic() - waiting)  # fmt: skip
     return ids
 
 
@@ -188,8 +210,8 @@ def pin_gpus(smk) -> list[str] | None:
 TWIN_POLL_S = 1.0
 
 
-def _acquire_unless_made_meanwhile(count: int, gpus: list[str], job: str,
-                                   outputs: list[str]) -> list[str]:  # fmt: skip
+def _acquire_unless_made_meanwhile(count: int, gpus: list[str], job: str, outputs: list[str],
+                                   free_for_s: float = 0.0) -> list[str]:  # fmt: skip
     """``acquire``; where a device is held by another Snakemake's job making these very
     outputs (two Snakemakes asked for one target and the check before their first jobs
     could not see it: the holder had not taken its device yet), wait for that job rather than
@@ -197,7 +219,7 @@ def _acquire_unless_made_meanwhile(count: int, gpus: list[str], job: str,
     work. Once it has ended, its outputs present: this job exits at once, measuring nothing
     twice; absent (it failed): this job measures them."""
     try:
-        return acquire(count, gpus, job=job, outputs=outputs)
+        return acquire(count, gpus, job=job, outputs=outputs, free_for_s=free_for_s)
     except DeviceBusy as busy:
         twins = [
             r
@@ -216,7 +238,7 @@ def _acquire_unless_made_meanwhile(count: int, gpus: list[str], job: str,
         log.info("%s: made by that job; this one measures nothing", outputs[0])
         raise SystemExit(0)
     log.warning("%s: that job ended without it; this job measures it", outputs[0])
-    return acquire(count, gpus, job=job, outputs=outputs)
+    return acquire(count, gpus, job=job, outputs=outputs, free_for_s=free_for_s)
 
 
 def running_holders(lock_dir: Path = LOCK_DIR) -> list[tuple[str, dict]]:

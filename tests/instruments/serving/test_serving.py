@@ -7,7 +7,7 @@ import time
 
 import pytest
 from helpers import ROOT
-from studylib.instruments.serving.engines import engine
+from studylib.instruments.serving.engines import engine, sglang_gate
 from studylib.instruments.serving.engines.sglang_engine import expert_recorder
 from studylib.instruments.serving.guard import pid_alive
 from studylib.instruments.serving.launcher import (
@@ -29,7 +29,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def standin(tmp_path, *flags, ready_timeout_s=20.0, stop_grace_s=5.0):
+def standin(tmp_path, *flags, ready_timeout_s=20.0, stop_grace_s=5.0, gate=None):
     port = free_port()
     sglang = engine("sglang")
     argv = [sys.executable, STANDIN, "--host", "127.0.0.1", "--port", str(port), *flags]
@@ -40,8 +40,33 @@ def standin(tmp_path, *flags, ready_timeout_s=20.0, stop_grace_s=5.0):
         ready_timeout_s=ready_timeout_s,
         poll_s=0.1,
         stop_grace_s=stop_grace_s,
+        gate=None if gate is None else (sglang.gate_env, gate),
     )
     return server, port
+
+
+def wait_for(predicate, what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_gated_start_waits_for_its_gate_and_times_its_ready_from_there(tmp_path):
+    gate = tmp_path / "gate" / "open"
+    server, port = standin(tmp_path, "--ready-after", "0.5", gate=gate)
+    log = tmp_path / "server.log"
+    with server:
+        wait_for(lambda: sglang_gate.WAITING in log.read_text(), "the server at its gate")
+        time.sleep(1.0)  # held at the gate: whatever the wait, nothing past it runs
+        assert http_status(f"http://127.0.0.1:{port}/health") is None  # not even bound
+        assert "past the gate" not in log.read_text()
+        ready = server.wait_ready()  # opens the gate
+        assert ready >= 0.4  # --ready-after counts from the gate
+        assert server.gate_record["before_gate_s"] >= 1.0
+        assert "past the gate" in log.read_text()
+    assert not gate.exists()  # the stop removes it
+    assert not group_alive(server.proc.pid)
 
 
 def test_ready_only_after_health_answers_200(tmp_path):

@@ -3,6 +3,7 @@ planned, per-device entries."""
 
 from helpers import ROOT, default_config
 from studylib.core.config import merged_config, read_config_file
+from studylib.stages.decode.decode_plan import counted_gpus
 from studylib.stages.decode.decode_server import load_specs, warmup_floor
 
 
@@ -173,3 +174,16 @@ def test_the_preaged_arms_serve_as_the_default_does():
         assert aged["args"] == plain["args"] and aged["weights"] == plain["weights"] == weights
         assert aged["preaged"]["cuda"] and not arms["decode"]["preaged"]["cuda"]
     assert arms["decode"]["warmup_later_s"]["cuda"] == 0
+
+
+def test_a_prestarted_variant_counts_no_gpu_in_snakemakes_resources():
+    # decode.prestart: the job starts its server before it holds the device, so Snakemake must
+    # not count it as a GPU job (it would wait for the job before it); it takes the GPU itself.
+    config = {"decode": {"prestart": {"cuda": True, "cpu": False},
+                         "variants": {"s": {"engine": "sglang", "gpus": 2},
+                                      "t": {"engine": "transformers"}}}}  # fmt: skip
+    assert counted_gpus(config, "s", "cuda") == 0
+    assert counted_gpus(config, "s", "cpu") == 2
+    assert counted_gpus(config, "t", "cuda") == 1  # no gated start: counted as before
+    assert counted_gpus({"decode": {**config["decode"], "prestart": {"cuda": False}}}, "s",
+                        "cuda") == 2  # fmt: skip

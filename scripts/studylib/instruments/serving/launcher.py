@@ -181,6 +181,12 @@ class ServerProcess:
 
     ``host`` / ``port`` (default: the argv's ``--host`` / ``--port``) must be free before the
     start. A guard process stops the server should this process die before ``stop()``.
+
+    ``gate``: (the environment variable, the file) of a gated start (an engine's
+    ``gated_launch``): ``start()`` may come early, while another job holds the GPU, and the
+    server goes on to its GPU work once ``open_gate()`` has made the file; ``wait_ready()``
+    then times that part alone (``ready_after_s``) and ``gate_record`` says how long it ran
+    before.
     """
 
     def __init__(
@@ -195,8 +201,12 @@ class ServerProcess:
         stop_grace_s: float = 30.0,
         host: str | None = None,
         port: int | None = None,
+        gate: tuple[str, Path] | None = None,
     ):
         self.argv = [str(a) for a in argv]
+        self.gate = gate
+        self.gate_record: dict | None = None
+        self._started_at: float | None = None
         self.log_path = Path(log_path)
         self.ready = ready
         self.env = env
@@ -220,6 +230,9 @@ class ServerProcess:
         env = dict(os.environ, **(self.env or {}))
         env.setdefault("PYTHONUNBUFFERED", "1")
         env[TOKEN_ENV] = self.token  # marks the server and every descendant as this run's
+        if self.gate is not None:
+            self.gate[1].unlink(missing_ok=True)
+            env[self.gate[0]] = str(self.gate[1])
         log.info("starting: %s", " ".join(self.argv))
         log_file.write(f"launcher: starting {shlex.join(self.argv)}\n".encode())
         # The guard first: from the server's start on, this job's death stops the server.
@@ -243,11 +256,23 @@ class ServerProcess:
             raise ServerFailed(f"cannot start {self.argv[0]}: {exc}") from exc
         self.guard.arm(self.proc.pid)
         self._log_file = log_file
+        self._started_at = time.monotonic()
         return self
 
+    def open_gate(self) -> None:
+        """Let a gated start go on to its GPU work (once; nothing without a gate)."""
+        if self.gate is None or self.gate_record is not None:
+            return
+        self.gate[1].parent.mkdir(parents=True, exist_ok=True)
+        self.gate[1].touch()
+        self.gate_record = {"before_gate_s": time.monotonic() - self._started_at}
+        log.info("gate opened %.1f s after the start", self.gate_record["before_gate_s"])
+
     def wait_ready(self) -> float:
-        """Seconds until the probe passed; ServerFailed (with the log's tail) otherwise."""
+        """Seconds until the probe passed (a gated start's: since its gate opened, which this
+        opens if it is not yet); ServerFailed (with the log's tail) otherwise."""
         assert self.proc is not None
+        self.open_gate()
         started = time.monotonic()
         deadline = started + self.ready_timeout_s
         while True:
@@ -297,6 +322,8 @@ class ServerProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self.gate is not None:
+            self.gate[1].unlink(missing_ok=True)
         for _ in range(50):  # children reparented to init are reaped by it
             if not group_alive(pgid):
                 break
@@ -320,7 +347,7 @@ class ServerProcess:
         return result
 
     def __enter__(self) -> ServerProcess:
-        return self.start()
+        return self if self.proc is not None else self.start()  # a gated one started early
 
     def __exit__(self, *exc) -> bool:
         self.stop()

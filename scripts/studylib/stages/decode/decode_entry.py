@@ -32,11 +32,12 @@ def write_served_model_for_machine(geometry: dict, weights: str, device: str, ou
     return write_served_model(out_dir, geometry[device], weights)
 
 
-def run_decode_job(plan: dict, model_dir: str | None, out_dir, port_offset: int = 0) -> None:
-    """``port_offset`` keeps the servers of decode jobs running side by side apart."""
+def run_decode_job(plan: dict, model_dir: str | None, out_dir, hold_device) -> None:
+    """``hold_device``: waits for the job's devices (gpu_slots) and returns its slot, the
+    offset that keeps the servers of decode jobs running side by side apart; called once the
+    server has started where it starts ahead (decode.prestart), else first."""
     device = job_device(plan["device"])
     resolved = resolve_for_device(plan, device)
-    resolved["port"] = int(resolved["port"]) + port_offset
     resolved["args"] = list(resolved.get("args") or [])
     kind = resolved["model_kind"] = resolved["model"]
     facts = None
@@ -47,4 +48,5 @@ def run_decode_job(plan: dict, model_dir: str | None, out_dir, port_offset: int 
         resolved["model"] = str(Path(model_dir).resolve())
     # Prompt token ids are drawn below the served vocabulary (a variant may name its own).
     resolved["vocab_size"] = resolved.get("vocab_size") or (facts or {}).get("vocab_size", 32000)
-    run_decode(resolved, out_dir, model_facts=facts if kind == "dummy" else None, rule_plan=plan)
+    run_decode(resolved, out_dir, model_facts=facts if kind == "dummy" else None, rule_plan=plan,
+               hold_device=hold_device)  # fmt: skip

@@ -43,6 +43,16 @@ def decode_plan(config: dict, variant: str) -> dict:
             **config["decode"]["variants"][variant]}  # fmt: skip
 
 
+def counted_gpus(config: dict, variant: str, device: str) -> int:
+    """The GPUs a variant's job counts in Snakemake's resources: none where its server starts
+    ahead of the device (decode.prestart, SGLang), the job then taking them itself (gpu_slots:
+    yielding to the jobs Snakemake starts)."""
+    settings = config["decode"]["variants"][variant]
+    if settings["engine"] == "sglang" and (config["decode"].get("prestart") or {}).get(device):
+        return 0
+    return int(settings.get("gpus", 1))
+
+
 def served_models(config: dict, device: str | None = None) -> list[str]:
     """Weight types of the config-only models the enabled variants serve (model: dummy)."""
     variants = config["decode"]["variants"]

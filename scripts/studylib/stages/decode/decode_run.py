@@ -77,11 +77,12 @@ from .decode_server import (
     ServerPass,
     load_record,
     load_specs,
+    main_pass_server,
     not_started,
     not_started_row,
     steady_load,
 )
-from .expert_m import EXPERT_M_COLUMNS, expert_m, load_logical_count
+from .expert_m import EXPERT_M_COLUMNS, expert_m, read_counts
 
 log = logging.getLogger("study.decode")
 
@@ -132,7 +133,11 @@ def _combine(windows: list[dict], tokens: int, idle_w_total: float | None, secon
 
 
 def run_decode(
-    plan: dict, out_dir: str | Path, model_facts: dict | None = None, rule_plan: dict | None = None
+    plan: dict,
+    out_dir: str | Path,
+    model_facts: dict | None = None,
+    rule_plan: dict | None = None,
+    hold_device=None,
 ) -> pd.DataFrame:
     """Run every concurrency of one server variant; write its files under ``out_dir``.
 
@@ -148,24 +153,29 @@ def run_decode(
     Each finished concurrency of each pass (with its windows, requests, cross-check row and
     power samples) goes to a journal beside ``out_dir``: a job killed mid-way resumes there,
     on a new server start, measuring only what it had not finished (run.json's ``resumed``).
+    ``hold_device``: waits for the job's device and returns its port offset (None: held
+    already); with ``prestart`` the server starts before it (decode_server.main_pass_server).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     eng = get_engine(plan["engine"])
+    work = out_dir.parent / f".{out_dir.name}.work"
+    plan, main, start = main_pass_server(plan, eng, out_dir, hold_device, work.exists(),
+                                         bool(_too_big(plan, model_facts)))  # fmt: skip
     readers, source, why = open_readers(visible_nvml_indices())
     if why:
         log.info("power source %s (%s)", source, why)
     measured_by = {"engine_version": eng.version(), "power_source": source,
                    "devices": [getattr(r, "name", type(r).__name__) for r in readers]}  # fmt: skip
-    journal = Journal(out_dir.parent / f".{out_dir.name}.work", rule_plan or plan, measured_by)
+    journal = Journal(work, rule_plan or plan, measured_by)
     sampler = Sampler(readers, rate_hz=plan["sample_hz"])
-    main = ServerPass(plan, eng, out_dir, "server.log")
     runs = _Runs(journal, sampler)
     recorder_rows, breakdown, expert_frames = [], [], []
     facts = {"argv": main.argv, "served_name": main.served_name,
              "engine_version": eng.version(), "power_source": source,
              "sample_hz": plan["sample_hz"],
-             "gpus": [r.uuid for r in readers if getattr(r, "uuid", None)]}  # fmt: skip
+             "gpus": [r.uuid for r in readers if getattr(r, "uuid", None)],
+             "start": start}  # fmt: skip
     if journal.reused:
         facts["resumed"] = journal.reused
         log.info("resuming a stopped run: %d finished items kept (%s)", len(journal.reused),
@@ -177,19 +187,14 @@ def run_decode(
         log.info("cross-check skipped: %s", skipped["skipped"])
     recorder_on = bool(plan.get("expert_distribution")) and plan["engine"] == "sglang"
     concurrency = plan["concurrency"]
-    weight_bytes = (model_facts or {}).get("weight_bytes")  # the GPUs asked only where known
-    too_big = weight_bytes and weights_problem(
-        plan["engine"],
-        plan.get("args") or [],
-        weight_bytes,
-        smallest_gpu_memory_mib(visible_nvml_indices()),
-    )
+    too_big = _too_big(plan, model_facts)
     if too_big:
         # Known before the start: not 42-55 s of a server that stops for want of memory.
         facts["start_error"] = f"{NOT_STARTED}: {too_big}"
         log.error("variant %s: %s", plan["variant"], facts["start_error"])
         (out_dir / "server.log").write_text(f"study: {facts['start_error']}\n")
         runs.rows = [not_started_row(plan, c, source, facts["start_error"]) for c in concurrency]
+        main.server.stop()  # one started early, on the GPUs of another machine's kind
         return _write_outputs(out_dir, plan, rule_plan, runs, [], [], [], facts, sampler,
                               model_facts)  # fmt: skip
     with sampler:
@@ -217,6 +222,7 @@ def run_decode(
                     runs.rows = [not_started_row(plan, c, source, facts["start_error"])
                                  for c in concurrency]  # fmt: skip
                 else:
+                    start.update(main.server.gate_record or {})
                     facts["start_builds"] = main.start_record()
                     progress.last = time.monotonic()  # the server's start is not a step
                     for c in concurrency:
@@ -283,6 +289,18 @@ def run_decode(
             facts["recorder_pass_s"] = time.monotonic() - started
     return _write_outputs(out_dir, plan, rule_plan, runs, recorder_rows, expert_frames,
                           breakdown, facts, sampler, model_facts)  # fmt: skip
+
+
+def _too_big(plan: dict, model_facts: dict | None) -> str | None:
+    """Why the variant's weights do not fit the visible GPUs (the served model's size asked
+    only where the study built it), else None."""
+    weight_bytes = (model_facts or {}).get("weight_bytes")
+    return weight_bytes and weights_problem(
+        plan["engine"],
+        plan.get("args") or [],
+        weight_bytes,
+        smallest_gpu_memory_mib(visible_nvml_indices()),
+    )
 
 
 def _write_outputs(out_dir: Path, plan: dict, rule_plan: dict | None, runs: _Runs,
@@ -552,7 +570,7 @@ def _recorder_concurrency(pas: ServerPass, c: int, sampler, main_row: dict):
     expert_recorder(pas.base_url, "stop")
     before = set(pas.record_dir.glob("*"))
     dump = expert_recorder(pas.base_url, "dump")
-    counts = _read_counts(dump, sorted(set(pas.record_dir.glob("*")) - before), c)
+    counts = read_counts(dump, sorted(set(pas.record_dir.glob("*")) - before), c)
     (pas.record_dir / f"dump_answer_c{c}.json").write_text(json.dumps(dump))
     row = {"engine": plan["engine"], "variant": plan["variant"], "concurrency": c,
            "tpot_ms_off": main_row.get("tpot_ms"),
@@ -578,22 +596,3 @@ def _failure_text(exc: Exception, log_path: Path) -> str:
         return text
     errors = [ln.strip() for ln in lines if "Assertion" in ln or "Error:" in ln]
     return f"{text} | server log: {errors[0][:300]}" if errors else text
-
-
-def _read_counts(dump, new_files, c: int):
-    """Per-layer per-expert counts from the record file the dump wrote (or from the dump's
-    answer itself), or None with a warning: the decode results stand without them."""
-    source = None
-    if isinstance(dump, dict) and "logical_count" in dump:
-        source = dump
-    elif new_files:
-        source = [f for f in new_files if f.suffix == ".pt"][-1:] or new_files[-1:]
-        source = source[0]
-    if source is None:
-        log.warning("C=%d: the expert-distribution dump gave no counts: %s", c, dump)
-        return None
-    try:
-        return load_logical_count(source)
-    except Exception as exc:  # noqa: BLE001 - the decode results stand without it
-        log.warning("C=%d: cannot read the expert distribution record: %s", c, exc)
-        return None

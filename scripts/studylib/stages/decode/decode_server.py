@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from ...instruments.gpu_slots import machine_gpus
 from ...instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
@@ -19,6 +21,7 @@ from ...instruments.serving.engines.base import arg_problems, run_served_name
 from ...instruments.serving.engines.sglang_engine import (
     requests_held,
 )
+from ...instruments.serving.engines.sglang_gate import WAITING as GATE_WAITING
 from ...instruments.serving.launcher import ServerFailed, ServerProcess, check_port_free
 from ...instruments.serving.server_log import graph_captures
 from ...instruments.serving.start_builds import (
@@ -43,7 +46,8 @@ class ServerPass:
     """One server start of a variant: its argv, env, served name and log."""
 
     def __init__(self, plan: dict, eng, out_dir: Path, log_name: str, recorder: bool = False,
-                 shared_experts: int = 0):  # fmt: skip
+                 shared_experts: int = 0, gate: Path | None = None):  # fmt: skip
+        """``gate``: the file a gated start (:func:`prestart_problem`) waits for."""
         self.plan, self.eng = plan, eng
         self.host, self.port = plan["host"], int(plan["port"])
         self.base_url = eng.base_url(self.host, self.port)
@@ -75,7 +79,7 @@ class ServerPass:
             self.record_dir.mkdir(parents=True, exist_ok=True)
             self.env[RECORDER_DIR_ENV] = str(self.record_dir.resolve())
         self.argv = eng.argv(plan["model"], self.host, self.port, args, python=sys.executable,
-                             served_name=self.served_name)  # fmt: skip
+                             served_name=self.served_name, gated=gate is not None)  # fmt: skip
         # The JIT caches the server's processes build into, as their environment names them.
         self.cache_roots = cache_roots({**os.environ, **self.env})
         self.caches_before: dict = {}
@@ -89,6 +93,7 @@ class ServerPass:
             env=self.env,
             ready_timeout_s=plan["ready_timeout_s"],
             stop_grace_s=plan.get("stop_grace_s", 30),
+            gate=None if gate is None else (eng.gate_env, gate),
         )
 
     def check(self, args: list[str], recorder: bool) -> None:
@@ -111,8 +116,9 @@ class ServerPass:
             check_port_free(self.host, self.port)
 
     def note_caches(self) -> None:
-        """The JIT caches' files before the start (start_builds)."""
-        self.caches_before = snapshot(self.cache_roots)
+        """The JIT caches' files before the start (start_builds); once, before it."""
+        if self.server.proc is None:
+            self.caches_before = snapshot(self.cache_roots)
 
     def start_record(self) -> dict:
         """Once ready: what the start compiled (start_builds.summary, from the caches' files
@@ -127,10 +133,66 @@ class ServerPass:
                  f"; CUDA graphs captured: {captures}" if captures else "")  # fmt: skip
         return record
 
+    def start_early(self, hold_device) -> bool:
+        """A gated start (``gate``): start the server, its CPU part beside whatever holds the
+        device, then ``hold_device()`` (the job's wait for it; the server is stopped should
+        that fail). Whether the server was at its gate by then (its CPU part all done)."""
+        self.server.start()
+        try:
+            hold_device()
+        except BaseException:
+            self.server.stop()
+            raise
+        return GATE_WAITING in self.server.log_path.read_text(errors="replace")
+
     def load(self, spec: LoadSpec, control: LoadControl | None = None):
         model = self.eng.request_model(self.plan["model"], self.served_name)
         return run_load(self.base_url, model, spec, self.eng.request_extras,
                         self.eng.prompt_format, control)  # fmt: skip
+
+
+def prestart_problem(plan: dict, eng, machine_gpus: list[str], resumed: bool) -> str | None:
+    """Why this job starts its server only once it holds the device, else None: with
+    ``prestart``, SGLang's server starts gated (engines/sglang_gate.py) before the job waits
+    for its GPUs, its imports and processes (about 45 s of each start on the H200, the GPU
+    idle) beside the job before it."""
+    if not plan.get("prestart"):
+        return "off (decode.prestart)"
+    if not eng.gated_launch:
+        return f"the {eng.name} engine has no gated start"
+    if resumed:
+        return "a resumed job (its journal may leave no level to measure)"
+    gpus = int(plan.get("gpus") or 1)
+    if len(machine_gpus) != gpus:
+        return (f"the job runs on {gpus} of the machine's {len(machine_gpus)} GPUs, which ones "
+                "known only once it holds them")  # fmt: skip
+    return None
+
+
+def main_pass_server(plan: dict, eng, out_dir: Path, hold_device, resumed: bool,
+                     too_big: bool) -> tuple[dict, ServerPass, dict]:  # fmt: skip
+    """The main pass's server, before the job holds its device (``hold_device``: waits for
+    it, returns the port offset of its slot; None: held already): started gated where
+    :func:`prestart_problem` allows (and its weights fit), else constructed once the device
+    is held. The plan with its port, the pass, and run.json's ``prestart`` record."""
+    if hold_device is None:
+        return plan, ServerPass(plan, eng, out_dir, "server.log"), {"prestart": False}
+    began = time.monotonic()
+    problem = ("its weights do not fit the GPU" if too_big
+               else prestart_problem(plan, eng, machine_gpus(), resumed))  # fmt: skip
+    if problem:
+        plan = {**plan, "port": int(plan["port"]) + hold_device()}
+        record = {"prestart": False, "why_not": problem, "device_wait_s": time.monotonic() - began}
+        return plan, ServerPass(plan, eng, out_dir, "server.log"), record
+    gate = Path(tempfile.mkdtemp(prefix="study-gate-")) / "open"
+    main = ServerPass(plan, eng, out_dir, "server.log", gate=gate)
+    main.note_caches()
+    log.info("starting the server ahead of the device, gated: it waits at %s", gate)
+    at_gate = main.start_early(hold_device)
+    waited = time.monotonic() - began
+    log.info("the device held after %.1f s; the server %s", waited,
+             "was at its gate" if at_gate else "had not reached its gate")  # fmt: skip
+    return plan, main, {"prestart": True, "at_gate": at_gate, "device_wait_s": waited}
 
 
 #: How long to wait for the server to drop a finished load's cancelled requests.

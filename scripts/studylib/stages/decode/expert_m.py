@@ -11,9 +11,12 @@ expert C × top_k / experts (512 × 8 / 256 = 16 in the seed).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pandas as pd
+
+log = logging.getLogger("study.decode")
 
 RECORDER_DIR_ENV = "SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR"
 EXPERT_M_COLUMNS = ["concurrency", "layer", "expert", "tokens", "share", "m", "balanced_m"]
@@ -86,3 +89,22 @@ def rank_loads(expert_m: pd.DataFrame, ep_by_variant: dict[str, int]) -> pd.Data
                          "experts": per_rank, "tokens": tokens, "share": share,
                          "balanced_share": 1 / ep, "over_balanced": share * ep})  # fmt: skip
     return pd.DataFrame(rows, columns=RANK_LOAD_COLUMNS)
+
+
+def read_counts(dump, new_files, c: int):
+    """Per-layer per-expert counts from the record file the dump wrote (or from the dump's
+    answer itself), or None with a warning: the decode results stand without them."""
+    source = None
+    if isinstance(dump, dict) and "logical_count" in dump:
+        source = dump
+    elif new_files:
+        source = [f for f in new_files if f.suffix == ".pt"][-1:] or new_files[-1:]
+        source = source[0]
+    if source is None:
+        log.warning("C=%d: the expert-distribution dump gave no counts: %s", c, dump)
+        return None
+    try:
+        return load_logical_count(source)
+    except Exception as exc:  # noqa: BLE001 - the decode results stand without it
+        log.warning("C=%d: cannot read the expert distribution record: %s", c, exc)
+        return None

@@ -118,6 +118,10 @@ class Engine:
     served_name_flag: str | None = None
     # The flag that sets the context a request may use, instead of the model's positions.
     context_flag: str | None = None
+    # A start whose GPU work waits for a file (its name in the variable ``gate_env``): the
+    # argv prefix in place of ``launch``; None: the engine starts only whole.
+    gated_launch: tuple[str, ...] | None = None
+    gate_env: str | None = None
 
     def study_flags(self) -> dict[str, str]:
         """Flags every launch sets itself, with the config key (or fact) each comes from."""
@@ -134,11 +138,16 @@ class Engine:
         args: list[str],
         python: str | None = None,
         served_name: str | None = None,
+        gated: bool = False,
     ) -> list[str]:
         """The launch argv; with ``served_name`` (engines with a ``served_name_flag``) the
-        server answers to that name, replacing any configured one."""
+        server answers to that name, replacing any configured one; ``gated``: the start that
+        waits at its gate (``gated_launch``)."""
         python = python or sys.executable
-        argv = [part.replace("{python}", python) for part in self.launch]
+        if gated and not self.gated_launch:
+            raise ValueError(f"engine {self.name} has no gated start")
+        launch = self.gated_launch if gated else self.launch
+        argv = [part.replace("{python}", python) for part in launch]
         argv += [self.model_flag, model] if self.model_flag else [model]
         argv += [self.host_flag, host, self.port_flag, str(port)]
         args = [str(a) for a in args]

@@ -11,6 +11,7 @@ import json
 import urllib.request
 
 from ..server_log import LOG_MS_ENV
+from . import sglang_gate
 from .base import Engine
 
 #: The study stops a server by SIGTERM to its process group, which SGLang 0.5.16 takes for a
@@ -29,6 +30,9 @@ ENGINE = Engine(
     distributions=("sglang",),
     context_flag="--context-length",
     env={**LOG_MS_ENV, **CRASH_DIAGNOSTICS_OFF},
+    # SGLang's own server, its scheduler held before its first GPU call (sglang_gate.py).
+    gated_launch=("{python}", sglang_gate.__file__),
+    gate_env=sglang_gate.GATE_ENV,
 )
 
 EXPERT_RECORDER = {
