@@ -4,6 +4,7 @@ import base64
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import yaml
@@ -140,3 +141,12 @@ def copy_workflow(folder: Path) -> Path:
         else:
             shutil.copy2(src, folder / name)
     return folder
+
+
+def wait_for(predicate, what: str, timeout_s: float = 60.0) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout_s`` (a bound for
+    a stalled machine, not a timing the test asserts)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)

@@ -6,7 +6,7 @@ import sys
 import time
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, wait_for
 from studylib.instruments.serving.engines import engine, sglang_gate
 from studylib.instruments.serving.engines.sglang_engine import expert_recorder
 from studylib.instruments.serving.guard import pid_alive
@@ -45,13 +45,6 @@ def standin(tmp_path, *flags, ready_timeout_s=20.0, stop_grace_s=5.0, gate=None)
     return server, port
 
 
-def wait_for(predicate, what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 def test_a_gated_start_waits_for_its_gate_and_times_its_ready_from_there(tmp_path):
     gate = tmp_path / "gate" / "open"
     server, port = standin(tmp_path, "--ready-after", "0.5", gate=gate)
@@ -65,7 +58,7 @@ def test_a_gated_start_waits_for_its_gate_and_times_its_ready_from_there(tmp_pat
         assert ready >= 0.4  # --ready-after counts from the gate
         assert server.gate_record["before_gate_s"] >= 1.0
         assert "past the gate" in log.read_text()
-    assert not gate.exists()  # the stop removes it
+    assert not gate.parent.exists()  # the stop removes it, and its folder
     assert not group_alive(server.proc.pid)
 
 

@@ -8,10 +8,10 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from helpers import wait_for
 from studylib.instruments.serving.engines import sglang_gate
 
 # SGLang's pieces as the gate uses them: launch_server spawns the scheduler function it is
@@ -68,13 +68,6 @@ def start(stand_in: Path, gate: Path | None) -> tuple[subprocess.Popen, Path, Pa
         proc = subprocess.Popen([sys.executable, sglang_gate.__file__, "--marker", str(marker)],
                                 stdout=out, stderr=subprocess.STDOUT, env=env)  # fmt: skip
     return proc, marker, log
-
-
-def wait_for(predicate, what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def test_the_scheduler_waits_at_the_gate_until_its_file_exists(stand_in):

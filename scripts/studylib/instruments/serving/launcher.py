@@ -12,6 +12,7 @@ is left (and, where NVML is available, that none of them still holds GPU memory)
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -232,6 +233,8 @@ class ServerProcess:
         env[TOKEN_ENV] = self.token  # marks the server and every descendant as this run's
         if self.gate is not None:
             self.gate[1].unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # its folder, where nothing else is left
+                self.gate[1].parent.rmdir()
             env[self.gate[0]] = str(self.gate[1])
         log.info("starting: %s", " ".join(self.argv))
         log_file.write(f"launcher: starting {shlex.join(self.argv)}\n".encode())
@@ -324,6 +327,8 @@ class ServerProcess:
             pass
         if self.gate is not None:
             self.gate[1].unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # its folder, where nothing else is left
+                self.gate[1].parent.rmdir()
         for _ in range(50):  # children reparented to init are reaped by it
             if not group_alive(pgid):
                 break
