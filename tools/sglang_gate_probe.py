@@ -34,7 +34,10 @@ from studylib.instruments.serving.engines.sglang_engine import ENGINE  # noqa: E
 
 
 def gated_argv(argv: list[str]) -> list[str]:
-    """A recorded ``python -m sglang.launch_server ...`` as the gated start."""
+    """A recorded ``python -m sglang.launch_server ...`` (or a gated start's) as the gated
+    start."""
+    if len(argv) > 1 and Path(argv[1]).name == Path(sglang_gate.__file__).name:
+        return [argv[0], sglang_gate.__file__, *argv[2:]]
     at = argv.index("-m")
     if argv[at + 1] != "sglang.launch_server":
         raise SystemExit(f"not an SGLang launch: {argv[:4]}")
