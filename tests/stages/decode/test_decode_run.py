@@ -591,6 +591,7 @@ def test_a_prestarted_server_waits_at_its_gate_while_its_job_waits_for_the_devic
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     start = run["start"]
     assert start["prestart"] is True and start["at_gate"] is True
+    assert start["gpu_memory_at_gate"] == []  # no NVML here; on a GPU: none, the gate held
     assert start["device_wait_s"] >= 0.5 and start["before_gate_s"] >= start["device_wait_s"]
     assert run["ready_s"] >= 0.3  # --ready-after, from the gate on
 

@@ -262,6 +262,14 @@ class ServerProcess:
         self._started_at = time.monotonic()
         return self
 
+    def gpu_memory(self) -> list[dict]:
+        """GPU memory the server's processes hold now, per NVML (empty without NVML): a
+        gated start's before its gate opens says whether it kept off the GPU."""
+        if self.proc is None:
+            return []
+        return gpu_memory_held_by({self.proc.pid, *group_members(self.proc.pid),
+                                   *token_pids(self.token)})  # fmt: skip
+
     def open_gate(self) -> None:
         """Let a gated start go on to its GPU work (once; nothing without a gate)."""
         if self.gate is None or self.gate_record is not None:

@@ -133,17 +133,19 @@ class ServerPass:
                  f"; CUDA graphs captured: {captures}" if captures else "")  # fmt: skip
         return record
 
-    def start_early(self, hold_device) -> bool:
+    def start_early(self, hold_device) -> dict:
         """A gated start (``gate``): start the server, its CPU part beside whatever holds the
         device, then ``hold_device()`` (the job's wait for it; the server is stopped should
-        that fail). Whether the server was at its gate by then (its CPU part all done)."""
+        that fail). Whether the server was at its gate by then (its CPU part all done), and
+        the GPU memory its processes held (NVML: none, where the gate kept it off the GPU)."""
         self.server.start()
         try:
             hold_device()
         except BaseException:
             self.server.stop()
             raise
-        return GATE_WAITING in self.server.log_path.read_text(errors="replace")
+        return {"at_gate": GATE_WAITING in self.server.log_path.read_text(errors="replace"),
+                "gpu_memory_at_gate": self.server.gpu_memory()}  # fmt: skip
 
     def load(self, spec: LoadSpec, control: LoadControl | None = None):
         model = self.eng.request_model(self.plan["model"], self.served_name)
@@ -188,11 +190,13 @@ def main_pass_server(plan: dict, eng, out_dir: Path, hold_device, resumed: bool,
     main = ServerPass(plan, eng, out_dir, "server.log", gate=gate)
     main.note_caches()
     log.info("starting the server ahead of the device, gated: it waits at %s", gate)
-    at_gate = main.start_early(hold_device)
+    record = main.start_early(hold_device)
     waited = time.monotonic() - began
-    log.info("the device held after %.1f s; the server %s", waited,
-             "was at its gate" if at_gate else "had not reached its gate")  # fmt: skip
-    return plan, main, {"prestart": True, "at_gate": at_gate, "device_wait_s": waited}
+    log.info("the device held after %.1f s; the server %s, holding %s of GPU memory", waited,
+             "was at its gate" if record["at_gate"] else "had not reached its gate",
+             f"{sum(m['bytes'] or 0 for m in record['gpu_memory_at_gate']) / 2**20:.0f} MiB"
+             if record["gpu_memory_at_gate"] else "none")  # fmt: skip
+    return plan, main, {"prestart": True, **record, "device_wait_s": waited}
 
 
 #: How long to wait for the server to drop a finished load's cancelled requests.
