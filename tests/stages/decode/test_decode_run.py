@@ -12,11 +12,9 @@ pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 
 from studylib.core.table_registry import read_table  # noqa: E402
-from studylib.instruments.serving.engines import sglang_gate  # noqa: E402
 from studylib.instruments.serving.served_model import build_moe_model  # noqa: E402
 from studylib.instruments.step_components import COMPONENTS  # noqa: E402
 from studylib.stages.decode import decode_crosscheck as crosscheck  # noqa: E402
-from studylib.stages.decode import decode_server  # noqa: E402
 from studylib.stages.decode.decode_judgements import engine_account, invalid_note  # noqa: E402
 from studylib.stages.decode.decode_run import run_decode  # noqa: E402
 from studylib.stages.decode.decode_schema import BREAKDOWN_COLUMNS, SUMMARY_COLUMNS  # noqa: E402
@@ -551,73 +549,3 @@ def test_a_full_length_window_says_where_the_rule_would_have_ended_it(tmp_path, 
     ruled = run_decode({**plan, "full_length_s": 0, "port": free_port()}, tmp_path / "ruled")
     assert ruled.iloc[0]["steady_s"] < 1.5
     assert ruled[[c for c in ruled.columns if c.startswith("shortened_")]].isna().all().all()
-
-
-def _prestart_plan(**more) -> dict:
-    return {
-        "engine": "sglang", "variant": "early", "model": "standin", "model_kind": "dummy",
-        "args": ["--token-delay", "0.002", "--ready-after", "0.3"], "host": "127.0.0.1",
-        "port": free_port(), "concurrency": [2], "input_len": 4, "output_len": 12,
-        "min_steady_s": 0.3, "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20,
-        "vocab_size": 1000, "prestart": True, "gpus": 1, **more,
-    }  # fmt: skip
-
-
-def test_a_prestarted_server_waits_at_its_gate_while_its_job_waits_for_the_device(
-    tmp_path, monkeypatch
-):
-    # decode.prestart: the server starts before the job holds its device, goes as far as its
-    # gate (SGLang: the scheduler's imports) while the job waits, and on to its GPU work only
-    # once the job holds the device; its ready time is that last part alone.
-    _standin_sglang(monkeypatch)
-    monkeypatch.setattr(decode_server, "machine_gpus", lambda: ["0"])
-    log = tmp_path / "out" / "server.log"
-    held = {}
-
-    def hold_device() -> int:  # the job's wait for the device, as long as the start's CPU part
-        deadline = time.monotonic() + 30
-        while sglang_gate.WAITING not in (log.read_text() if log.exists() else ""):
-            assert time.monotonic() < deadline, "the server never reached its gate"
-            time.sleep(0.05)
-        time.sleep(0.5)
-        held["at"] = time.time()
-        assert "past the gate" not in log.read_text()
-        return 0
-
-    summary = run_decode(_prestart_plan(), tmp_path / "out", hold_device=hold_device)
-    assert summary["valid"].all()
-    past = float(re.search(r"past the gate at ([0-9.]+)", log.read_text()).group(1))
-    assert past >= held["at"]  # its GPU work only once the job held the device
-    run = json.loads((tmp_path / "out" / "run.json").read_text())
-    start = run["start"]
-    assert start["prestart"] is True and start["at_gate"] is True
-    assert start["gpu_memory_at_gate"] == []  # no NVML here; on a GPU: none, the gate held
-    assert start["device_wait_s"] >= 0.5 and start["before_gate_s"] >= start["device_wait_s"]
-    assert run["ready_s"] >= 0.3  # --ready-after, from the gate on
-
-
-@pytest.mark.parametrize(
-    ("change", "why"),
-    [
-        ({"prestart": False}, "off (decode.prestart)"),
-        ({"gpus": 2}, "the job runs on 2 of the machine's 1 GPUs"),
-    ],
-)
-def test_without_a_prestart_the_job_holds_its_device_before_the_server_starts(
-    tmp_path, monkeypatch, change, why
-):
-    _standin_sglang(monkeypatch)
-    monkeypatch.setattr(decode_server, "machine_gpus", lambda: ["0"])
-    log = tmp_path / "out" / "server.log"
-    plan = _prestart_plan(**change)
-    if "gpus" in change:
-        plan["args"] = [*plan["args"], "--tp", "2"]
-
-    def hold_device() -> int:
-        assert not log.exists()  # nothing started yet
-        return 0
-
-    run_decode(plan, tmp_path / "out", hold_device=hold_device)
-    start = json.loads((tmp_path / "out" / "run.json").read_text())["start"]
-    assert start["prestart"] is False and start["why_not"].startswith(why)
-    assert sglang_gate.WAITING not in log.read_text()
