@@ -47,8 +47,10 @@ def wait_for_gate(gate: Path, parent: int | None = None, poll_s: float = POLL_S)
 
 
 def _say(text: str) -> None:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
-    print(f"[{stamp}.{int(time.time() * 1000) % 1000:03d}] {text}", file=sys.stderr, flush=True)
+    """A line stamped as SGLang stamps its own (SGLANG_LOG_MS: local time to the millisecond)."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+    print(f"[{stamp}.{int(now * 1000) % 1000:03d}] {text}", file=sys.stderr, flush=True)
 
 
 def gated_scheduler(*args, **kwargs):
