@@ -194,7 +194,6 @@ def run_decode(
         log.error("variant %s: %s", plan["variant"], facts["start_error"])
         (out_dir / "server.log").write_text(f"study: {facts['start_error']}\n")
         runs.rows = [not_started_row(plan, c, source, facts["start_error"]) for c in concurrency]
-        main.server.stop()  # one started early, on the GPUs of another machine's kind
         return _write_outputs(out_dir, plan, rule_plan, runs, [], [], [], facts, sampler,
                               model_facts)  # fmt: skip
     with sampler:
