@@ -122,6 +122,20 @@ def test_side_by_side_jobs_get_distinct_slot_indices(tmp_path, monkeypatch):
     assert {first_slot, gpu_slots.slot_index()} == {0, 1}
 
 
+def test_held_ports_are_distinct_and_skip_a_bound_one(tmp_path):
+    # decode.prestart: two jobs' servers wait at their gates side by side, so each takes a
+    # port by its lock; one some other process has bound is passed over.
+    def bindable(port: int) -> bool:
+        return port != 40000
+
+    assert gpu_slots.hold_port(40000, bindable, tmp_path) == 40001
+    assert gpu_slots.hold_port(40000, bindable, tmp_path) == 40002
+    gpu_slots.release_all()  # the jobs end: their ports are free again
+    assert gpu_slots.hold_port(40000, bindable, tmp_path) == 40001
+    with pytest.raises(RuntimeError, match="no free port for a server from 40000 to 40002"):
+        gpu_slots.hold_port(40000, lambda port: False, tmp_path, span=3)
+
+
 HOLD = (
     "import sys, time; sys.path.insert(0, {scripts!r})\n"
     "from pathlib import Path\n"

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .serving.guard import RUN_ENV, cmdline, id_pid, process_alive, process_id
@@ -258,6 +259,35 @@ def left_running(lock_dir: Path = LOCK_DIR) -> list[tuple[str, dict]]:
             if record.get("snakemake") and not process_alive(record["snakemake"])]  # fmt: skip
 
 
+#: Where a job whose server starts before it holds its devices (decode.prestart) locks that
+#: server's port: two such servers wait at their gates side by side, so the port of the
+#: job's slot (``base + slot_index()``, taken only once it holds a device) cannot be theirs.
+PORT_LOCK_DIR = Path(".snakemake") / "server-ports"
+
+
+def hold_port(first: int, bindable: Callable[[int], bool], lock_dir: Path | None = None,
+              span: int = 1000) -> int:  # fmt: skip
+    """The first port from ``first`` that no other process of this folder holds by its lock
+    file and that ``bindable`` finds free now, held (its lock) for this process's life."""
+    lock_dir = lock_dir or PORT_LOCK_DIR
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    for port in range(first, min(first + span, 65536)):
+        handle = open(lock_dir / f"port-{port}.lock", "a+", encoding="utf-8")  # noqa: SIM115
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        if not bindable(port):
+            handle.close()
+            continue
+        _record(handle, f"server port {port}", [])
+        _HELD.append(handle)
+        return port
+    raise RuntimeError(f"no free port for a server from {first} to {first + span - 1} "
+                       f"(locks under {lock_dir})")  # fmt: skip
+
+
 def slot_index() -> int:
     """A number no other running GPU job of this workflow on this machine has (0 unpinned).
 
@@ -267,5 +297,5 @@ def slot_index() -> int:
     return _SLOT[0] if _SLOT else 0
 
 
-__all__ = ["DeviceBusy", "acquire", "left_running", "machine_gpus", "pin_gpus", "release_all",
-           "running_holders", "slot_index"]  # fmt: skip
+__all__ = ["DeviceBusy", "acquire", "hold_port", "left_running", "machine_gpus", "pin_gpus",
+           "release_all", "running_holders", "slot_index"]  # fmt: skip

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from helpers import wait_for
+from studylib.instruments import gpu_slots
 from studylib.instruments.serving.engines import sglang_gate
 from studylib.stages.decode import decode_server
 from studylib.stages.decode.decode_run import run_decode
@@ -22,6 +23,13 @@ def _prestart_plan(**more) -> dict:
         "min_steady_s": 0.3, "idle_s": 0.1, "ready_timeout_s": 30, "sample_hz": 20,
         "vocab_size": 1000, "prestart": True, "gpus": 1, **more,
     }  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _port_locks(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_slots, "PORT_LOCK_DIR", tmp_path / "server-ports")
+    yield
+    gpu_slots.release_all()
 
 
 def test_a_prestarted_server_waits_at_its_gate_while_its_job_waits_for_the_device(
@@ -80,3 +88,17 @@ def test_without_a_prestart_the_job_holds_its_device_before_the_server_starts(
     start = json.loads((tmp_path / "out" / "run.json").read_text())["start"]
     assert start["prestart"] is False and start["why_not"].startswith(why)
     assert sglang_gate.WAITING not in log.read_text()
+
+
+def test_a_prestarted_server_takes_a_port_no_other_early_server_holds(tmp_path, monkeypatch):
+    # Two decode jobs with prestart wait side by side (Snakemake counts neither as a GPU job),
+    # each server at its gate: they cannot both take the base port. Past the slots' ports
+    # (base + slot: a job that starts its server once it holds the device), by a lock.
+    _standin_sglang(monkeypatch)
+    monkeypatch.setattr(decode_server, "machine_gpus", lambda: ["0"])
+    plan = _prestart_plan()
+    other = gpu_slots.hold_port(plan["port"] + 1, lambda port: True)  # another job's server
+    run_decode(plan, tmp_path / "out", hold_device=lambda: 0)
+    argv = json.loads((tmp_path / "out" / "run.json").read_text())["argv"]
+    port = int(argv[argv.index("--port") + 1])
+    assert other == plan["port"] + 1 and port > other

@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ...instruments.gpu_slots import machine_gpus
+from ...instruments.gpu_slots import hold_port, machine_gpus
 from ...instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
@@ -186,6 +186,10 @@ def main_pass_server(plan: dict, eng, out_dir: Path, hold_device, resumed: bool,
         plan = {**plan, "port": int(plan["port"]) + hold_device()}
         record = {"prestart": False, "why_not": problem, "device_wait_s": time.monotonic() - began}
         return plan, ServerPass(plan, eng, out_dir, "server.log"), record
+    # Past the slots' ports (base + slot, taken with a device): another job's early server
+    # may wait at its gate beside this one.
+    host, first = plan["host"], int(plan["port"]) + len(machine_gpus())
+    plan = {**plan, "port": hold_port(first, lambda port: _bindable(host, port))}
     gate = Path(tempfile.mkdtemp(prefix="study-gate-")) / "open"
     main = ServerPass(plan, eng, out_dir, "server.log", gate=gate)
     main.note_caches()
@@ -197,6 +201,14 @@ def main_pass_server(plan: dict, eng, out_dir: Path, hold_device, resumed: bool,
              f"{sum(m['bytes'] or 0 for m in record['gpu_memory_at_gate']) / 2**20:.0f} MiB"
              if record["gpu_memory_at_gate"] else "none")  # fmt: skip
     return plan, main, {"prestart": True, **record, "device_wait_s": waited}
+
+
+def _bindable(host: str, port: int) -> bool:
+    try:
+        check_port_free(host, port)
+    except ServerFailed:
+        return False
+    return True
 
 
 #: How long to wait for the server to drop a finished load's cancelled requests.
