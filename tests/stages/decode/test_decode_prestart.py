@@ -102,3 +102,27 @@ def test_a_prestarted_server_takes_a_port_no_other_early_server_holds(tmp_path, 
     argv = json.loads((tmp_path / "out" / "run.json").read_text())["argv"]
     port = int(argv[argv.index("--port") + 1])
     assert other == plan["port"] + 1 and port > other
+
+
+def test_a_gated_starts_builds_are_those_after_its_gate(tmp_path, monkeypatch):
+    # While an early server waits at its gate, the jobs measuring beside it build their own
+    # modules into the caches it shares: those are not its start's (on an H100 a start that
+    # waited 366 s claimed a kernel sweep's builds).
+    _standin_sglang(monkeypatch)
+    monkeypatch.setattr(decode_server, "machine_gpus", lambda: ["0"])
+    cache = tmp_path / "triton"
+    log = tmp_path / "out" / "server.log"
+
+    def hold_device() -> int:  # a kernel job builds while the server waits at its gate
+        wait_for(lambda: log.exists() and sglang_gate.WAITING in log.read_text(),
+                 "the server never reached its gate", timeout_s=30)  # fmt: skip
+        (cache / "OTHERKEY").mkdir(parents=True)
+        for ext in ("source", "json"):
+            (cache / "OTHERKEY" / f"kernel_jobs_kernel.{ext}").write_text("{}")
+        return 0
+
+    plan = _prestart_plan(env={"TRITON_CACHE_DIR": str(cache)})
+    plan["args"] = [*plan["args"], "--compile-at-start"]
+    run_decode(plan, tmp_path / "out", hold_device=hold_device)
+    builds = json.loads((tmp_path / "out" / "run.json").read_text())["start_builds"]
+    assert set(builds["caches"]["triton"]["names"]) == {"standin_kernel"}
