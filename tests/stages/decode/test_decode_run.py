@@ -153,7 +153,8 @@ def test_weights_the_gpu_cannot_hold_start_no_server(tmp_path, monkeypatch):
         "min_steady_s": 0.3, "idle_s": 5.0, "ready_timeout_s": 30, "sample_hz": 20,
         "vocab_size": 1000, "weights": "bf16",
     }  # fmt: skip
-    summary = run_decode(plan, tmp_path / "out", model_facts={"weight_bytes": 79115059200})
+    summary = run_decode(plan, tmp_path / "out", model_facts={"weight_bytes": 79115059200},
+                         hold_device=lambda: pytest.fail("it waited for the device"))  # fmt: skip
     assert not summary["valid"].any() and summary["concurrency"].tolist() == [1, 16]
     why = summary["first_error"].iloc[0]
     assert why.startswith("the server did not start: its weights do not fit: 73.7 GiB per GPU")

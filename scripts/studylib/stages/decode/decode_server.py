@@ -183,9 +183,11 @@ def main_pass_server(plan: dict, eng, out_dir: Path, hold_device, resumed: bool,
     is held. The plan with its port, the pass, and run.json's ``prestart`` record."""
     if hold_device is None:
         return plan, ServerPass(plan, eng, out_dir, "server.log"), {"prestart": False}
+    if too_big:  # its rows say why; it measures nothing, so it waits for no device
+        record = {"prestart": False, "why_not": "its weights do not fit the GPU"}
+        return plan, ServerPass(plan, eng, out_dir, "server.log"), record
     began = time.monotonic()
-    problem = ("its weights do not fit the GPU" if too_big
-               else prestart_problem(plan, eng, machine_gpus(), resumed))  # fmt: skip
+    problem = prestart_problem(plan, eng, machine_gpus(), resumed)
     if problem:
         plan = {**plan, "port": int(plan["port"]) + hold_device()}
         record = {"prestart": False, "why_not": problem, "device_wait_s": time.monotonic() - began}
