@@ -85,6 +85,26 @@ def test_fp8_expert_quantisation_round_trips_within_fp8_precision():
     assert torch.nn.functional.cosine_similarity(back.flatten(), w.float().flatten(), 0) > 0.999
 
 
+def test_fp8_experts_read_back_one_at_a_time_give_the_whole_copys_reference():
+    # The FP8 points' check without a whole fp32 copy of the experts (24 GiB at 256 experts).
+    geo = moe.Geometry(tokens=5, experts=16, top_k=4, hidden=32, inter=16)
+    layer = moe.make_layer(geo, "cpu")
+    ids, weights = moe.routing(point(5), "cpu")
+    q13, s13 = moe.quantize_experts(torch.cat([layer.gate, layer.up], dim=1))
+    q2, s2 = moe.quantize_experts(layer.down)
+    w13, down = moe.dequantize_experts(q13, s13), moe.dequantize_experts(q2, s2)
+    want = moe.reference(layer.x, w13[:, :16], w13[:, 16:], down, ids, weights)
+    gate, up = (
+        moe.Dequantized(q13, s13, slice(None, 16)),
+        moe.Dequantized(q13, s13, slice(16, None)),
+    )
+    got = moe.reference(layer.x, gate, up, moe.Dequantized(q2, s2), ids, weights)
+    assert torch.equal(got, want)
+    rows = torch.rand(16, 32) + 0.5  # per-row scales (torch's rowwise FP8)
+    assert torch.equal(moe.Dequantized(q13, rows, slice(16, None))[3],
+                       (q13[3, 16:].float() * rows[3, 16:, None]).to(torch.bfloat16))  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "us, calls", [(0.5, MAX_GRAPH_CALLS), (2.0, 500), (3.0, 334), (1000.0, 1), (5000.0, 1)]
 )

@@ -324,7 +324,7 @@ def _fused_moe(point: dict) -> Prepared:
         # cutlass_fused_moe's FP8 scales: gemm1 dequant, gemm2 activation quant, gemm2
         # dequant, gemm1 input dequant.
         scales = [(s1 * a1).float(), (1.0 / a2).float(), (s2 * a2).float(), a1.float()]
-        return layer, (layer.x, q1, q2, (a1, scales, s1, s2))
+        return moe.inputs_only(layer), (layer.x, q1, q2, (a1, scales, s1, s2))
 
     def call(x, fc1, fc2, quant):
         if quant is None:
@@ -343,9 +343,9 @@ def _fused_moe(point: dict) -> Prepared:
         if not fp8:
             return moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
         _, q1, q2, (_, _, s1, s2) = args
-        fc1 = moe.dequantize_experts(q1, s1)
-        return moe.reference(layer.x, fc1[:, geo.inter :], fc1[:, : geo.inter],
-                             moe.dequantize_experts(q2, s2), ids, weights)  # fmt: skip
+        gate = moe.Dequantized(q1, s1, slice(geo.inter, None))  # FlashInfer: [up; gate] rows
+        up = moe.Dequantized(q1, s1, slice(None, geo.inter))
+        return moe.reference(layer.x, gate, up, moe.Dequantized(q2, s2), ids, weights)
 
     return moe.prepared(point, ids, fp8, make, call, args, reference,
                         extra={"tactics": tactics})  # fmt: skip

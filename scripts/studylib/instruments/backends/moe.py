@@ -109,6 +109,13 @@ def make_layer(geo: Geometry, device: str, seed: int = 0) -> Layer:
     )
 
 
+def inputs_only(layer: Layer) -> Layer:
+    """The layer without its bf16 weights, for an FP8 point once they are quantised: its
+    check reads the quantised ones (:class:`Dequantized`), and the bf16 copies of 256
+    experts (18 GiB) would stay beside them for nothing."""
+    return Layer(x=layer.x, gate=None, up=None, down=None)
+
+
 def quantize_experts(w):
     """bf16 [G, R, C] -> (float8_e4m3fn, fp32 [G] per-expert scale): per-tensor per expert,
     as SGLang's FP8 MoE quantises bf16 weights."""
@@ -129,12 +136,30 @@ def dequantize_experts(q, scale):
     return (q.float() * scale[:, None, None]).to(torch.bfloat16)
 
 
+class Dequantized:
+    """FP8 experts read back one at a time, as :func:`reference` takes only the chosen ones:
+    rows ``rows`` of each expert of ``q`` times its scale (per expert ``[G]``, or per row
+    ``[G, R]``), in bf16, the values :func:`dequantize_experts` gives. A whole copy is not
+    made: the fp32 one of 256 experts' gate and up rows is 24 GiB, which an 80-GB H100
+    holding the layer did not have (2026-12-06: every FP8 fused-MoE point of sgl-kernel's)."""
+
+    def __init__(self, q, scale, rows: slice = slice(None)):
+        self.q, self.scale, self.rows = q, scale, rows
+
+    def __getitem__(self, expert: int):
+        import torch
+
+        scale = self.scale[expert]
+        scale = scale if scale.dim() == 0 else scale[self.rows, None]
+        return (self.q[expert][self.rows].float() * scale).to(torch.bfloat16)
+
+
 def reference(x, gate, up, down, ids, weights):
     """fp64 MoE layer on the (dequantised) weights, expert by expert (only the chosen ones)."""
     import torch
 
     x64 = x.double()
-    out = torch.zeros(x.shape[0], down.shape[1], dtype=torch.float64, device=x.device)
+    out = torch.zeros(x.shape, dtype=torch.float64, device=x.device)  # down: hidden x inter
     flat = ids.long()
     for e in torch.unique(flat).tolist():
         token, slot = torch.nonzero(flat == e, as_tuple=True)

@@ -503,7 +503,7 @@ def _fused_moe(point: dict, device: str = "cuda") -> Prepared:
             return layer, (layer.x, w13, layer.down, None, None)
         q13, s13 = moe.quantize_experts(w13)
         q2, s2 = moe.quantize_experts(layer.down)
-        return layer, (layer.x, q13, q2, s13, s2)
+        return moe.inputs_only(layer), (layer.x, q13, q2, s13, s2)
 
     def call(x, w13, w2, s13, s2):
         hidden = buffers.setdefault(x.data_ptr(), torch.empty_like(x))
@@ -521,9 +521,9 @@ def _fused_moe(point: dict, device: str = "cuda") -> Prepared:
         if not fp8:
             return moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
         _, q13, q2, s13, s2 = args
-        w13 = moe.dequantize_experts(q13, s13)
-        return moe.reference(layer.x, w13[:, : geo.inter], w13[:, geo.inter :],
-                             moe.dequantize_experts(q2, s2), ids, weights)  # fmt: skip
+        gate = moe.Dequantized(q13, s13, slice(None, geo.inter))
+        up = moe.Dequantized(q13, s13, slice(geo.inter, None))
+        return moe.reference(layer.x, gate, up, moe.Dequantized(q2, s2), ids, weights)
 
     return moe.prepared(point, ids, fp8, make, call, args, reference, {"provider": provider})
 

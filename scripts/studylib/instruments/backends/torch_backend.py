@@ -5,6 +5,8 @@ and a decode step's attention with ``scaled_dot_product_attention`` over a dense
 
 from __future__ import annotations
 
+from functools import partial
+
 from . import attention, moe
 from .backend_interface import (
     Prepared,
@@ -193,10 +195,33 @@ def _offsets(groups: int, m: int, device: str):
     return torch.arange(1, groups + 1, device=device, dtype=torch.int32) * m
 
 
-def _grouped_reference(a, w, groups: int, m: int):
-    """fp64 per-expert products: a [G*m, K] (dequantised), w [G, N, K] -> [G*m, N]."""
-    k = a.shape[1]
-    return (a.double().view(groups, m, k) @ w.double().transpose(-2, -1)).reshape(groups * m, -1)
+def _grouped_reference(a, weight, groups: int, m: int):
+    """fp64 per-expert products: a [G*m, K] (dequantised), ``weight(g)`` expert g's [N, K]
+    (fp64) -> [G*m, N]. Expert by expert: an fp64 copy of 256 experts' [4096, 6144] weights
+    is 48 GiB, which an 80-GB H100 did not have (2026-12-06)."""
+    import torch
+
+    a64 = a.double().view(groups, m, -1)
+    return torch.cat([a64[g] @ weight(g).t() for g in range(groups)])
+
+
+def _random_experts(groups: int, n: int, k: int, device: str, quantize=None):
+    """Random expert weights [G, N, K] of variance 1/K, drawn expert by expert (one fp32
+    draw of 256 experts' [4096, 6144] is 24 GiB, its quantisation's temporaries as much
+    again): bf16, or ``quantize(fp32 [N, K])``'s (fp8 [G, N, K], fp32 [G, N] scales)."""
+    import torch
+
+    if quantize is None:
+        w = torch.empty(groups, n, k, device=device, dtype=torch.bfloat16)
+        for g in range(groups):
+            w[g] = torch.randn(n, k, device=device) / k**0.5
+        return w
+    q = torch.empty(groups, n, k, device=device, dtype=torch.float8_e4m3fn)
+    scale = torch.empty(groups, n, device=device, dtype=torch.float32)
+    for g in range(groups):
+        q[g], scale_g = quantize(torch.randn(n, k, device=device) / k**0.5)
+        scale[g] = scale_g.reshape(-1)
+    return q, scale
 
 
 def _grouped_mm(point: dict, device: str) -> Prepared:
@@ -209,8 +234,7 @@ def _grouped_mm(point: dict, device: str) -> Prepared:
     def make():
         a = torch.randn(g * m, k, device=device, dtype=torch.bfloat16)
         # Experts' weights stored [G, N, K] and passed as [G, K, N] column-major views.
-        w = (torch.randn(g, n, k, device=device) / k**0.5).to(torch.bfloat16)
-        return a, w
+        return a, _random_experts(g, n, k, device)
 
     a, w = make()
 
@@ -221,7 +245,7 @@ def _grouped_mm(point: dict, device: str) -> Prepared:
 
     return Prepared(
         run=lambda: call(a, w),
-        reference=lambda: _grouped_reference(a, w, g, m),
+        reference=lambda: _grouped_reference(a, lambda e: w[e].double(), g, m),
         flops=gemm_flops(m, n, k, g),
         bytes=gemm_bytes(m, n, k, 16, 16, 16, g),
         variants=variants,
@@ -237,8 +261,8 @@ def _scaled_grouped_mm(point: dict, device: str) -> Prepared:
 
     def make():
         a, sa = quantize_fp8(torch.randn(g * m, k, device=device), rowwise=True)
-        w, sw = quantize_fp8(torch.randn(g * n, k, device=device) / k**0.5, rowwise=True)
-        return a, w.view(g, n, k), sa.reshape(g * m), sw.reshape(g, n)
+        w, sw = _random_experts(g, n, k, device, partial(quantize_fp8, rowwise=True))
+        return a, w, sa.reshape(g * m), sw
 
     a, w, sa, sw = make()
 
@@ -249,8 +273,7 @@ def _scaled_grouped_mm(point: dict, device: str) -> Prepared:
 
     def reference():
         a_deq = a.double() * sa.double()[:, None]
-        w_deq = w.double() * sw.double()[..., None]
-        return _grouped_reference(a_deq, w_deq, g, m)
+        return _grouped_reference(a_deq, lambda e: w[e].double() * sw[e].double()[:, None], g, m)
 
     variants = input_variants(lambda _seed: make(), call)
 
@@ -292,7 +315,7 @@ def _fused_moe(point: dict, device: str) -> Prepared:
             return layer, (layer.x, w13, None, layer.down, None)
         args = (layer.x, *_rowwise_experts(w13), *_rowwise_experts(layer.down))
         # call() takes (x, w13, s13, w2, s2)
-        return layer, args
+        return moe.inputs_only(layer), args
 
     def call(x, w13, s13, w2, s2):
         # The grouping is part of the layer's work (the fused kernels sort inside too); no
@@ -312,10 +335,9 @@ def _fused_moe(point: dict, device: str) -> Prepared:
         if not fp8:
             return moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
         _, w13, s13, w2, s2 = args
-        w13 = (w13.float() * s13[..., None]).to(torch.bfloat16)
-        down = (w2.float() * s2[..., None]).to(torch.bfloat16)
-        return moe.reference(layer.x, w13[:, : geo.inter], w13[:, geo.inter :], down, ids,
-                             weights)  # fmt: skip
+        gate = moe.Dequantized(w13, s13, slice(None, geo.inter))
+        up = moe.Dequantized(w13, s13, slice(geo.inter, None))
+        return moe.reference(layer.x, gate, up, moe.Dequantized(w2, s2), ids, weights)
 
     return moe.prepared(point, ids, fp8, make, call, args, reference)
 
