@@ -1,7 +1,8 @@
-"""A sweep or kernel-power point that leaves GPU memory allocated once it has returned: a
-collection frees what a reference cycle held, and what stays is said in the log (on an 80-GB
-H100 earlier MoE points' weights crowded out the next ones, 2026-12-06)."""
+"""GPU memory still allocated when a sweep or kernel-power point begins (nothing of an earlier
+point should be): a collection frees what a reference cycle held, and the log says what it
+freed (on an 80-GB H100 earlier MoE points' weights crowded out the next ones, 2026-12-06)."""
 
+import gc
 import weakref
 
 from studylib.instruments.worker import LEFTOVER_BYTES, Measurer
@@ -20,36 +21,35 @@ def _measurer(held: list) -> Measurer:
     return measurer
 
 
-def test_a_cycle_a_point_left_behind_is_collected(capsys):
-    held = []
-    measurer = _measurer(held)
-    with measurer.leftovers(POINT):
+def test_an_earlier_points_cycle_is_collected_before_the_next(capsys):
+    gc.disable()  # no automatic collection may free it first: only the worker's
+    try:
         weights = Weights()
         weights.itself = weights  # a cycle: only a collection frees it
-        held.append(weakref.ref(weights))
+        held = [weakref.ref(weights)]
         del weights
+        _measurer(held).collect_leftovers(POINT)
+    finally:
+        gc.enable()
     assert held[0]() is None
-    assert "left 2.0 GiB allocated; 0.0 GiB after a garbage collection" in capsys.readouterr().err
-
-
-def test_what_a_collection_cannot_free_is_said(capsys):
-    held, kept = [], Weights()
-    measurer = _measurer(held)
-    with measurer.leftovers(POINT):
-        held.append(weakref.ref(kept))  # a library's cache, say
-    assert "triton fused_moe fp8_e4m3 M=1 left 2.0 GiB allocated; 2.0 GiB after" in (
+    assert "2.0 GiB still allocated before triton fused_moe fp8_e4m3 M=1; 0.0 GiB after" in (
         capsys.readouterr().err
     )
 
 
-def test_a_point_that_frees_its_memory_costs_no_collection(monkeypatch):
-    import gc
+def test_what_a_collection_cannot_free_is_said(capsys):
+    kept = Weights()  # a library's cache, say
+    _measurer([weakref.ref(kept)]).collect_leftovers(POINT)
+    assert "2.0 GiB still allocated before triton fused_moe fp8_e4m3 M=1; 2.0 GiB after" in (
+        capsys.readouterr().err
+    )
 
+
+def test_nothing_held_costs_no_collection(monkeypatch, capsys):
     monkeypatch.setattr(gc, "collect", lambda: (_ for _ in ()).throw(AssertionError))
     measurer = _measurer([])
-    with measurer.leftovers(POINT):
-        pass
+    measurer.collect_leftovers(POINT)
     measurer.device = "cpu"
     measurer.allocated_bytes = Measurer.allocated_bytes.__get__(measurer)
-    with measurer.leftovers(POINT):
-        pass
+    measurer.collect_leftovers(POINT)
+    assert capsys.readouterr().err == ""

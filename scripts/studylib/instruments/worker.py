@@ -38,11 +38,11 @@ from .timing import (
     timer_for,
 )
 
-#: A point that leaves more than this allocated on the GPU once it has returned gets a garbage
-#: collection (a reference cycle holding its tensors) and a line in the log saying what that
-#: freed. On an 80-GB H100 (the whole study, 2026-12-06) 30-47 GiB of earlier MoE points'
-#: weights were still allocated while the next ones prepared theirs, and those failed for
-#: memory; an H200's 141 GB had hidden it.
+#: More than this still allocated on the GPU when a point begins (nothing of an earlier point
+#: should be) gets a garbage collection (a reference cycle holding its tensors) and a line in
+#: the log saying what that freed. On an 80-GB H100 (the whole study, 2026-12-06) the FP8
+#: fused-MoE points found 25-30 GiB allocated beyond their own weights, and failed for memory;
+#: an H200's 141 GB had hidden it.
 LEFTOVER_BYTES = 1 << 30
 
 # Tests inject faults with {"op:M": "segfault" | "hang" | "raise" | "exit" | "cuda_trap"}.
@@ -152,12 +152,12 @@ class Measurer:
 
     def measure(self, point: dict) -> dict:
         started = time.monotonic()
-        with self.leftovers(point):
-            try:
-                inject_fault(point)
-                row = self._measure(point)
-            except Exception as exc:  # noqa: BLE001 - one point's failure is a result
-                row = self.failure(exc)
+        self.collect_leftovers(point)
+        try:
+            inject_fault(point)
+            row = self._measure(point)
+        except Exception as exc:  # noqa: BLE001 - one point's failure is a result
+            row = self.failure(exc)
         row["point_s"] = time.monotonic() - started
         return row
 
@@ -171,19 +171,17 @@ class Measurer:
         except Exception:  # noqa: BLE001 - a poisoned context: the parent restarts the worker
             return None
 
-    @contextlib.contextmanager
-    def leftovers(self, point: dict):
-        """Around one point: what it left allocated once done is collected (LEFTOVER_BYTES)."""
-        before = self.allocated_bytes()
-        yield
-        after = self.allocated_bytes()
-        if before is None or after is None or after - before <= LEFTOVER_BYTES:
+    def collect_leftovers(self, point: dict) -> None:
+        """Before a point: GPU memory still allocated from earlier ones (LEFTOVER_BYTES) gets
+        a garbage collection, and a line in the log saying what it freed."""
+        held = self.allocated_bytes()
+        if held is None or held <= LEFTOVER_BYTES:
             return
         gc.collect()
         now = self.allocated_bytes()
-        left = (after if now is None else now) - before
+        left = held if now is None else now
         what = f"{point.get('impl')} {point.get('op')} {point.get('dtype')} M={point.get('M')}"
-        print(f"worker: {what} left {(after - before) / 2**30:.1f} GiB allocated; "
+        print(f"worker: {held / 2**30:.1f} GiB still allocated before {what}; "
               f"{left / 2**30:.1f} GiB after a garbage collection", file=sys.stderr,
               flush=True)  # fmt: skip
 
@@ -256,12 +254,7 @@ class Measurer:
         which to start, so that workers on several GPUs run the same loop at the same time.
         """
         started = time.monotonic()
-        with self.leftovers(point):
-            row = self._sustain(point, mode, seconds, barrier)
-        row["point_s"] = time.monotonic() - started
-        return row
-
-    def _sustain(self, point: dict, mode: str, seconds: float, barrier=None) -> dict:
+        self.collect_leftovers(point)
         try:
             inject_fault(point)
             if mode in ("graph", "cold") and self.device != "cuda":
@@ -314,6 +307,7 @@ class Measurer:
             }
         except Exception as exc:  # noqa: BLE001 - one point's failure is a result
             row = self.failure(exc)
+        row["point_s"] = time.monotonic() - started
         return row
 
     def graph_fixed_us(self) -> float:
