@@ -20,7 +20,10 @@ from studylib.stages.step_model.step_model_build import (
 from studylib.stages.step_model.step_model_figure import NOT_PROFILED, step_frames
 
 EXAMPLES = ROOT / "examples"
-STEP_MODELS = sorted(EXAMPLES.glob("**/tables/step_model.csv"))
+#: Those that predicted a step (h100-2026-12-06-whole's sweep lost the FP8 MoE kernels to
+#: memory: every row says what is missing, and its Q6 that it is not measured).
+STEP_MODELS = sorted(path for path in EXAMPLES.glob("**/tables/step_model.csv")
+                     if pd.read_csv(path)["predicted_step_us"].notna().any())  # fmt: skip
 #: How an answer states a part against its step ("0.60 ms of the 10.13 ms measured step").
 PART_OF_STEP = re.compile(r"(\d+\.\d+) ms of (?:the|a|its) (\d+\.\d+) ms (?:\w+ )?step")
 

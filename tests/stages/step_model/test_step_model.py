@@ -105,6 +105,25 @@ def test_a_missing_kernel_names_itself_and_leaves_its_component_unknown():
     assert parts["moe"]["us"] == pytest.approx(4 * (100 + 4))
 
 
+def test_a_kernel_whose_point_failed_is_missing_with_its_error():
+    # The sweep ran it and it failed (an 80-GB H100's FP8 MoE points, out of memory): not the
+    # same as a sweep that never asked for it.
+    frame = sweep("fp8_e4m3")
+    moe = (frame["op"] == "fused_moe") & (frame["M"] == 1)
+    frame.loc[moe, ["status", "cold_us", "graph_us"]] = ["error", float("nan"), float("nan")]
+    frame["error"] = ""
+    frame.loc[moe, "error"] = ("OutOfMemoryError: CUDA out of memory. Tried to allocate 24.00 "
+                               "GiB. GPU 0 has a total capacity of 79.18 GiB")  # fmt: skip
+    parts = predict_step(frame, GEOMETRY, "fp8", 1, "balanced")
+    assert math.isnan(parts["moe"]["us"])
+    assert parts["moe"]["missing"] == (
+        "sgl_kernel/triton/fused_moe/fp8_e4m3/1/balanced (its point failed: "
+        "OutOfMemoryError: CUDA out of memory)"
+    )
+    assert "its point failed" not in predict_step(sweep("fp8_e4m3"), GEOMETRY, "fp8", 1,
+                                                  "balanced")["moe"]["missing"]  # fmt: skip
+
+
 def test_a_point_without_cold_time_falls_back_to_graph_and_says_so():
     frame = sweep()
     frame["cold_us"] = float("nan")

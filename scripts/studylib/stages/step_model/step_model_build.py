@@ -99,8 +99,8 @@ PROFILE_STEP_TOLERANCE = NOISE_FLOOR
 PROFILE_BASIS = "profile"
 
 
-def _rows(sweep: pd.DataFrame, **match) -> pd.DataFrame:
-    ok = sweep[sweep["status"] == "ok"] if "status" in sweep else sweep
+def _rows(sweep: pd.DataFrame, status: str | None = "ok", **match) -> pd.DataFrame:
+    ok = sweep[sweep["status"] == status] if status and "status" in sweep else sweep
     for key, value in match.items():
         if value is None:
             continue
@@ -145,6 +145,17 @@ def _label(match: dict) -> str:
     return "/".join(str(match[k]) for k in keys if match.get(k) is not None)
 
 
+def _missing(sweep: pd.DataFrame, match: dict) -> str:
+    """What the step model lacks: the kernel's label, with its point's own error where the
+    sweep ran it and it failed (an 80-GB H100 lacked the memory for the FP8 MoE points of an
+    earlier release: not the same as a sweep that never asked)."""
+    failed = _rows(sweep, status="error", **match) if "error" in sweep else sweep.iloc[:0]
+    if failed.empty:
+        return _label(match)
+    error = str(failed["error"].iloc[0]).split(". ")[0][:120]
+    return f"{_label(match)} (its point failed: {error})"
+
+
 def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
                  routing: str, mode: str = "cold", graphs: bool = True) -> dict:  # fmt: skip
     """Per component (``other`` included): predicted µs per step, the basis used and what
@@ -161,8 +172,8 @@ def predict_step(sweep: pd.DataFrame, geometry: dict, weights: str, c: int,
             (None, None),
         )
         if found is None:
-            parts[component]["missing"].append(_label(candidates[0]))
-            parts["other"]["missing"].append(_label(candidates[0]))
+            parts[component]["missing"].append(_missing(sweep, candidates[0]))
+            parts["other"]["missing"].append(_missing(sweep, candidates[0]))
             return
         parts[component]["us"] += count * found[0]
         kernel = _label({**match, "M": None, "shape": None})
