@@ -130,16 +130,10 @@ def quantize_experts(w):
     return q, scale
 
 
-def dequantize_experts(q, scale):
-    import torch
-
-    return (q.float() * scale[:, None, None]).to(torch.bfloat16)
-
-
 class Dequantized:
     """FP8 experts read back one at a time, as :func:`reference` takes only the chosen ones:
     rows ``rows`` of each expert of ``q`` times its scale (per expert ``[G]``, or per row
-    ``[G, R]``), in bf16, the values :func:`dequantize_experts` gives. A whole copy is not
+    ``[G, R]``), in bf16, the values a whole dequantised copy would hold. That copy is not
     made: the fp32 one of 256 experts' gate and up rows is 24 GiB, which an 80-GB H100
     holding the layer did not have (2026-12-06: every FP8 fused-MoE point of sgl-kernel's)."""
 
