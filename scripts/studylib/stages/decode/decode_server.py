@@ -187,14 +187,15 @@ def main_pass_server(plan: dict, eng, out_dir: Path, hold_device, resumed: bool,
         record = {"prestart": False, "why_not": "its weights do not fit the GPU"}
         return plan, ServerPass(plan, eng, out_dir, "server.log"), record
     began = time.monotonic()
-    problem = prestart_problem(plan, eng, machine_gpus(), resumed)
+    gpus = machine_gpus()
+    problem = prestart_problem(plan, eng, gpus, resumed)
     if problem:
         plan = {**plan, "port": int(plan["port"]) + hold_device()}
         record = {"prestart": False, "why_not": problem, "device_wait_s": time.monotonic() - began}
         return plan, ServerPass(plan, eng, out_dir, "server.log"), record
     # Past the slots' ports (base + slot, taken with a device): another job's early server
     # may wait at its gate beside this one.
-    host, first = plan["host"], int(plan["port"]) + len(machine_gpus())
+    host, first = plan["host"], int(plan["port"]) + len(gpus)
     plan = {**plan, "port": hold_port(first, lambda port: _bindable(host, port))}
     gate = Path(tempfile.mkdtemp(prefix="study-gate-")) / "open"
     main = ServerPass(plan, eng, out_dir, "server.log", gate=gate)
