@@ -61,6 +61,7 @@ STATE = {
     "decoded": 0,
     "profile": None,
     "held": 0,
+    "held_most": 0,  # the most held since the last decode line (its #running-req)
     "streams": {},
     "prompts": {},
 }  # streams: tokens sent so far per streaming request; prompts: their prompts' lengths
@@ -121,13 +122,15 @@ def decode_log(tok_s: float | None) -> None:
     while True:
         time.sleep(0.25)
         with LOCK:
-            now, made = time.time(), STATE["decoded"]
-            STATE["decoded"] = 0
-        if STATE["held"]:
+            now, made, running = time.time(), STATE["decoded"], STATE["held_most"]
+            STATE["decoded"], STATE["held_most"] = 0, STATE["held"]
+        # The batch the interval ran (not the moment's: a finished stream's replacement not
+        # yet arrived would read C - 1 at random, and a test of C kept running would flake).
+        if running:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
             stamp += f".{int(now * 1000) % 1000:03d}" if ms else ""
             rate = tok_s if tok_s is not None else made / (now - last)
-            print(f"[{stamp}] Decode batch, #running-req: {STATE['held']}, #token: 0, token "
+            print(f"[{stamp}] Decode batch, #running-req: {running}, #token: 0, token "
                   f"usage: 0.00, cuda graph: True, gen throughput (token/s): {rate:.2f}, "
                   "#queue-req: 0", flush=True)  # fmt: skip
         last = now
@@ -322,6 +325,7 @@ def main() -> int:
             key = object()
             with LOCK:
                 STATE["held"] += 1
+                STATE["held_most"] = max(STATE["held_most"], STATE["held"])
                 STATE["streams"][key] = 0
                 prompt = payload.get("prompt")
                 STATE["prompts"][key] = len(prompt) if isinstance(prompt, list | str) else 0
