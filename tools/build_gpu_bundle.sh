@@ -224,6 +224,14 @@ def cmd_split(src, outdir, limit):
         meta = [i for i in infos if i.filename.startswith(di + "/")]
         files = sorted((i for i in infos if not i.filename.startswith(di + "/")), key=lambda i: i.filename)
         total = sum(i.compress_size for i in files)
+        # A wheel can split between files only: one file past a part never fits (each try
+        # at more pieces recompressed the whole wheel again, without end).
+        biggest = max(files, key=lambda i: i.compress_size)
+        if biggest.compress_size > limit * 0.97:
+            sys.exit(f"{os.path.basename(src)}: its file {biggest.filename} alone is "
+                     f"{biggest.compress_size / 2**20:.1f} MiB compressed, more than a part "
+                     f"({limit / 2**20:.0f} MiB): pass a larger --part-mib (at least "
+                     f"{math.ceil(biggest.compress_size / 0.97 / 2**20) + 1}), or --without its group")
         k = max(2, math.ceil(os.path.getsize(src) / (limit * 0.97)))
         while True:
             target = total / k

@@ -274,3 +274,50 @@ def test_a_bundle_with_a_part_left_behind_starts_nothing_unless_partial_is_asked
     assert partial.returncode == 0, partial.stderr
     assert "installing what is there (--partial)" in partial.stdout
     assert "snakemake ran: --cores 1" in partial.stdout
+
+
+def _bundle_helper(tmp_path: Path) -> Path:
+    """The script's embedded helper (its heredoc), as a file of its own."""
+    text = SCRIPTS[0].read_text(encoding="utf-8")
+    body = text.split("<<'PYEOF'\n", 1)[1].split("\nPYEOF\n", 1)[0]
+    helper = tmp_path / "helper.py"
+    helper.write_text(body + "\n", encoding="utf-8")
+    return helper
+
+
+def _wheel(path: Path, files: dict[str, bytes]) -> Path:
+    import zipfile
+
+    di = "demo-1.0.dist-info"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr(f"{di}/METADATA", "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n")
+        z.writestr(f"{di}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-any\n")
+        z.writestr(f"{di}/RECORD", "")
+    return path
+
+
+def test_a_wheel_splits_between_its_files_into_parts_within_the_limit(tmp_path):
+    helper = _bundle_helper(tmp_path)
+    wheel = _wheel(tmp_path / "demo-1.0-py3-none-any.whl",
+                   {f"demo/f{i}.bin": os.urandom(600_000) for i in range(3)})  # fmt: skip
+    run = subprocess.run(["python3", str(helper), "split", str(wheel), str(tmp_path / "out"),
+                          str(1 << 20)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    pieces = sorted((tmp_path / "out").glob("*.whl"))
+    assert len(pieces) >= 2
+    assert all(p.stat().st_size <= 1 << 20 for p in pieces)
+
+
+def test_a_file_larger_than_a_part_stops_the_split_with_its_name(tmp_path):
+    """One file no part can hold (vl-convert's 31-MiB library beside a 29-MiB part, 2026-12-06)
+    is an error naming it and the part size it needs, not a search without end (each try at
+    more pieces recompressed the wheel: minutes at a full core, then forever)."""
+    helper = _bundle_helper(tmp_path)
+    wheel = _wheel(tmp_path / "demo-1.0-py3-none-any.whl",
+                   {"demo/big.so": os.urandom(1_500_000), "demo/small.py": b"x = 1\n"})
+    run = subprocess.run(["python3", str(helper), "split", str(wheel), str(tmp_path / "out"),
+                          str(1 << 20)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode != 0
+    assert "demo/big.so" in run.stderr and "--part-mib (at least 3)" in run.stderr
