@@ -311,12 +311,14 @@ def test_a_wheel_splits_between_its_files_into_parts_within_the_limit(tmp_path):
 
 
 def test_a_file_larger_than_a_part_stops_the_split_with_its_name(tmp_path):
-    """One file no part can hold (vl-convert's 31-MiB library beside a 29-MiB part, 2026-12-06)
+    """One file no part can hold (vl-convert's 32-MiB library beside a 29-MiB part, 2026-12-06)
     is an error naming it and the part size it needs, not a search without end (each try at
     more pieces recompressed the wheel: minutes at a full core, then forever)."""
     helper = _bundle_helper(tmp_path)
-    wheel = _wheel(tmp_path / "demo-1.0-py3-none-any.whl",
-                   {"demo/big.so": os.urandom(1_500_000), "demo/small.py": b"x = 1\n"})
+    wheel = _wheel(
+        tmp_path / "demo-1.0-py3-none-any.whl",
+        {"demo/big.so": os.urandom(1_500_000), "demo/small.py": b"x = 1\n"},
+    )
     run = subprocess.run(["python3", str(helper), "split", str(wheel), str(tmp_path / "out"),
                           str(1 << 20)], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode != 0
