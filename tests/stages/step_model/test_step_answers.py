@@ -180,3 +180,21 @@ def test_the_step_model_examples_answers():
     )
     assert rows["sglang-bf16-graphs · C = 1"].status == UNDECIDED  # −23 %: 3 % past ±20 %
     assert rows["component · moe"].verdict == "within (16 of 16)"
+
+
+def test_tpot_past_the_profiled_step_is_said_with_the_model_against_that_step():
+    """The H100's FP8 at C = 512 (2026-12-06): TPOT 22.91 ms, the profiled decode step 18.47
+    ms, the model 17.64 ms. Undecided against TPOT, the answer says the 4.44 ms a token outside
+    the steps the profile timed, and that the model is within 5 % of the step itself."""
+    profile = {"moe": 14100.0, "attention": 2600.0, "dense": 1200.0, "other": 570.0}
+    rows = table("v", 512, 22910.0, {"moe": 14000.0, "attention": 2500.0, "dense": 1140.0},
+                 profile)  # fmt: skip
+    row = by_subject(step_answers(pd.DataFrame(rows)))["v · C = 512"]
+    assert row.verdict == "not explained"
+    assert (
+        "; TPOT runs +24 % past it, 4.44 ms a token outside the decode steps the profile timed"
+    ) in row.sentence
+    assert "against the profiled step the model is −4 %." in row.sentence
+    # A TPOT within its noise of the profiled step: nothing said.
+    rows = table("v", 64, 1.02 * 18470.0, {"moe": 14000.0}, profile)
+    assert "runs" not in by_subject(step_answers(pd.DataFrame(rows)))["v · C = 64"].sentence
