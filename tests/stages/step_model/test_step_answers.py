@@ -198,3 +198,15 @@ def test_tpot_past_the_profiled_step_is_said_with_the_model_against_that_step():
     # A TPOT within its noise of the profiled step: nothing said.
     rows = table("v", 64, 1.02 * 18470.0, {"moe": 14000.0}, profile)
     assert "runs" not in by_subject(step_answers(pd.DataFrame(rows)))["v · C = 64"].sentence
+
+
+def test_the_lead_row_names_where_tpot_runs_past_the_profiled_step():
+    profile = {"moe": 14100.0, "attention": 2600.0, "dense": 1200.0, "other": 570.0}
+    rows = table("v", 512, 22910.0, {"moe": 14000.0, "attention": 2500.0, "dense": 1140.0},
+                 profile)  # fmt: skip
+    rows += table("v", 16, 18470.0, {"moe": 14000.0, "attention": 2500.0, "dense": 1140.0},
+                  profile)  # fmt: skip
+    lead = step_answers(pd.DataFrame(rows))[0]
+    assert lead.subject == "step model · graphs on"
+    assert lead.sentence.endswith("; TPOT runs past the profiled decode step at v C = 512 "
+                                  "(+24 %), where the model is −4 % from that step.")  # fmt: skip

@@ -125,15 +125,25 @@ def _past_the_step(p: pd.Series, noise: Noise) -> str:
     outside the steps the profile timed, and the model against the step it does predict (at
     C = 512 on an H100, 2026-12-06: TPOT 22.91 ms, the profiled step 18.47 ms, the model
     17.64 ms; "undecided" against TPOT alone did not say the step itself was explained)."""
-    step, tpot = p["measured_us"], p["tpot_us"]
-    if not step or not beyond(tpot / step - 1, noise.share):
+    past = _over_step(p, noise.share)
+    if past is None:
         return ""
+    over, model = past
     return (
-        f"; TPOT runs {_signed(tpot / step - 1)} past it, {_ms(tpot - step)} ms a token "
+        f"; TPOT runs {_signed(over)} past it, {_ms(p['tpot_us'] - p['measured_us'])} ms a token "
         "outside the decode steps the profile timed (SGLang runs the replacement "
         "requests' prefills between them), which the model does not predict; against "
-        f"the profiled step the model is {_signed(p['predicted_us'] / step - 1)}"
+        f"the profiled step the model is {_signed(model)}"
     )
+
+
+def _over_step(p: pd.Series, noise_share: float) -> tuple[float, float] | None:
+    """How far TPOT runs past the profiled decode step, and the model against that step
+    (shares), where TPOT runs past it beyond ``noise_share``; else None."""
+    step = p["measured_us"]
+    if not step or not beyond(p["tpot_us"] / step - 1, noise_share):
+        return None
+    return p["tpot_us"] / step - 1, p["predicted_us"] / step - 1
 
 
 def _component_answer(points: pd.DataFrame, name: str) -> Answer | None:
@@ -282,6 +292,17 @@ def _graphed_summary(answers: list[Answer], points: pd.DataFrame) -> Answer | No
         span = (f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi)
                 else f"{100 * lo:.0f}–{100 * hi:.0f} %")  # fmt: skip
         sentence += f"; the fused MoE is {span} of the measured step"
+    past = [(p, _over_step(p, by_subject[f"{p['variant']} · C = {p['concurrency']}"].noise))
+            for _, p in graphed.iterrows()]  # fmt: skip
+    past = [(p, over) for p, over in past if over is not None]
+    if past:
+        models = sorted(model for _, (_, model) in past)
+        span = (_signed(models[0]) if round(100 * models[0]) == round(100 * models[-1])
+                else f"{_signed(models[0])} to {_signed(models[-1])}")  # fmt: skip
+        sentence += ("; TPOT runs past the profiled decode step at "
+                     + ", ".join(f"{p['variant']} C = {p['concurrency']} ({_signed(over)})"
+                                 for p, (over, _) in past)
+                     + f", where the model is {span} from that step")  # fmt: skip
     return Answer(
         6, "step model · graphs on", UNDECIDED if "undecided" in verdicts else ANSWERED,
         verdict=count_verdict(explained, len(verdicts), "explained", "not explained",
