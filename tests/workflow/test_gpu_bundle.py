@@ -285,7 +285,7 @@ def _bundle_helper(tmp_path: Path) -> Path:
     return helper
 
 
-def _wheel(path: Path, files: dict[str, bytes]) -> Path:
+def _wheel_of_files(path: Path, files: dict[str, bytes]) -> Path:
     import zipfile
 
     di = "demo-1.0.dist-info"
@@ -300,7 +300,7 @@ def _wheel(path: Path, files: dict[str, bytes]) -> Path:
 
 def test_a_wheel_splits_between_its_files_into_parts_within_the_limit(tmp_path):
     helper = _bundle_helper(tmp_path)
-    wheel = _wheel(tmp_path / "demo-1.0-py3-none-any.whl",
+    wheel = _wheel_of_files(tmp_path / "demo-1.0-py3-none-any.whl",
                    {f"demo/f{i}.bin": os.urandom(600_000) for i in range(3)})  # fmt: skip
     run = subprocess.run(["python3", str(helper), "split", str(wheel), str(tmp_path / "out"),
                           str(1 << 20)], capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -315,7 +315,7 @@ def test_a_file_larger_than_a_part_stops_the_split_with_its_name(tmp_path):
     is an error naming it and the part size it needs, not a search without end (each try at
     more pieces recompressed the wheel: minutes at a full core, then forever)."""
     helper = _bundle_helper(tmp_path)
-    wheel = _wheel(
+    wheel = _wheel_of_files(
         tmp_path / "demo-1.0-py3-none-any.whl",
         {"demo/big.so": os.urandom(1_500_000), "demo/small.py": b"x = 1\n"},
     )
