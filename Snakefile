@@ -30,6 +30,23 @@ report: "report/workflow.rst"
 include: "rules/common.smk"
 
 
+# On a cluster (profiles/slurm) the rules that only read tables and write tables, figures or
+# the report run where Snakemake runs: each takes seconds, and as cluster jobs they spent
+# most of their time queued and polled (docs/cluster.md). The measuring and building rules
+# are cluster jobs.
+localrules:
+    all,
+    aggregate,
+    aggregate_kernel_power,
+    aggregate_decode,
+    step_model,
+    plot,
+    check_report_inputs,
+    answers,
+    device_time,
+    report,
+
+
 # Every output, not the report alone: a plain run rebuilds anything missing or interrupted.
 rule all:
     default_target: True

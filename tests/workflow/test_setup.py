@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -284,26 +285,42 @@ def target_args(python: str, plats: set[str]) -> list[str]:
     return args
 
 
-@pytest.mark.parametrize("python", ["3.11", "3.12"])
-def test_gpu_set_resolves(tmp_path, python, sdist_wheels):
-    """`make study` STACK=gpu's two pip calls, as dry runs for x86-64 Linux CPython 3.11 / 3.12.
+GPU_SET_PYTHONS = ["3.11", "3.12"]
+
+
+@pytest.fixture(scope="module")
+def gpu_set_reports(tmp_path_factory, sdist_wheels):
+    """`make study` STACK=gpu's two pip calls, as dry runs for x86-64 Linux CPython 3.11 and
+    3.12: all four at once (each waits on the index most of its time), by (python, call).
 
     pip reads the wheels' metadata only (the index serves it apart from the wheels), so the
     CUDA wheels' payloads are not downloaded.
     """
-    common = ["install", "--dry-run", "--ignore-installed", "-q", "--find-links", str(sdist_wheels),
-              *target_args(python, builder_platforms())]  # fmt: skip
-    base = pip(*common, "--target", str(tmp_path / "t1"), "--report", str(tmp_path / "base.json"),
-               "-r", str(GPU_BASE))  # fmt: skip
-    if base.returncode:
-        skip_or_fail(base, f"resolving {GPU_BASE.name} for {python}")
-    full = pip(*common, "--no-deps", "--target", str(tmp_path / "t2"),
-               "--report", str(tmp_path / "full.json"), "-r", str(GPU_SET))  # fmt: skip
-    if full.returncode:
-        skip_or_fail(full, f"{GPU_SET.name} --no-deps for {python}")
+    folder = tmp_path_factory.mktemp("gpu_set")
+    calls = {}
+    for python in GPU_SET_PYTHONS:
+        common = ["install", "--dry-run", "--ignore-installed", "-q", "--find-links",
+                  str(sdist_wheels), *target_args(python, builder_platforms())]  # fmt: skip
+        for call, extra, reqs in [("base", [], GPU_BASE), ("full", ["--no-deps"], GPU_SET)]:
+            where = folder / f"{python}-{call}"
+            report = where.with_suffix(".json")
+            args = [*common, *extra, "--target", str(where), "--report", str(report),
+                    "-r", str(reqs)]  # fmt: skip
+            calls[python, call] = (report, reqs, args)
+    with ThreadPoolExecutor(len(calls)) as pool:
+        done = {key: pool.submit(pip, *args) for key, (_, _, args) in calls.items()}
+        return {key: (done[key].result(), report, reqs) for key, (report, reqs, _) in calls.items()}
+
+
+@pytest.mark.parametrize("python", GPU_SET_PYTHONS)
+def test_gpu_set_resolves(python, gpu_set_reports):
+    """The GPU set resolves for each Python to exactly its pins."""
     resolved = {}
-    for rep in ("base.json", "full.json"):
-        for item in json.loads((tmp_path / rep).read_text())["install"]:
+    for call in ("base", "full"):
+        res, report, reqs = gpu_set_reports[python, call]
+        if res.returncode:
+            skip_or_fail(res, f"resolving {reqs.name} ({call}) for {python}")
+        for item in json.loads(report.read_text())["install"]:
             resolved[norm(item["metadata"]["name"])] = item["metadata"]["version"]
     for name, ver in GPU_PINS.items():
         assert resolved.get(name) == ver, f"{name}: resolved {resolved.get(name)}, pinned {ver}"

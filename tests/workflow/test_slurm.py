@@ -17,6 +17,8 @@ from helpers import ROOT, tiny_config
 
 pytestmark = pytest.mark.e2e
 WANTED = os.environ.get("STUDY_SLURM_TEST") == "1"
+# slurmctld's record of each batch job it accepted
+SUBMITTED = re.compile(r"_slurm_rpc_submit_batch_job: JobId=(\d+)")
 
 
 def cluster_up() -> bool:
@@ -35,7 +37,7 @@ def test_cpu_study_through_the_slurm_executor(tmp_path):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / name)
     (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(tiny_config()))
-    before = set(re.findall(r"Allocate JobId=(\d+)", _ctld_log()))
+    before = set(SUBMITTED.findall(_ctld_log()))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "snakemake"), "--profile", "profiles/slurm",
@@ -51,8 +53,16 @@ def test_cpu_study_through_the_slurm_executor(tmp_path):
     assert proc.returncode == 0, output[-5000:]
     assert (tmp_path / "results" / "report" / "index.html").stat().st_size > 0
     assert "SLURM run ID" in output
-    jobs = set(re.findall(r"Allocate JobId=(\d+)", _ctld_log())) - before
-    assert len(jobs) >= 20  # every rule but `all` ran as a SLURM job
+    jobs = set(SUBMITTED.findall(_ctld_log())) - before
+    remote = re.findall(r"^rule (\w+):", output, re.M)
+    local = set(re.findall(r"^localrule (\w+):", output, re.M))
+    # every job of a cluster rule became one SLURM job; the table, figure and report rules
+    # (the Snakefile's localrules) ran beside Snakemake
+    assert len(jobs) == len(remote), (sorted(jobs), remote)
+    assert jobs == set(re.findall(r"submitted with SLURM jobid (\d+)", output))
+    assert {"hardware", "peaks", "sweep", "kernel_power", "decode"} <= set(remote), remote
+    assert {"plot", "aggregate", "answers", "report"} <= local, local
+    assert not local & set(remote), local & set(remote)
 
 
 def _ctld_log() -> str:

@@ -576,16 +576,26 @@ def test_the_loads_own_cost_per_chunk_stays_bounded(tmp_path):
     # chunk, both measured in this run (a ratio: the machine's speed cancels). Measured
     # 2026-12-02 on the 2-core EPYC, shared with other jobs: 6.7-12.2 (23-25 us per chunk
     # against 2.0-3.4 us); a client that does twice its work per chunk comes near the bound.
+    # The least of up to three loads: with another process on the machine the stand-in
+    # streams in smaller bursts, each read carries fewer chunks, and one load read 28.7x
+    # (78.8 us per chunk) beside a second test run; a client that does more work per chunk
+    # reads high in every load.
     spec = LoadSpec(concurrency=16, duration_s=1.5, input_len=4, output_len=64,
                     vocab_size=500, timeout_s=60)  # fmt: skip
-    load = load_against_standin(tmp_path, spec, "--token-delay", "0")
-    assert not any(r.error for r in load.records)
-    chunks = sum(len(r.chunks()) for r in load.records)
     chunk = (b'data: {"choices": [{"text": "x", "index": 0, "finish_reason": null}], '
              b'"usage": {"completion_tokens": 17}}\n')  # fmt: skip
-    per_chunk = load.cpu_s / chunks
-    ratio = per_chunk / _reference_cost_per_chunk(chunk)
-    assert chunks > 1000, chunks
+    ratios = []
+    for attempt in range(3):
+        (folder := tmp_path / str(attempt)).mkdir()
+        load = load_against_standin(folder, spec, "--token-delay", "0")
+        assert not any(r.error for r in load.records)
+        chunks = sum(len(r.chunks()) for r in load.records)
+        assert chunks > 1000, chunks
+        per_chunk = load.cpu_s / chunks
+        ratios.append((per_chunk / _reference_cost_per_chunk(chunk), per_chunk))
+        if ratios[-1][0] < LOAD_COST_BOUND:
+            break
+    ratio, per_chunk = min(ratios)
     assert ratio < LOAD_COST_BOUND, f"{per_chunk * 1e6:.1f} us per chunk: {ratio:.1f}x a parse"
 
 
