@@ -302,8 +302,8 @@ def gpu_set_reports(tmp_path_factory, sdist_wheels):
         common = ["install", "--dry-run", "--ignore-installed", "-q", "--find-links",
                   str(sdist_wheels), *target_args(python, builder_platforms())]  # fmt: skip
         for call, extra, reqs in [("base", [], GPU_BASE), ("full", ["--no-deps"], GPU_SET)]:
-            where = folder / f"{python}-{call}"
-            report = where.with_suffix(".json")
+            where = folder / f"py{python}-{call}"
+            report = folder / f"py{python}-{call}.json"
             args = [*common, *extra, "--target", str(where), "--report", str(report),
                     "-r", str(reqs)]  # fmt: skip
             calls[python, call] = (report, reqs, args)
