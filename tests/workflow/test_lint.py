@@ -39,3 +39,20 @@ def test_snakemake_lint():
 def test_examples_are_valid(example, tmp_path):
     proc = run(str(BIN / "snakemake"), "--dry-run", "--cores", "1", "--configfile", str(example))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_no_tracked_link_points_outside_the_repo():
+    """A link git tracks travels with every clone: one to an absolute path or out of the tree
+    (a worktree's .venv link was committed once, and the merge replaced the real .venv with
+    it) breaks `make test` on a fresh clone."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listing = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    links = [line.split("\t", 1)[1] for line in listing.splitlines() if line.startswith("120000")]
+    outside = []
+    for link in links:
+        target = Path(ROOT / link).parent / Path(ROOT / link).readlink()
+        if not target.resolve().is_relative_to(ROOT.resolve()):
+            outside.append(f"{link} -> {(ROOT / link).readlink()}")
+    assert not outside, outside
