@@ -1,6 +1,6 @@
 """What keeps a fused-MoE sweep point's GPU memory after the point is dropped (a GPU box).
 
-    PYTHONPATH=/tmp/site:scripts python3 tools/moe_memory_probe.py --backend sgl_kernel
+    PYTHONPATH=/tmp/site:scripts python3 tools/moe_memory_probe.py [--dtype fp8_e4m3]
 
 Prepares one fused-MoE point (bf16, M = 1, the default's down shape, 256 experts) as the
 sweep's worker does, runs it, drops it and collects garbage, then prints the GPU memory still
@@ -62,8 +62,6 @@ def allocated(torch, what: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="sgl_kernel", choices=["sgl_kernel", "torch",
-                                                                     "flashinfer"])  # fmt: skip
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp8_e4m3"])
     parser.add_argument("--blocks", type=int, default=5, help="largest live blocks to show")
     args = parser.parse_args(argv)
@@ -74,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("moe_memory_probe: no CUDA device", file=sys.stderr)
         return 2
-    backend = adapter(args.backend)
-    point = dict(POINT, backend=args.backend, dtype=args.dtype)
+    backend = adapter("sgl_kernel")  # POINT's impl (triton) is SGLang's fused MoE
+    point = dict(POINT, backend="sgl_kernel", dtype=args.dtype)
     torch.cuda.memory._record_memory_history(max_entries=200_000)
     allocated(torch, "before")
     prepared = backend.prepare(point, "cuda")

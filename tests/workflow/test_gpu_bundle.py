@@ -301,7 +301,7 @@ def _wheel_of_files(path: Path, files: dict[str, bytes]) -> Path:
 def test_a_wheel_splits_between_its_files_into_parts_within_the_limit(tmp_path):
     helper = _bundle_helper(tmp_path)
     wheel = _wheel_of_files(tmp_path / "demo-1.0-py3-none-any.whl",
-                   {f"demo/f{i}.bin": os.urandom(600_000) for i in range(3)})  # fmt: skip
+                            {f"demo/f{i}.bin": os.urandom(600_000) for i in range(3)})  # fmt: skip
     run = subprocess.run(["python3", str(helper), "split", str(wheel), str(tmp_path / "out"),
                           str(1 << 20)], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0, run.stderr
