@@ -18,7 +18,7 @@ from studylib.stages.decode.decode_judgements import (
     invalid_note,
     stalls_note,
 )
-from studylib.stages.decode.decode_run import use_engine_account
+from studylib.stages.decode.decode_window import use_engine_account
 
 LOG = """\
 [2026-12-01 14:26:33] Decode batch, #running-req: 64, #token: 55681, token usage: 0.01, cuda graph: True, gen throughput (token/s): 6659.47, #queue-req: 0

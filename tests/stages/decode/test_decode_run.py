@@ -18,6 +18,7 @@ from studylib.stages.decode import decode_crosscheck as crosscheck  # noqa: E402
 from studylib.stages.decode.decode_judgements import engine_account, invalid_note  # noqa: E402
 from studylib.stages.decode.decode_run import run_decode  # noqa: E402
 from studylib.stages.decode.decode_schema import BREAKDOWN_COLUMNS, SUMMARY_COLUMNS  # noqa: E402
+from studylib.stages.decode.decode_window import combine_power  # noqa: E402
 from synthetic_trace import expected_per_step  # noqa: E402
 from test_served_model import TINY  # noqa: E402
 from test_serving import STANDIN, free_port  # noqa: E402
@@ -409,16 +410,14 @@ def test_without_a_layer_count_there_is_no_profile(tmp_path, monkeypatch):
 
 
 def test_power_per_gpu_and_its_spread_across_the_jobs_gpus():
-    from studylib.stages.decode.decode_run import _combine
-
     windows = [{"avg_w": w, "power_limit_w": 700.0, "energy_j": 10 * w} for w in (300, 500, 340)]
-    row = _combine(windows, tokens=1000, idle_w_total=300.0, seconds=10.0)
+    row = combine_power(windows, tokens=1000, idle_w_total=300.0, seconds=10.0)
     assert row["gpus"] == 3 and row["avg_w_total"] == 1140 and row["avg_w_per_gpu"] == 380
     assert (row["w_gpu_min"], row["w_gpu_median"], row["w_gpu_max"]) == (300, 340, 500)
     assert row["pct_limit"] == 100 * 1140 / 2100
     assert row["j_per_token_net"] == (11400 - 3000) / 1000
     # A GPU without a reading: no total, so no spread that would hide it.
-    row = _combine([*windows, {"avg_w": None}], tokens=1000, idle_w_total=None, seconds=10.0)
+    row = combine_power([*windows, {"avg_w": None}], tokens=1000, idle_w_total=None, seconds=10.0)
     assert row["avg_w_total"] is None and "w_gpu_max" not in row
 
 
@@ -509,7 +508,7 @@ def test_a_staggered_load_is_its_own_warm_up(tmp_path, monkeypatch, caplog):
     # The run record says how the windows reached their steady state.
     facts = json.loads((tmp_path / "out" / "run.json").read_text())
     assert facts["load"] == {"stagger": True, "preaged": False, "warmup_s": 1.5,
-                             "warmup_later_s": 0.0}  # fmt: skip
+                             "warmup_later_s": 0.0, "carried": False}  # fmt: skip
     # warmup_s is the engine's warm-up, before the server's first window only: the first
     # level's replacements still start 1.5 s on (its window comes after the floor), the
     # second's window starts once its own first requests have ended (35 tokens of 5 ms) and

@@ -20,14 +20,15 @@ threads would fight over the GIL. ``run_load`` reports the CPU it used.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from .load_stagger import first_length, first_prompt_len, warmed_up_at
+from .completion_stream import stream_completion
+from .load_stagger import first_length, first_prompt_len, kept_clients, warmed_up_at
 from .served_model import prompt_text
 from .stoppable import run_stoppable
 from .window_precision import RunningSlices, precise_enough, slice_s
@@ -69,6 +70,13 @@ class LoadSpec:
     stagger: bool = False
     # Staggered: first prompts also hold their age's context (load_stagger.first_prompt_len).
     preaged: bool = False
+    # Carried levels (issue 34): after its window at ``concurrency`` the load steps down to
+    # each of these in turn, keeping an evenly aged subset of its clients (load_stagger.
+    # kept_clients) and cancelling the rest's requests. Each level's window starts once every
+    # kept client has streamed since the step, the server holds no more than the level's
+    # requests (run_load's ``held``) and ``settle_s`` has passed, and ends by the same rule.
+    then: tuple[int, ...] = ()
+    settle_s: float = 0.0
 
     def __post_init__(self):
         if self.concurrency < 1:
@@ -79,6 +87,11 @@ class LoadSpec:
             raise ValueError("a window ending at a precision needs 0 < shortest_s <= duration_s")
         if self.preaged and not self.stagger:
             raise ValueError("pre-aged first requests need a staggered load (stagger)")
+        levels = (self.concurrency, *self.then)
+        steps = zip(levels, levels[1:], strict=False)
+        if self.then and (self.duration_s <= 0 or any(not 1 <= b < a for a, b in steps)):
+            raise ValueError(f"carried levels step down from {self.concurrency} to at least 1 "
+                             f"in a timed load, got {list(self.then)}")  # fmt: skip
 
 
 @dataclass
@@ -115,6 +128,7 @@ class RequestRecord:
     error: str = ""
     cut: bool = False  # still streaming when a timed load ended: cancelled, not failed
     max_tokens: int | None = None  # a staggered first request's length; None: output_len
+    client: int = -1  # the client (0 ... C - 1) that sent it
 
     @property
     def ttft_s(self) -> float | None:
@@ -155,6 +169,12 @@ class LoadResult:
     # The load's own stalls: (when its event loop was due to wake, how late it woke), for
     # wake-ups more than STALL_S late.
     stalls: list[tuple[float, float]] = field(default_factory=list)
+    # Each level's span (one for a load without carried levels): its concurrency, begin (the
+    # load's start or the step down to it), admitted (its window's start, None: never),
+    # window_end (where its precision rule ended it, None: at its end), end (the step to the
+    # next level, None for the last) and held (the server's requests at its window's start,
+    # None: not asked).
+    levels: list[dict] = field(default_factory=list)
 
     @property
     def cpu_pct(self) -> float | None:
@@ -174,126 +194,27 @@ def random_prompts(spec: LoadSpec, count: int) -> list[list[int]]:
     return [prompt_ids(spec, i) for i in range(count)]
 
 
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict]:
-    status_line = await reader.readline()
-    if not status_line:
-        raise ConnectionError("server closed the connection before answering")
-    parts = status_line.decode("latin-1").split(" ", 2)
-    status = int(parts[1])
-    headers = {}
-    while True:
-        line = await reader.readline()
-        if line in (b"\r\n", b"\n", b""):
-            return status, headers
-        name, _, value = line.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-
-
-async def _body_lines(reader: asyncio.StreamReader, headers: dict):
-    """The response body line by line, whether chunked, sized or closed at the end."""
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        pending = b""
-        while True:
-            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                break
-            pending += await reader.readexactly(size)
-            await reader.readexactly(2)  # the chunk's CRLF
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line
-        if pending:
-            yield pending
-        return
-    if "content-length" in headers:
-        body = await reader.readexactly(int(headers["content-length"]))
-        for line in body.split(b"\n"):
-            yield line
-        return
-    while line := await reader.readline():
-        yield line
-
-
-async def _stream_completion(parts, model, prompt, spec, extras, record) -> None:
-    body = json.dumps({
-        "model": model,
-        "prompt": prompt,
-        "max_tokens": record.max_tokens or spec.output_len,
-        "temperature": spec.temperature,
-        "stream": True,
-        # continuous_usage_stats: every chunk says how many tokens the request has so far, so
-        # tokens a server sends together in one chunk count as tokens (SGLang does so when its
-        # HTTP side falls behind: 1.3-2.3 tokens per chunk at FP8 C = 256 on the H200).
-        **({"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-           if spec.usage_per_chunk else {}),
-        **extras,
-    }).encode()  # fmt: skip
-    head = (
-        f"POST /v1/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-        "Connection: close\r\n\r\n"
-    ).encode()
-    writer = None
-    try:
-        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-        writer.write(head + body)
-        await writer.drain()
-        status, headers = await _read_head(reader)
-        if status != 200:
-            text = b"".join([line async for line in _body_lines(reader, headers)])
-            record.error = f"HTTP {status}: {text[:300]!r}"
-            return
-        counts = None  # whether the server's chunks carry the tokens so far
-        async for raw in _body_lines(reader, headers):
-            line = raw.decode("utf-8", errors="replace").strip()
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            chunk = json.loads(data)
-            now = time.monotonic()
-            usage = chunk.get("usage") or {}
-            so_far = usage.get("completion_tokens")
-            if so_far is not None:
-                record.completion_tokens = int(so_far)
-            if not chunk.get("choices"):
-                continue  # the closing usage chunk: no tokens of its own
-            if counts is None:  # the first chunk says whether the server counts per chunk
-                counts = so_far is not None
-            if counts and so_far is not None:  # every token new since the last chunk: now
-                new = int(so_far) - len(record.token_times)
-            else:  # one token per chunk with text (a total on the last chunk is no count)
-                new = 1 if any(c.get("text") for c in chunk["choices"]) else 0
-            if new > 0:
-                if record.first_token is None:
-                    record.first_token = now
-                record.token_times.extend([now] * new)
-    except (OSError, ValueError, asyncio.IncompleteReadError, IndexError) as exc:
-        record.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        record.end = time.monotonic()
-        if writer is not None:
-            writer.close()
-
-
 async def _timed(func, timeout_s, *args):
     # The coroutine is made inside the task: one cancelled before it starts leaves none
     # behind un-awaited.
     return await asyncio.wait_for(func(*args), timeout_s)
 
 
-async def _run(base_url, model, spec, extras, make_prompt, control=None) -> LoadResult:
+async def _run(base_url, model, spec, extras, make_prompt, control=None,
+               held=None) -> LoadResult:  # fmt: skip
     parts = urlsplit(base_url)
     records: list[RequestRecord] = []
     active: list[tuple[float, int]] = [(time.monotonic(), 0)]
-    state = {"in_flight": 0, "issued": 0, "deadline": None, "failed": False, "stop": False}
+    state = {"in_flight": 0, "issued": 0, "deadline": None, "failed": False, "stop": False,
+             "keep": set(range(spec.concurrency))}  # fmt: skip
     full = asyncio.Event()
     streaming: dict[asyncio.Task, RequestRecord] = {}
+    latest: dict[int, tuple[asyncio.Task, RequestRecord]] = {}  # each client's last request
+    levels: list[dict] = []
 
-    def more() -> bool:
+    def more(client_id: int) -> bool:
         # An error makes the window invalid anyway: stop rather than hammer a dead server.
-        if state["failed"]:
+        if state["failed"] or client_id not in state["keep"]:
             return False
         if spec.num_prompts is not None and state["issued"] >= spec.num_prompts:
             return False
@@ -308,24 +229,25 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
             if spec.duration_s > 0:
                 state["deadline"] = now + spec.duration_s
 
-    async def client() -> None:
+    async def client(client_id: int) -> None:
         # A client slot counts as in flight from its first request to its last: the next
         # request follows the previous one at once, so the count does not dip in between.
-        if not more():
+        if not more(client_id):
             return
         change(+1)
         try:
-            while more():
+            while more(client_id):
                 index = state["issued"]
                 state["issued"] += 1
-                record = RequestRecord(index=index, start=time.monotonic(),
+                record = RequestRecord(index=index, start=time.monotonic(), client=client_id,
                                        max_tokens=first_length(spec, index))  # fmt: skip
                 records.append(record)
                 task = asyncio.ensure_future(
-                    _timed(_stream_completion, spec.timeout_s,
+                    _timed(stream_completion, spec.timeout_s,
                            parts, model, make_prompt(index), spec, extras, record)
                 )  # fmt: skip
                 streaming[task] = record
+                latest[client_id] = (task, record)
                 try:
                     await task
                 except TimeoutError:
@@ -351,10 +273,11 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
         # C = 256 and a few hundred tokens would add seconds of ramp-down to every level.
         # The window first holds until it has at least C tokens: on a machine too slow for
         # one token per stream in min_steady_s, the window grows rather than measuring
-        # nothing.
+        # nothing. With carried levels (spec.then) the load then steps down and measures
+        # the next level's window on the same streams.
         await full.wait()
         t_full = state["deadline"] - spec.duration_s
-        t_start = t_full
+        t_start, begin, level = t_full, active[0][0], None
         while not state["failed"] and time.monotonic() < t_full + spec.timeout_s:
             admitted = warmed_up_at(records, spec, admitted_at(records, spec.concurrency),
                                     active[0][0])  # fmt: skip
@@ -362,6 +285,23 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
                 t_start = state["window_start"] = admitted
                 break
             await asyncio.sleep(0.01)
+        for c in (spec.concurrency, *spec.then):
+            if level is not None:  # step down: this level's window starts once it settles
+                begin = level["end"] = time.monotonic()
+                step_down(c)
+                t_start, state["held"] = await settled(c, begin)
+            level = {"concurrency": c, "begin": begin, "admitted": t_start,
+                     "window_end": None, "end": None, "held": state.get("held")}  # fmt: skip
+            levels.append(level)
+            if state["failed"]:
+                break
+            await window(c, t_start)
+            level["window_end"] = state.pop("window_end", None)
+        state["stop"] = True  # no new request from here on
+        for task in list(streaming):
+            task.cancel()
+
+    async def window(c: int, t_start: float) -> None:
         await asyncio.sleep(max(t_start - time.monotonic(), 0))  # the rest of the warm-up
         state["deadline"] = t_start + spec.duration_s
         if spec.precision > 0:
@@ -369,12 +309,36 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
         await asyncio.sleep(max(state["deadline"] - time.monotonic(), 0))
         while not state["failed"] and time.monotonic() < t_start + spec.timeout_s:
             tokens = sum(1 for r in records for t in r.token_times if t >= t_start)
-            if tokens >= spec.concurrency:
+            if tokens >= c:
                 break
             await asyncio.sleep(0.01)
-        state["stop"] = True  # no new request from here on
-        for task in list(streaming):
-            task.cancel()
+
+    def step_down(c: int) -> None:
+        # Keep c clients whose requests end evenly spread; cancel the others' requests.
+        remaining = {}
+        for client_id in state["keep"]:
+            task, record = latest[client_id]
+            left = (record.max_tokens or spec.output_len) - len(record.token_times)
+            remaining[client_id] = left if not task.done() else spec.output_len
+        state["keep"] = kept_clients(remaining, c)
+        for client_id in set(remaining) - state["keep"]:
+            latest[client_id][0].cancel()
+
+    async def settled(c: int, since: float) -> tuple[float, int | None]:
+        # Every kept client streamed since the step (the server stepped without the dropped
+        # requests' streams), and the server holds no more than c requests (SGLang drops a
+        # cancelled request only once it notices the closed connection): the window's start,
+        # at least settle_s after the step, and the server's count then.
+        count = None
+        while not state["failed"] and time.monotonic() < since + spec.timeout_s:
+            streamed = all(latest[k][1].token_times and latest[k][1].token_times[-1] > since
+                           for k in state["keep"])  # fmt: skip
+            if streamed:
+                count = None if held is None else await asyncio.to_thread(held)
+                if count is None or count <= c:
+                    break
+            await asyncio.sleep(0.05 if streamed else 0.01)
+        return max(time.monotonic(), since + spec.settle_s), count
 
     async def until_precise(t_start: float) -> None:
         # The window's slices as they close (the summary's own, window_precision): from
@@ -427,7 +391,7 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
                 stalls.append((due, late))
 
     stalls: list[tuple[float, float]] = []
-    clients = asyncio.gather(*(client() for _ in range(spec.concurrency)))
+    clients = asyncio.gather(*(client(k) for k in range(spec.concurrency)))
     helpers = [asyncio.ensure_future(heartbeat())]
     if spec.duration_s > 0:
         helpers.append(asyncio.ensure_future(end_at_deadline()))
@@ -438,7 +402,8 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None) -> Load
         helper.cancel()
     records.sort(key=lambda r: r.index)
     start = state.get("window_start") or admitted_at(records, spec.concurrency)
-    return LoadResult(records, active, 0.0, 0.0, start, state.get("window_end"), stalls)
+    first_end = levels[0]["window_end"] if levels else state.get("window_end")
+    return LoadResult(records, active, 0.0, 0.0, start, first_end, stalls, levels)
 
 
 def admitted_at(records: list[RequestRecord], concurrency: int) -> float | None:
@@ -458,12 +423,15 @@ def run_load(
     extras: dict | None = None,
     prompt_format: str = "ids",
     control: LoadControl | None = None,
+    held: Callable[[], int | None] | None = None,
 ) -> LoadResult:
     """Drive the closed-loop load; the records, in-flight counts and the generator's CPU.
 
     ``prompt_format`` "text" sends each prompt as the text the study's tokenizer maps back
     to its token ids (for servers that take strings only); ``control`` lets another thread
-    see when the load streams and end it (:class:`LoadControl`)."""
+    see when the load streams and end it (:class:`LoadControl`); ``held`` asks the server how
+    many requests it holds (None: it does not say), which a carried level waits to fall to
+    its concurrency (LoadSpec.then)."""
     if prompt_format == "text":
 
         def make_prompt(index):
@@ -474,7 +442,7 @@ def run_load(
             return prompt_ids(spec, index)
 
     wall0, cpu0 = time.monotonic(), time.thread_time()
-    load = _run(base_url, model, spec, extras or {}, make_prompt, control)
+    load = _run(base_url, model, spec, extras or {}, make_prompt, control, held)
     result = run_stoppable(load)
     result.cpu_s = time.thread_time() - cpu0
     result.wall_s = time.monotonic() - wall0
@@ -512,4 +480,22 @@ def load_window(load: LoadResult, concurrency: int, fraction: float = STEADY_FRA
     window = steady_window(load.active, concurrency, fraction, after=load.admitted)
     if window is not None and load.window_end is not None and window[0] < load.window_end:
         window = (window[0], min(window[1], load.window_end))
+    return window
+
+
+def level_window(load: LoadResult, index: int, fraction: float = STEADY_FRACTION):
+    """The steady window of a carried load's level ``index`` (LoadResult.levels), as
+    :func:`load_window` finds a load's, within the level's span; None where the load never
+    reached that level's window."""
+    if index >= len(load.levels) or load.levels[index]["admitted"] is None:
+        return None
+    level = load.levels[index]
+    end = level["end"] if level["end"] is not None else float("inf")
+    active = [(t, n) for t, n in load.active if t <= end]
+    if level["end"] is not None:
+        active.append((end, 0))  # the step down ends the level's window
+    window = steady_window(active, level["concurrency"], fraction, after=level["admitted"])
+    cut = level["window_end"]
+    if window is not None and cut is not None and window[0] < cut:
+        window = (window[0], min(window[1], cut))
     return window

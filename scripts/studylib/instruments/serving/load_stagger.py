@@ -79,3 +79,16 @@ def warmed_up_at(records, spec, admitted: float | None, t_begin: float) -> float
             return None
         times.append(ended)
     return max(times)
+
+
+def kept_clients(remaining: dict[int, int], concurrency: int) -> set[int]:
+    """Carried levels (issue 34): the ``concurrency`` clients a load keeps when it steps down
+    from ``len(remaining)``, given each client's tokens left to its current request's end
+    (``remaining``). Ranked by that, the middle client of each of ``concurrency`` equal groups:
+    the kept requests end evenly spread over the output length, as a staggered load's steady
+    state has them, so the next level's window needs no warm-up of output_len steps."""
+    if not 1 <= concurrency <= len(remaining):
+        raise ValueError(f"keep {concurrency} of {len(remaining)} clients")
+    ranked = sorted(remaining, key=lambda client: (remaining[client], client))
+    n = len(ranked)
+    return {ranked[int((j + 0.5) * n / concurrency)] for j in range(concurrency)}

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import json
 import logging
-import statistics
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -40,96 +40,44 @@ import pandas as pd
 from ...core.io import write_frame, write_json
 from ...core.journal import Journal
 from ...core.progress import Progress
-from ...core.verdicts import NOISE_FLOOR, beyond
 from ...instruments.hardware import smallest_gpu_memory_mib
 from ...instruments.power_sampler import Sampler, open_readers, visible_nvml_indices
+from ...instruments.serving.decode_load import level_window
 from ...instruments.serving.engines import engine as get_engine
 from ...instruments.serving.engines.sglang_engine import (
     expert_recorder,
 )
 from ...instruments.serving.launcher import ServerFailed
-from ...instruments.serving.load_summary import decode_token_counter, summarize_load
-from ...instruments.serving.served_model import step_bytes
-from ...instruments.serving.server_log import server_window_of
-from ...instruments.serving.window_precision import lasted, precise_end
+from ...instruments.serving.load_summary import summarize_load
 from .decode_crosscheck import crosscheck_at, crosscheck_skipped, crosscheck_worker
-from .decode_judgements import (
-    NOT_STARTED,
-    client_over_scheduler,
-    delivery_note,
-    engine_account,
-    stalls_note,
-)
+from .decode_judgements import NOT_STARTED
 from .decode_plan import weights_problem
 from .decode_profile_pass import profile_left, profile_pass
 from .decode_schema import (
     BREAKDOWN_COLUMNS,
     CROSSCHECK_COLUMNS,
-    LOAD_LOCKSTEP,
-    LOAD_STAGGERED,
     RECORDER_COLUMNS,
-    SHORTENED_FIGURES,
     SUMMARY_COLUMNS,
-    cuda_graphs,
-    expert_parallel,
 )
 from .decode_server import (
     ServerPass,
+    carried_levels,
     load_record,
-    load_specs,
     main_pass_server,
     not_started,
     not_started_row,
     steady_load,
 )
+from .decode_window import (
+    WindowBook,
+    combine_power,
+    level_row,
+    main_window,
+    study_window,
+)
 from .expert_m import EXPERT_M_COLUMNS, expert_m, read_counts
 
 log = logging.getLogger("study.decode")
-
-
-def _combine(windows: list[dict], tokens: int, idle_w_total: float | None, seconds: float):
-    """Per-GPU window statistics -> the row's power columns (sum over GPUs, mean per GPU)."""
-    if not windows:
-        return {}
-    watts = [w["avg_w"] for w in windows if w.get("avg_w") is not None]
-    limits = [w["power_limit_w"] for w in windows if w.get("power_limit_w")]
-    energy = [w["energy_j"] for w in windows if w.get("energy_j") is not None]
-    energy_s = [w["energy_j_samples"] for w in windows if w.get("energy_j_samples") is not None]
-
-    def mean(key):
-        values = [w[key] for w in windows if w.get(key) is not None]
-        return sum(values) / len(values) if values else None
-
-    total = sum(watts) if len(watts) == len(windows) else None
-    joules = sum(energy) if len(energy) == len(windows) else None
-    reasons = sorted(
-        {r for w in windows for r in (w.get("throttle_reasons") or "").split(",") if r}
-    )
-    net = None
-    if joules is not None and idle_w_total is not None and tokens:
-        net = (joules - idle_w_total * seconds) / tokens
-    spread = {}
-    if total is not None:
-        # Across the job's GPUs: tensor-parallel ranks need not draw alike.
-        spread = {"w_gpu_min": min(watts), "w_gpu_median": statistics.median(watts),
-                  "w_gpu_max": max(watts)}  # fmt: skip
-    return {
-        "gpus": len(windows),
-        "avg_w_total": total,
-        "avg_w_per_gpu": total / len(windows) if total is not None else None,
-        **spread,
-        "pct_limit": 100 * total / sum(limits) if total is not None and limits else None,
-        "j_per_token": joules / tokens if joules is not None and tokens else None,
-        "j_per_token_net": net,
-        "energy_gap_pct": 100 * (sum(energy_s) - sum(energy)) / sum(energy)
-        if energy and len(energy_s) == len(energy) and sum(energy)
-        else None,
-        "sm_clock_mhz": mean("sm_clock_mhz"),
-        "throttle_reasons": ",".join(reasons),
-        "sm_util": mean("sm_util"),
-        "tensor_util": mean("tensor_util"),
-        "dram_util": mean("dram_util"),
-    }
 
 
 def run_decode(
@@ -180,8 +128,8 @@ def run_decode(
         facts["resumed"] = journal.reused
         log.info("resuming a stopped run: %d finished items kept (%s)", len(journal.reused),
                  ", ".join(journal.reused))  # fmt: skip
-    facts["load"] = load_record(plan)
     skipped = crosscheck_skipped(plan)
+    facts["load"] = {**load_record(plan), "carried": carried_levels(plan, skipped)}
     facts["crosscheck"] = skipped or {"enabled": True}
     if skipped and skipped.get("skipped"):
         log.info("cross-check skipped: %s", skipped["skipped"])
@@ -224,20 +172,24 @@ def run_decode(
                     start.update(main.server.gate_record or {})
                     facts["start_builds"] = main.start_record()
                     progress.last = time.monotonic()  # the server's start is not a step
-                    for c in concurrency:
-                        if runs.restore_main(c):
-                            progress.skip()
-                            continue
+                    book = WindowBook(sampler, source, runs.windows, runs.requests,
+                                      idle_w_total, model_facts)  # fmt: skip
+                    left = [c for c in concurrency if not runs.restore_main(c)]
+                    for _ in range(len(concurrency) - len(left)):
+                        progress.skip()
+                    carry = facts["load"]["carried"] is True and len(left) > 1
+                    if carry:
+                        _carried_levels(main, sorted(left, reverse=True), book, runs, progress)
+                    for c in [] if carry else left:
                         mark = runs.mark()
-                        row = _one_concurrency(main, c, sampler, source, runs.windows,
-                                               runs.requests, idle_w_total,
-                                               model_facts)  # fmt: skip
+                        row = _one_concurrency(main, c, book)
                         runs.rows.append(row)
                         if skipped is None:
                             runs.crosscheck.append(crosscheck_at(main, c, row, out_dir, bench,
                                                                  again))  # fmt: skip
                         runs.record_main(c, mark)
                         log.info("%s main pass, C=%d done", progress.step(), c)
+                    runs.rows.sort(key=lambda row: concurrency.index(row["concurrency"]))
                     # After every measured window: no measured window follows a trace.
                     facts["profile"] = profile_pass(main, runs.rows, model_facts, out_dir,
                                                     breakdown, journal)  # fmt: skip
@@ -416,147 +368,34 @@ class _Runs:
         return self.kept_samples + self.sampler.timeline()
 
 
-def main_window(plan: dict) -> tuple[float, bool]:
-    """The main pass's window at each C: its longest length, and whether the precision rule
-    (tpot_ci_pct after shortest_steady_s) ends it sooner. A full-length run's (full_length_s)
-    lasts that long, and the rule is replayed on it instead (:func:`shortened_figures`)."""
-    full = float(plan.get("full_length_s") or 0)
-    return (full, False) if full > 0 else (plan["min_steady_s"], True)
-
-
-def _one_concurrency(pas, c, sampler, source, windows, requests, idle_w_total, model_facts):
-    plan = pas.plan
-    seconds, precise = main_window(plan)
-    spec, load, window = steady_load(pas, c, seconds, sampler, windows, "", precise=precise)
-    for r in load.records:
-        requests.append({"concurrency": c, "index": r.index, "start": r.start,
-                         "first_token": r.first_token, "end": r.end, "tokens": len(r.token_times),
-                         "completion_tokens": r.completion_tokens, "error": r.error,
-                         "cut": r.cut, "ttft_s": r.ttft_s, "itl_s": r.itl_s()})  # fmt: skip
-    row = {"engine": plan["engine"], "variant": plan["variant"], "tpot_source": "client",
-           "model_kind": plan.get("model_kind"), "weights": plan.get("weights"),
-           "routing": plan.get("routing"),
-           "cuda_graphs": cuda_graphs(plan["engine"], plan.get("args") or []),
-           "ep": expert_parallel(plan["engine"], plan.get("args") or []),
-           "concurrency": c, "power_source": source, "load_cpu_pct": load.cpu_pct,
-           "load": LOAD_STAGGERED if plan.get("stagger") else LOAD_LOCKSTEP}  # fmt: skip
-    if model_facts is not None and plan.get("routing") == "uniform":
-        # The floor assumes uniform routing: what the served router does with random weights
-        # is not known ahead (on the H200 it read far fewer experts).
-        context = plan["input_len"] + plan["output_len"] / 2  # mean KV length over a request
-        row["step_gb"] = step_bytes(model_facts, plan.get("weights") or "bf16", c, context) / 1e9
-    if window is None:
-        row.update(steady_s=0.0, valid=False, requests=len(load.records),
-                   errors=sum(1 for r in load.records if r.error),
-                   first_error=next((r.error for r in load.records if r.error), ""))  # fmt: skip
-        return row
-    s0, s1 = window
-    stats = sampler.window(s0, s1)
-    windows.extend({"label": "steady", "concurrency": c, **w} for w in stats)
-    end = max((r.end for r in load.records if r.end), default=s1)
-    windows.extend({"label": "ramp-down", "concurrency": c, **w} for w in sampler.window(s1, end))
-    row.update(_window_figures(pas, load, spec, (s0, s1), stats, idle_w_total, warn=True))
-    held = stalls_note(row)
-    if held:
-        log.warning("C=%d: %s", c, held)
-    delivery = delivery_note(row)
-    if delivery:
-        log.warning("C=%d: %s", c, delivery)
-    row["valid"] = bool(lasted(row["steady_s"], spec.shortest_s or seconds)
-                        and not delivery
-                        and row["errors"] == 0 and row["wrong_length"] == 0)  # fmt: skip
-    log.info("C=%d: %.1f tok/s, TPOT %.2f ms (±%.2f %%) over %.1f s steady (valid=%s, load "
-             "CPU %.0f %%)", c, row["output_tok_s"] or 0, row["tpot_ms"] or 0,
-             row["tpot_ci_pct"] or 0, row["steady_s"], row["valid"],
-             load.cpu_pct or 0)  # fmt: skip
-    if not precise:
-        row.update(shortened_figures(pas, load, spec, (s0, s1), sampler, idle_w_total))
-        log.info("C=%d: the window its rule would have ended: %.1f s, TPOT %.2f ms (±%.2f %%)",
-                 c, row["shortened_steady_s"] or 0, row["shortened_tpot_ms"] or 0,
-                 row["shortened_tpot_ci_pct"] or 0)  # fmt: skip
-    return row
-
-
-def _window_figures(pas, load, spec, window: tuple[float, float], stats: list[dict],
-                    idle_w_total: float | None, warn: bool) -> dict:  # fmt: skip
-    """A window's figures: the load's summary over it, its power (``stats``: the sampler's
-    per-GPU windows over it), and for SGLang the engine's own account from its log, whose
-    tok/s and TPOT the row takes where the client's count fell short of it (``warn``: say
-    so, and say where the engine's rate moved within the window)."""
-    s0, s1 = window
-    c = spec.concurrency
-    row = {"concurrency": c, **summarize_load(load.records, spec, s0, s1, load.stalls)}
-    row.update(_combine(stats, row["output_tokens_steady"], idle_w_total, s1 - s0))
-    row["idle_w_per_gpu"] = idle_w_total / len(stats) if idle_w_total and stats else None
-    row["tpot_source"] = "client"
-    if pas.plan["engine"] != "sglang":
-        return row
-    received = decode_token_counter(load.records)
-    row.update(server_window_of(pas.server.log_path, s0, s1, received=received))
-    drift = row.get("server_drift")
-    if warn and drift and beyond(abs(drift - 1), NOISE_FLOOR):
-        log.warning("C=%d: the engine's own rate moved %+.1f %% within the window (SGLang's "
-                    "log, last third over first third)", c, 100 * (drift - 1))  # fmt: skip
-    if engine_account(row):
-        if warn:
-            log.warning("C=%d: the client received %.1f %% of the tokens the scheduler made "
-                        "(%.0f tok/s by its log): tok/s and TPOT are the engine's own account",
-                        c, 100 * client_over_scheduler(row), row["server_tok_s"])  # fmt: skip
-        use_engine_account(row)
-    return row
-
-
-def shortened_figures(pas, load, spec, window: tuple[float, float], sampler,
-                      idle_w_total: float | None) -> dict:  # fmt: skip
-    """A full-length window's check of the shortened study (issue 34): the load the plan's
-    precision rule would have run (decode_server.load_specs: tpot_ci_pct after
-    shortest_steady_s, at most min_steady_s), its rule replayed on this window's own requests
-    (window_precision.precise_end), and what the window it ended would have measured, from
-    the same requests, power samples and engine log: the ``shortened_*`` columns."""
-    (s0, s1), plan = window, pas.plan
-    _, rule = load_specs(plan, spec.concurrency, plan["min_steady_s"], precise=True)
-    end = precise_end(load.records, s0, s1, rule.precision, rule.shortest_s, rule.duration_s)
-    figures = _window_figures(pas, load, rule, (s0, end), sampler.window(s0, end),
-                              idle_w_total, warn=False)  # fmt: skip
-    return {f"shortened_{column}": figures.get(column) for column in SHORTENED_FIGURES}
-
-
-def study_window(pas: ServerPass, c: int, sampler, windows: list) -> dict:
-    """One more window of the study's load at C, as the main pass measures it (its warm-up,
-    its precision rule), for the cross-check's alternated rounds: its TPOT, length and the
-    scheduler's median rate over it (its power is not a result: its warm-up's samples are
-    kept as ``check-warmup`` windows, its own not)."""
+def _one_concurrency(pas: ServerPass, c: int, book: WindowBook) -> dict:
+    """The main pass's window at C, a load of its own."""
     seconds, precise = main_window(pas.plan)
-    spec, load, window = steady_load(pas, c, seconds, sampler, windows, "check-",
+    spec, load, window = steady_load(pas, c, seconds, book.sampler, book.windows, "",
                                      precise=precise)  # fmt: skip
-    if window is None:
-        return {"error": "no steady window"}
-    summary = summarize_load(load.records, spec, *window)
-    server = server_window_of(pas.server.log_path, *window)
-    return {
-        "tpot_ms": summary["tpot_ms"],
-        "seconds": summary["steady_s"],
-        "server_tok_s_median": server["server_tok_s_median"],
-        "error": "" if summary["errors"] == 0 else f"{summary['errors']} request errors",
-    }
+    return level_row(pas, c, spec, load, window, book)
 
 
-def use_engine_account(row: dict) -> None:
-    """The row's tok/s and TPOT from the engine's own log (decode_judgements.engine_account):
-    tok/s the scheduler's rate over the window, TPOT its step (``server_step_ms``, its
-    whole lines' seconds over their decode steps; from a log in whole seconds, its median
-    running requests over its median rate), J/token over the tokens it made; the client's
-    figures kept as ``client_tok_s`` and ``client_tpot_ms``."""
-    client_tok_s, engine_tok_s = row["output_tok_s"], row["server_tok_s"]
-    step_ms = row.get("server_step_ms")
-    if step_ms is None:
-        step_ms = 1e3 * row["server_running_median"] / row["server_tok_s_median"]
-    row.update(client_tok_s=client_tok_s, client_tpot_ms=row.get("tpot_ms"),
-               tpot_source="engine", output_tok_s=engine_tok_s, tpot_ms=step_ms)  # fmt: skip
-    row["tok_s_over_c_tpot"] = engine_tok_s * row["tpot_ms"] / 1e3 / row["concurrency"]
-    for key in ("j_per_token", "j_per_token_net"):
-        if row.get(key) is not None:
-            row[key] *= client_tok_s / engine_tok_s  # the window's joules over its tokens
+def _carried_levels(pas: ServerPass, levels: list[int], book: WindowBook, runs: _Runs,
+                    progress: Progress) -> None:  # fmt: skip
+    """The main pass's windows at ``levels`` (highest first) as one load's carried levels
+    (decode_server.carried_levels): each level's row, requests and windows (its wait after
+    the step down a ``warmup`` window) journaled as a level of its own."""
+    seconds, precise = main_window(pas.plan)
+    spec, load, _ = steady_load(pas, levels[0], seconds, book.sampler, book.windows, "",
+                                precise=precise, then=levels[1:])  # fmt: skip
+    for k, c in enumerate(levels):
+        mark = runs.mark()
+        if k and k < len(load.levels) and load.levels[k]["admitted"] is not None:
+            level = load.levels[k]
+            book.windows.extend(
+                {"label": "warmup", "concurrency": c, **w}
+                for w in book.sampler.window(level["begin"], level["admitted"])
+            )
+        runs.rows.append(level_row(pas, c, replace(spec, concurrency=c, then=()), load,
+                                   level_window(load, k), book, level=k))  # fmt: skip
+        runs.record_main(c, mark)
+        log.info("%s main pass, C=%d done", progress.step(), c)
 
 
 def _recorder_concurrency(pas: ServerPass, c: int, sampler, main_row: dict):
@@ -577,7 +416,7 @@ def _recorder_concurrency(pas: ServerPass, c: int, sampler, main_row: dict):
            "avg_w_per_gpu_off": main_row.get("avg_w_per_gpu")}  # fmt: skip
     if window is not None:
         summary = summarize_load(load.records, spec, *window)
-        stats = _combine(sampler.window(*window), summary["output_tokens_steady"], None, 0)
+        stats = combine_power(sampler.window(*window), summary["output_tokens_steady"], None, 0)
         row.update(steady_s=summary["steady_s"], tpot_ms=summary["tpot_ms"],
                    output_tok_s=summary["output_tok_s"], errors=summary["errors"],
                    avg_w_per_gpu=stats.get("avg_w_per_gpu"))  # fmt: skip

@@ -18,6 +18,9 @@ from ...instruments.serving.server_log import COLUMNS as SERVER_COLUMNS
 #: C requests end and are replaced together every output_len steps. The same variant's TPOT
 #: differs between the two (1.11-1.31x at C = 64-512 on the H200, docs/decode.md).
 LOAD_STAGGERED, LOAD_LOCKSTEP = "staggered", "lockstep"
+#: Carried (decode.carried_levels): a level after the first of one load that steps down from
+#: the highest C, keeping an evenly aged subset of the streams (load_stagger.kept_clients).
+LOAD_CARRIED = "carried"
 
 #: A full-length run's window (decode.full_length_s) also states what the window the study's
 #: precision rule would have ended measured, from the same requests and samples

@@ -8,12 +8,15 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from ...instruments.gpu_slots import hold_port, machine_gpus
 from ...instruments.serving.decode_load import (
     LoadControl,
     LoadSpec,
+    level_window,
     load_window,
     run_load,
 )
@@ -153,8 +156,10 @@ class ServerPass:
 
     def load(self, spec: LoadSpec, control: LoadControl | None = None):
         model = self.eng.request_model(self.plan["model"], self.served_name)
+        # A carried level waits for the server to drop the requests the step down cancelled.
+        held = partial(requests_held, self.base_url) if self.plan["engine"] == "sglang" else None
         return run_load(self.base_url, model, spec, self.eng.request_extras,
-                        self.eng.prompt_format, control)  # fmt: skip
+                        self.eng.prompt_format, control, held)  # fmt: skip
 
 
 def prestart_problem(plan: dict, eng, machine_gpus: list[str], resumed: bool) -> str | None:
@@ -267,6 +272,19 @@ def load_record(plan: dict) -> dict:
     }
 
 
+def carried_levels(plan: dict, crosscheck_skipped: dict | None) -> bool | str:
+    """Whether the main pass measures its levels as one load's carried levels (issue 34,
+    ``carried_levels``): from the highest C down, each level keeping an evenly aged subset of
+    the streams before it (LoadSpec.then), so only the first level waits output_len steps for
+    its staggered steady state. True; False where not asked; or why not (run.json's load)."""
+    if not plan.get("carried_levels"):
+        return False
+    if crosscheck_skipped is None:
+        return ("not carried: the cross-check runs bench_serving on the same server right "
+                "after each window, and the next window starts a load of its own")  # fmt: skip
+    return True
+
+
 def load_specs(plan: dict, c: int, seconds: float, precise: bool = False, first: bool = True
                ) -> tuple[LoadSpec | None, LoadSpec]:  # fmt: skip
     """The warm-up and the timed steady load, ``precise``: ending once its TPOT is known to
@@ -301,11 +319,14 @@ def load_specs(plan: dict, c: int, seconds: float, precise: bool = False, first:
 
 
 def steady_load(pas: ServerPass, c: int, seconds: float, sampler, windows: list, label: str,
-                precise: bool = False):  # fmt: skip
+                precise: bool = False, then: tuple[int, ...] = ()):  # fmt: skip
     """Warm up, then hold C in flight for ``seconds`` (``precise``: at most, see load_specs):
-    the load and its steady window."""
+    the load and its steady window. ``then``: carried levels after it (LoadSpec.then), each
+    window ``warmup_later_s`` at least after its step down."""
     drain_server(pas)
     warm, spec = load_specs(pas.plan, c, seconds, precise, first=pas.loads_run == 0)
+    if then:
+        spec = replace(spec, then=tuple(then), settle_s=warmup_floor(pas.plan, False))
     pas.loads_run += 1
     t_warm = time.monotonic()
     if warm is not None:
@@ -313,15 +334,17 @@ def steady_load(pas: ServerPass, c: int, seconds: float, sampler, windows: list,
         windows += [{"label": f"{label}warmup", "concurrency": c, **w}
                     for w in sampler.window(t_warm, time.monotonic())]  # fmt: skip
         drain_server(pas)  # a timed warm-up's requests are cut at its end
-    log.info("C=%d: %s pass %s; its window runs %s", c, label.rstrip("-") or "main",
+    log.info("C=%d: %s pass %s; its window runs %s%s", c, label.rstrip("-") or "main",
              "warmed up" if warm is not None else "staggered, warming up in the load",
              f"{spec.shortest_s:g}-{seconds:g} s, until its TPOT is known to "
-             f"{100 * spec.precision:g} %" if spec.precision else f"{seconds:g} s")  # fmt: skip
+             f"{100 * spec.precision:g} %" if spec.precision else f"{seconds:g} s",
+             f"; then C = {', '.join(map(str, then))} carried on its streams" if then
+             else "")  # fmt: skip
     load = pas.load(spec)
     if warm is None and load.admitted is not None:  # the load's own warm-up, before its window
         windows += [{"label": f"{label}warmup", "concurrency": c, **w}
                     for w in sampler.window(t_warm, load.admitted)]  # fmt: skip
-    return spec, load, load_window(load, c)
+    return spec, load, level_window(load, 0) if then else load_window(load, c)
 
 
 def not_started(exc: ServerFailed, model_facts: dict | None) -> str:

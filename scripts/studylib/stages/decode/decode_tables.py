@@ -91,8 +91,9 @@ DECODE_SHOWN = {
     "tpot_ci_pct": Column("± %", ".2f", tip="TPOT's precision: the 95 % confidence interval's "
                           "half-width of the window's token rate over one-second slices (%)"),
     "load": Column("load", tip="the load's shape: staggered (each replacement arrives and is "
-                   "prefilled alone, as in a server's steady state) or lockstep (C requests "
-                   "replaced together every output length)"),
+                   "prefilled alone, as in a server's steady state), lockstep (C requests "
+                   "replaced together every output length) or carried (one load stepped down "
+                   "from the highest C, an evenly aged subset of its streams kept)"),
     "tpot_source": Column("from", tip="whose account tok/s and TPOT are: the client's, or the "
                           "engine's own log where the client's count differed from it"),
     "client_tpot_ms": Column("client TPOT ms", ".2f", tip="the client's TPOT (ms), kept as a "
