@@ -32,14 +32,17 @@ def test_the_levels_run_from_the_highest_down_as_one_load(tmp_path, monkeypatch)
     out = tmp_path / "out"
     run = json.loads((out / "run.json").read_text())
     assert run["load"]["carried"] is True
-    # One load: the server's log has one load's requests, each listed once, under the level
-    # it started in; the streams cut at each step down are the dropped clients'.
+    # One load: each request listed once, under the level it started in, and each level's
+    # requests sent by the clients the step down kept, a subset of the level's before.
     requests = pd.read_parquet(out / "requests.parquet")
     assert requests["index"].is_unique and set(requests["concurrency"]) == {1, 4, 8}
     assert requests["start"].is_monotonic_increasing
     firsts = requests.groupby("concurrency")["start"].min()
     assert firsts[8] < firsts[4] < firsts[1]  # highest first
-    assert requests.loc[requests["concurrency"] == 8, "cut"].sum() >= 4  # 8 -> 4
+    clients = requests.groupby("concurrency")["client"].agg(set)
+    assert clients[8] == set(range(8))
+    assert clients[1] <= clients[4] < clients[8] and len(clients[4]) <= 4
+    assert len(clients[1]) == 1
 
 
 def test_a_load_that_fails_leaves_rows_saying_where_it_stopped(tmp_path, monkeypatch):

@@ -107,7 +107,8 @@ def level_row(pas, c: int, spec, load, window, book: WindowBook, level: int | No
         records if level is None else [r for r in records if r.start >= load.levels[level]["begin"]]
     )
     for r in started:
-        book.requests.append({"concurrency": c, "index": r.index, "start": r.start,
+        book.requests.append({"concurrency": c, "index": r.index, "client": r.client,
+                              "start": r.start,
                               "first_token": r.first_token, "end": r.end,
                               "tokens": len(r.token_times),
                               "completion_tokens": r.completion_tokens, "error": r.error,
