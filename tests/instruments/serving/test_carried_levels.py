@@ -26,7 +26,7 @@ def test_carried_levels_step_down(then):
         LoadSpec(concurrency=8, input_len=4, output_len=40, duration_s=1.0, then=then)
 
 
-def test_a_carried_levels_need_a_timed_load():
+def test_carried_levels_need_a_timed_load():
     with pytest.raises(ValueError, match="in a timed load"):
         LoadSpec(concurrency=8, input_len=4, output_len=40, num_prompts=8, then=(4,))
 

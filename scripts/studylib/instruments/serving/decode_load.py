@@ -169,7 +169,7 @@ class LoadResult:
     # The load's own stalls: (when its event loop was due to wake, how late it woke), for
     # wake-ups more than STALL_S late.
     stalls: list[tuple[float, float]] = field(default_factory=list)
-    # Each level's span (one for a load without carried levels): its concurrency, begin (the
+    # Each level's span (a timed load's one, or one per carried level): its concurrency, begin (the
     # load's start or the step down to it), admitted (its window's start, None: never),
     # window_end (where its precision rule ended it, None: at its end), end (the step to the
     # next level, None for the last) and held (the server's requests at its window's start,
@@ -277,7 +277,7 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None,
         # the next level's window on the same streams.
         await full.wait()
         t_full = state["deadline"] - spec.duration_s
-        t_start, begin, level = t_full, active[0][0], None
+        t_start, begin, level, count = t_full, active[0][0], None, None
         while not state["failed"] and time.monotonic() < t_full + spec.timeout_s:
             admitted = warmed_up_at(records, spec, admitted_at(records, spec.concurrency),
                                     active[0][0])  # fmt: skip
@@ -289,9 +289,9 @@ async def _run(base_url, model, spec, extras, make_prompt, control=None,
             if level is not None:  # step down: this level's window starts once it settles
                 begin = level["end"] = time.monotonic()
                 step_down(c)
-                t_start, state["held"] = await settled(c, begin)
+                t_start, count = await settled(c, begin)
             level = {"concurrency": c, "begin": begin, "admitted": t_start,
-                     "window_end": None, "end": None, "held": state.get("held")}  # fmt: skip
+                     "window_end": None, "end": None, "held": count}  # fmt: skip
             levels.append(level)
             if state["failed"]:
                 break
@@ -478,8 +478,13 @@ def load_window(load: LoadResult, concurrency: int, fraction: float = STEADY_FRA
     its precision rule ended it (``window_end``): the slices the rule judged are the
     summary's (window_precision)."""
     window = steady_window(load.active, concurrency, fraction, after=load.admitted)
-    if window is not None and load.window_end is not None and window[0] < load.window_end:
-        window = (window[0], min(window[1], load.window_end))
+    return _ended_at(window, load.window_end)
+
+
+def _ended_at(window, end: float | None):
+    """``window`` cut at ``end``, where a precision rule ended it (None: not cut)."""
+    if window is not None and end is not None and window[0] < end:
+        window = (window[0], min(window[1], end))
     return window
 
 
@@ -495,7 +500,4 @@ def level_window(load: LoadResult, index: int, fraction: float = STEADY_FRACTION
     if level["end"] is not None:
         active.append((end, 0))  # the step down ends the level's window
     window = steady_window(active, level["concurrency"], fraction, after=level["admitted"])
-    cut = level["window_end"]
-    if window is not None and cut is not None and window[0] < cut:
-        window = (window[0], min(window[1], cut))
-    return window
+    return _ended_at(window, level["window_end"])

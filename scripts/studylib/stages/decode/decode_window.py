@@ -102,10 +102,7 @@ def level_row(pas, c: int, spec, load, window, book: WindowBook, level: int | No
     plan, sampler = pas.plan, book.sampler
     seconds, precise = main_window(plan)
     reached = level is None or level < len(load.levels)
-    records = load.records if level is None else level_records(load, level) if reached else []
-    started = (
-        records if level is None else [r for r in records if r.start >= load.levels[level]["begin"]]
-    )
+    records, started = level_records(load, level)
     for r in started:
         book.requests.append({"concurrency": c, "index": r.index, "client": r.client,
                               "start": r.start,
@@ -170,13 +167,18 @@ def level_row(pas, c: int, spec, load, window, book: WindowBook, level: int | No
     return row
 
 
-def level_records(load, level: int) -> list:
-    """The requests a carried load's level held: those streaming at any time of its span."""
+def level_records(load, level: int | None) -> tuple[list, list]:
+    """The requests a window's row reads and those it lists: a load's own (``level`` None),
+    or a carried level's, those streaming at any time of its span and, of them, those that
+    started in it (none where the load never reached the level)."""
+    if level is None:
+        return load.records, load.records
+    if level >= len(load.levels):
+        return [], []
     span = load.levels[level]
-    begin = span["begin"]
     end = span["end"] if span["end"] is not None else float("inf")
-    return [r for r in load.records
-            if r.start < end and (r.end is None or r.end >= begin)]  # fmt: skip
+    held = [r for r in load.records if r.start < end and (r.end is None or r.end >= span["begin"])]
+    return held, [r for r in held if r.start >= span["begin"]]
 
 
 def level_end(load, level: int | None, s1: float) -> float:
