@@ -16,7 +16,9 @@ it gives and add the others), then at each level's C, for each round, runs the l
   second, GPM on);
 - nousage: the load without per-chunk usage statistics (one token per chunk counted);
 - bench / bench_sampler: SGLang's bench_serving (instruments.serving.bench_serving) without /
-  with the sampler.
+  with the sampler, on SGLang's native /generate;
+- bench_oai: bench_serving without the sampler on /v1/completions, the study's own endpoint
+  (with study and bench: whether the endpoint or the study's client moves the engine).
 Each row: the client's TPOT and tok/s (bench_serving's: its median TPOT and its steady one, over
 a window as long as the study's after its admission), the scheduler's tok/s over the same window
 with 0.85 C to C running (its log), the load's CPU; the study's arms also the client's count over
@@ -67,7 +69,7 @@ from studylib.instruments.serving.load_summary import (  # noqa: E402
 from studylib.instruments.serving.server_log import server_window_of  # noqa: E402
 from studylib.stages.decode.decode_server import ServerPass, load_specs  # noqa: E402
 
-ARMS = ("study", "nosampler", "nogpm", "lowrate", "nousage", "bench", "bench_sampler")
+ARMS = ("study", "nosampler", "nogpm", "lowrate", "nousage", "bench", "bench_oai", "bench_sampler")
 
 
 class NoSampler:
@@ -138,7 +140,7 @@ def main() -> int:
                     with sampler:
                         if arm.startswith("bench"):
                             row.update(bench(pas, a, c, input_len, output_len, model,
-                                             tpot_guess, out, worker))  # fmt: skip
+                                             tpot_guess, out, worker, arm))  # fmt: skip
                         else:
                             row.update(study(pas, spec, arm))
                     tpot_guess = tpot_guess or row.get("tpot_ms") or row.get("bench_tpot_ms")
@@ -192,11 +194,18 @@ def study(pas, spec, arm):
             "load_stall_s": s["load_stall_s"]}  # fmt: skip
 
 
-def bench(pas, a, c, input_len, output_len, model, tpot_guess, out, worker):
+def bench_backend(arm: str) -> str:
+    """bench_serving's backend (bench_serving.BACKENDS) for a bench arm: /v1/completions for
+    ``bench_oai``, SGLang's native /generate for the others."""
+    return "sglang-oai" if arm == "bench_oai" else "sglang"
+
+
+def bench(pas, a, c, input_len, output_len, model, tpot_guess, out, worker, arm="bench"):
     prompts = bench_prompts(c, a.seconds, output_len, tpot_guess)
-    result_file = out / f"bench_c{c}.jsonl"
+    result_file = out / f"{arm}_c{c}.jsonl"
     argv = bench_serving_argv(sys.executable, "127.0.0.1", a.port, model, c, input_len,
-                              output_len, prompts, c, result_file)  # fmt: skip
+                              output_len, prompts, c, result_file,
+                              backend=bench_backend(arm))  # fmt: skip
     r = worker.run(argv, result_file, 600)
     if r.pop("runner_died"):  # its runner ended without answering: once in its own process
         r = run_bench_serving(argv, result_file, 600, out / "bench_serving.log")

@@ -24,6 +24,7 @@ def test_each_arm_runs_its_own_sampler(monkeypatch):
     monkeypatch.setattr(p, "Sampler", lambda readers, **kwargs: kwargs)
     assert isinstance(p.arm_sampler("nosampler", [], 20), p.NoSampler)
     assert isinstance(p.arm_sampler("bench", [], 20), p.NoSampler)
+    assert isinstance(p.arm_sampler("bench_oai", [], 20), p.NoSampler)
     # The decode job's sampler (its sample_hz, GPM on), and the two that each drop a part.
     assert p.arm_sampler("study", [], 20) == {"rate_hz": 20, "gpm": True}
     assert p.arm_sampler("nogpm", [], 20) == {"rate_hz": 20, "gpm": False}
@@ -77,3 +78,32 @@ def test_the_study_arm_runs_the_decode_jobs_load():
     aged = p.study_spec(config, {**variant, "preaged": {"cuda": True, "cpu": False}}, 64, 12.0,
                         5.0)  # fmt: skip
     assert aged.preaged and aged.stagger and aged.warmup_s == 5.0
+
+
+def test_the_oai_arm_posts_where_the_study_does_and_the_others_natively(tmp_path):
+    p = probe()
+    calls = []
+
+    class Worker:
+        def run(self, argv, result_file, timeout_s):
+            calls.append((argv, result_file))
+            return {"runner_died": False, "bench_error": "stopped here", "t0": 0.0, "t1": 1.0}
+
+    class Args:
+        seconds, port = 12.0, 30100
+
+    class Log:
+        class server:
+            log_path = tmp_path / "server.log"
+
+    (tmp_path / "server.log").write_text("")
+    for arm in ("bench", "bench_oai", "bench_sampler"):
+        p.bench(Log, Args, 16, 128, 1024, str(tmp_path), 10.0, tmp_path, Worker(), arm)
+    backends = [argv[argv.index("--backend") + 1] for argv, _ in calls]
+    assert backends == ["sglang", "sglang-oai", "sglang"]
+    # Each arm its own result file: a later arm never reads another's lines.
+    assert [f.name for _, f in calls] == [
+        "bench_c16.jsonl",
+        "bench_oai_c16.jsonl",
+        "bench_sampler_c16.jsonl",
+    ]

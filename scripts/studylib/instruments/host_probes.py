@@ -12,7 +12,7 @@ from .serving.engines.base import flag_name
 #: The ``lowrate`` arm's sampler rate (the other sampled arms run at decode.sample_hz).
 LOW_SAMPLE_HZ = 2.0
 #: Arms that run no sampler.
-UNSAMPLED = ("none", "nosampler", "bench")
+UNSAMPLED = ("none", "nosampler", "bench", "bench_oai")
 
 
 def round_arms(arms: list[str], rnd: int) -> list[str]:
