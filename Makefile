@@ -87,8 +87,8 @@ test: $(VENV)/.dev-$(STACK)
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.dev-$(STACK)
-	$(BIN)/ruff check scripts tests
-	$(BIN)/ruff format --check scripts tests
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/snakefmt --check Snakefile rules
 	$(BIN)/snakemake --lint --cores 1
 

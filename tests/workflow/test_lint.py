@@ -15,12 +15,12 @@ def run(*cmd):
 
 
 def test_ruff_check():
-    proc = run(str(BIN / "ruff"), "check", "scripts", "tests", "tools")
+    proc = run(str(BIN / "ruff"), "check", ".")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_ruff_format():
-    proc = run(str(BIN / "ruff"), "format", "--check", "scripts", "tests", "tools")
+    proc = run(str(BIN / "ruff"), "format", "--check", ".")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
