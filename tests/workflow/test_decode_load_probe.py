@@ -101,7 +101,7 @@ def test_the_oai_arm_posts_where_the_study_does_and_the_others_natively(tmp_path
         p.bench(Log, Args, 16, 128, 1024, str(tmp_path), 10.0, tmp_path, Worker(), arm)
     backends = [argv[argv.index("--backend") + 1] for argv, _ in calls]
     assert backends == ["sglang", "sglang-oai", "sglang"]
-    # Each arm its own result file: a later arm never reads another's lines.
+    # Each arm keeps its own result file (its last round's): both endpoints' runs stay to read.
     assert [f.name for _, f in calls] == [
         "bench_c16.jsonl",
         "bench_oai_c16.jsonl",
