@@ -4,6 +4,7 @@
     tools/decode_load_probe.py --variant sglang-bf16-graphs --model results/decode/served_model/bf16
         [--level 1] [--level 256:study,nousage,bench] [--seconds 12] [--rounds 2]
         [--server-args "--max-running-requests 1024 --cuda-graph-max-bs 1024"] --out DIR
+    tools/decode_load_probe.py --summarise DIR/probe.csv
 
 Starts the variant's server once (its config args; --server-args replace the values of flags
 it gives and add the others), then at each level's C, for each round, runs the level's arms
@@ -28,7 +29,10 @@ arms alternate within a round, and odd rounds run them in reverse (A B, B A, A B
 drift of the engine's speed over the rounds weighs on every arm alike; the summary then sets
 each arm beside the first one round by round, with the scheduler's own rate in each: whether
 a client slows the engine (the scheduler slower under it), or only reads it differently (the
-same scheduler rate, another TPOT).
+same scheduler rate, another TPOT); and over all rounds each arm's mean TPOT beside the first
+arm's with one standard error of their ratio (host_probes.arm_contrast): without CUDA graphs
+the engine's own speed moves between windows by more than the effects asked about, and the
+error says how many rounds it takes. --summarise prints the same from a finished probe.csv.
 """
 
 import argparse
@@ -44,6 +48,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import yaml  # noqa: E402
 from studylib.instruments.host_probes import (  # noqa: E402
     LOW_SAMPLE_HZ,  # noqa: F401 - the lowrate arm's rate, read by its test
+    arm_contrast,
+    probe_tpot,
     round_arms,
     sampler_settings,
     with_server_args,
@@ -83,7 +89,7 @@ class NoSampler:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variant", default="sglang-bf16-graphs")
-    p.add_argument("--model", required=True, help="the served model folder (config-only)")
+    p.add_argument("--model", help="the served model folder (config-only)")
     p.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
     p.add_argument(
         "--level",
@@ -98,8 +104,17 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--server-args", default="", help="extra server arguments, one string")
     p.add_argument("--port", type=int, default=30100)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out")
+    p.add_argument("--summarise", metavar="CSV", help="print a finished probe.csv's summary")
     a = p.parse_args()
+    if a.summarise:
+        rows = read(Path(a.summarise))
+        print_summary(rows)
+        print_rounds(rows)
+        print_contrast(rows)
+        return 0
+    if not a.model or not a.out:
+        p.error("--model and --out are needed to run a probe (or --summarise CSV)")
     levels = []
     for text in a.level or ["1", "256"]:
         c, _, names = text.partition(":")
@@ -149,6 +164,7 @@ def main() -> int:
                     write(rows, out / "probe.csv")
     print_summary(rows)
     print_rounds(rows)
+    print_contrast(rows)
     return 0
 
 
@@ -237,9 +253,20 @@ def write(rows, path):
         w.writerows(rows)
 
 
-def tpot_of(row) -> float | None:
-    """The arm's TPOT: the study's, else bench_serving's steady one, else its median."""
-    return row.get("tpot_ms") or row.get("bench_tpot_steady_ms") or row.get("bench_tpot_ms")
+def read(path: Path) -> list[dict]:
+    """A probe.csv's rows with their numbers as numbers (empty cells left out)."""
+
+    def value(text):
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+
+    with open(path, newline="") as f:
+        return [
+            {k: (v if k in ("arm", "error") else value(v)) for k, v in r.items() if v != ""}
+            for r in csv.DictReader(f)
+        ]
 
 
 def print_rounds(rows):
@@ -252,12 +279,13 @@ def print_rounds(rows):
         for rnd in sorted({r["round"] for r in at_c}):
             base = next((r for r in at_c if r["round"] == rnd and r["arm"] == first), None)
             for r in (r for r in at_c if r["round"] == rnd and r["arm"] != first):
-                if base is None or not tpot_of(base) or not tpot_of(r):
+                if base is None or not probe_tpot(base) or not probe_tpot(r):
                     continue
                 rates = r.get("server_tok_s"), base.get("server_tok_s")
                 engine = rates[0] / rates[1] if all(rates) else None
+                ratio = probe_tpot(r) / probe_tpot(base)
                 print(
-                    f"{r['arm']:14s} C={c:<4d} round {rnd}  {tpot_of(r) / tpot_of(base):.3f}  "
+                    f"{r['arm']:14s} C={c:<4d} round {rnd}  {ratio:.3f}  "
                     + (f"{engine:.3f}" if engine else "-")
                 )
 
@@ -277,6 +305,28 @@ def print_summary(rows):
             f"{arm:14s} C={c:<4d} {med(rs, 'tpot_ms'):>8s} {med(rs, 'bench_tpot_ms'):>8s} "
             f"{med(rs, 'bench_tpot_steady_ms'):>8s} "
             f"{med(rs, 'output_tok_s'):>10s} {med(rs, 'server_tok_s'):>10s}"
+        )
+
+
+def print_contrast(rows):
+    print("\nover all rounds, beside the level's first arm: arm, C, rounds, TPOT ms mean ± sd, "
+          "ratio of means ± 1 se, round by round, scheduler tok/s mean (min-max) and ratio, "
+          "TPOT x scheduler tok/s / C")  # fmt: skip
+
+    def f(v, fmt):
+        return format(v, fmt) if v is not None else "-"
+
+    for s in arm_contrast(rows):
+        ratio = "first" if s["arm"] == s["against"] else (
+            f"{f(s.get('tpot_ratio'), '.3f')} ± {f(s.get('tpot_ratio_se'), '.3f')}  "
+            f"{f(s.get('round_ratio_min'), '.3f')}-{f(s.get('round_ratio_max'), '.3f')}"
+        )  # fmt: skip
+        print(
+            f"{s['arm']:14s} C={s['concurrency']:<4d} {s['rounds']:2d}  "
+            f"{f(s['tpot_mean'], '.3f')} ± {f(s['tpot_sd'], '.3f')}  {ratio}  "
+            f"{f(s['engine_tok_s_mean'], '.0f')} ({f(s['engine_tok_s_min'], '.0f')}-"
+            f"{f(s['engine_tok_s_max'], '.0f')}) {f(s.get('engine_ratio'), '.3f')}  "
+            f"{f(s['reads_engine_mean'], '.3f')} ± {f(s['reads_engine_sd'], '.3f')}"
         )
 
 

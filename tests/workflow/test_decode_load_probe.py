@@ -2,7 +2,9 @@
 the arms' order, and the round-by-round summary sets each arm beside the level's first."""
 
 import importlib.util
+import sys
 
+import pytest
 from helpers import ROOT
 
 
@@ -45,6 +47,56 @@ def test_each_arm_is_set_beside_the_first_round_by_round(capsys):
     lines = [line.split() for line in capsys.readouterr().out.splitlines() if "round" in line]
     assert ["bench", "C=1", "round", "0", "0.917", "1.071"] in lines
     assert ["bench", "C=1", "round", "1", "0.929", "1.070"] in lines
+
+
+def test_the_contrast_over_rounds_tells_a_shift_from_the_engines_own_movement():
+    p = probe()
+    # Six rounds at C = 16: the engine's step moves 10.5-13 ms from window to window under
+    # both clients; bench reads 10 % slower in every round, its engine no slower.
+    steps = [10.5, 13.0, 11.0, 12.5, 11.5, 12.0]
+    rows = []
+    for rnd, step in enumerate(steps):
+        rows.append({"arm": "study", "round": rnd, "concurrency": 16, "tpot_ms": step,
+                     "server_tok_s": 16_000 / step})  # fmt: skip
+        rows.append({"arm": "bench", "round": rnd, "concurrency": 16,
+                     "bench_tpot_steady_ms": 1.1 * step, "bench_tpot_ms": 99.0,
+                     "server_tok_s": 16_000 / step})  # fmt: skip
+    study, bench = p.arm_contrast(rows)
+    assert (study["arm"], study["rounds"], study["against"]) == ("study", 6, "study")
+    assert "tpot_ratio" not in study
+    assert study["reads_engine_mean"] == pytest.approx(1.0)
+    # The steady TPOT is bench's, not its median; the shift is 10 % in every round and
+    # its standard error comes from the arms' spread (unpaired): the steps' variance 0.875 ms²,
+    # bench's 1.21 times it, over the study's mean step 11.75 ms: 4.8 %.
+    assert bench["tpot_ratio"] == pytest.approx(1.1)
+    assert bench["round_ratio_min"] == pytest.approx(1.1)
+    assert bench["round_ratio_max"] == pytest.approx(1.1)
+    assert bench["tpot_ratio_se"] == pytest.approx(((0.875 + 1.21 * 0.875) / 6) ** 0.5 / 11.75)
+    assert bench["engine_ratio"] == pytest.approx(1.0)
+    assert bench["reads_engine_mean"] == pytest.approx(1.1)
+    # One round: no spread to judge by.
+    one = p.arm_contrast([r for r in rows if r["round"] == 0])
+    assert one[1]["tpot_ratio_se"] is None and one[1]["tpot_ratio"] == pytest.approx(1.1)
+
+
+def test_a_finished_probe_csv_is_summarised_again(tmp_path, capsys, monkeypatch):
+    p = probe()
+    rows = [
+        {"arm": "study", "round": 0, "concurrency": 16, "tpot_ms": 11.0, "server_tok_s": 1450.0,
+         "errors": 0},
+        {"arm": "bench_oai", "round": 0, "concurrency": 16, "bench_tpot_ms": 10.6,
+         "bench_tpot_steady_ms": 10.9, "server_tok_s": 1490.0, "error": ""},
+    ]  # fmt: skip
+    p.write(rows, tmp_path / "probe.csv")
+    back = p.read(tmp_path / "probe.csv")
+    assert back[0] == rows[0]
+    assert back[1]["bench_tpot_steady_ms"] == 10.9 and "error" not in back[1]
+    argv = ["decode_load_probe.py", "--summarise", str(tmp_path / "probe.csv")]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert p.main() == 0
+    out = capsys.readouterr().out
+    assert "bench_oai      C=16   round 0  0.991  1.028" in out
+    assert "over all rounds" in out
 
 
 def test_server_args_replace_the_variants_values_and_add_new_flags():

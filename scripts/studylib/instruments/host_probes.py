@@ -5,6 +5,7 @@ launch loop."""
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from .serving.engines.base import flag_name
@@ -60,3 +61,70 @@ def launch_rate(x, seconds: float, torch) -> float:
         torch.cuda.synchronize()
         launches += 50
     return launches / (time.monotonic() - t0)
+
+
+def probe_tpot(row: dict) -> float | None:
+    """An arm's TPOT: the study's, else bench_serving's steady one, else its median."""
+    return row.get("tpot_ms") or row.get("bench_tpot_steady_ms") or row.get("bench_tpot_ms")
+
+
+def arm_contrast(rows: list[dict]) -> list[dict]:
+    """Each arm at each C over its rounds, beside the level's first arm: the mean TPOT and its
+    spread; how closely the client read the engine it ran with (its TPOT times the scheduler's
+    rate over C, 1 where the two agree); and for the other arms the ratio of the mean TPOTs with
+    one standard error of it (unpaired: the engine's speed moves between the windows of a round
+    as much as between rounds), the round-by-round ratios' range and the ratio of the
+    scheduler's mean rates. A ratio within a standard error or two of 1 does not tell the two
+    loads apart."""
+    out = []
+    for c in sorted({r["concurrency"] for r in rows}):
+        at_c = [r for r in rows if r["concurrency"] == c]
+        first = at_c[0]["arm"]
+        arms = list(dict.fromkeys(r["arm"] for r in at_c))
+        stats = {arm: _arm_stats([r for r in at_c if r["arm"] == arm], c) for arm in arms}
+        base = stats[first]
+        for arm in arms:
+            s = dict(stats[arm], concurrency=c, arm=arm, against=first)
+            if arm != first and s["rounds"] and base["rounds"]:
+                s["tpot_ratio"] = s["tpot_mean"] / base["tpot_mean"]
+                var = sum(x["tpot_sd"] ** 2 / x["rounds"] for x in (s, base) if x["rounds"] > 1)
+                s["tpot_ratio_se"] = (var**0.5 / base["tpot_mean"]) if var else None
+                per_round = [
+                    probe_tpot(r) / probe_tpot(b)
+                    for r in at_c
+                    if r["arm"] == arm and probe_tpot(r)
+                    for b in at_c
+                    if b["arm"] == first and b["round"] == r["round"] and probe_tpot(b)
+                ]
+                s["round_ratio_min"] = min(per_round, default=None)
+                s["round_ratio_max"] = max(per_round, default=None)
+                if s["engine_tok_s_mean"] and base["engine_tok_s_mean"]:
+                    s["engine_ratio"] = s["engine_tok_s_mean"] / base["engine_tok_s_mean"]
+            out.append(s)
+    return out
+
+
+def _arm_stats(rows: list[dict], c: int) -> dict:
+    tpots = [probe_tpot(r) for r in rows if probe_tpot(r)]
+    rates = [r["server_tok_s"] for r in rows if r.get("server_tok_s")]
+    reads = [
+        probe_tpot(r) * r["server_tok_s"] / c / 1000.0
+        for r in rows
+        if probe_tpot(r) and r.get("server_tok_s")
+    ]
+
+    def sd(v):
+        return statistics.stdev(v) if len(v) > 1 else 0.0
+
+    return {
+        "rounds": len(tpots),
+        "tpot_mean": statistics.fmean(tpots) if tpots else None,
+        "tpot_sd": sd(tpots),
+        "tpot_min": min(tpots, default=None),
+        "tpot_max": max(tpots, default=None),
+        "engine_tok_s_mean": statistics.fmean(rates) if rates else None,
+        "engine_tok_s_min": min(rates, default=None),
+        "engine_tok_s_max": max(rates, default=None),
+        "reads_engine_mean": statistics.fmean(reads) if reads else None,
+        "reads_engine_sd": sd(reads),
+    }
