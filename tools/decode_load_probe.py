@@ -108,7 +108,10 @@ def main() -> int:
     p.add_argument("--summarise", metavar="CSV", help="print a finished probe.csv's summary")
     a = p.parse_args()
     if a.summarise:
-        rows = read(Path(a.summarise))
+        try:
+            rows = read(Path(a.summarise))
+        except (OSError, ValueError) as exc:
+            p.error(f"--summarise {a.summarise}: {exc}")
         print_summary(rows)
         print_rounds(rows)
         print_contrast(rows)
@@ -263,10 +266,18 @@ def read(path: Path) -> list[dict]:
             return float(text)
 
     with open(path, newline="") as f:
-        return [
-            {k: (v if k in ("arm", "error") else value(v)) for k, v in r.items() if v != ""}
-            for r in csv.DictReader(f)
-        ]
+        reader = csv.DictReader(f)
+        missing = {"arm", "round", "concurrency"} - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"not a probe.csv: no {', '.join(sorted(missing))} column")
+        rows = []
+        for line, r in enumerate(reader, start=2):
+            try:
+                rows.append({k: (v if k in ("arm", "error") else value(v))
+                             for k, v in r.items() if v not in ("", None)})  # fmt: skip
+            except ValueError as exc:
+                raise ValueError(f"line {line}: {exc}") from None
+        return rows
 
 
 def print_rounds(rows):

@@ -99,6 +99,24 @@ def test_a_finished_probe_csv_is_summarised_again(tmp_path, capsys, monkeypatch)
     assert "over all rounds" in out
 
 
+@pytest.mark.parametrize(
+    "text, said",
+    [(None, "No such file"), ("a,b\n1,2\n", "not a probe.csv: no arm, concurrency, round"),
+     ("arm,round,concurrency,tpot_ms\nstudy,0,16,fast\n", "line 2: could not convert")],
+)  # fmt: skip
+def test_a_bad_probe_csv_is_refused_in_one_line(tmp_path, capsys, monkeypatch, text, said):
+    p = probe()
+    path = tmp_path / "probe.csv"
+    if text is not None:
+        path.write_text(text)
+    monkeypatch.setattr(sys, "argv", ["decode_load_probe.py", "--summarise", str(path)])
+    with pytest.raises(SystemExit) as stop:
+        p.main()
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("decode_load_probe.py: error: --summarise ") and said in err
+
+
 def test_server_args_replace_the_variants_values_and_add_new_flags():
     p = probe()
     args = ["--tp", "1", "--max-running-requests", "512", "--cuda-graph-max-bs", "512"]
