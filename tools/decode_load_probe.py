@@ -51,6 +51,7 @@ from studylib.instruments.host_probes import (  # noqa: E402
     arm_contrast,
     probe_tpot,
     round_arms,
+    round_pairs,
     sampler_settings,
     with_server_args,
 )
@@ -284,21 +285,14 @@ def print_rounds(rows):
     """Round by round, each arm's TPOT and scheduler rate over the first arm's."""
     print("\nround by round, over the level's first arm: arm, C, round, TPOT ratio, "
           "scheduler tok/s ratio")  # fmt: skip
-    for c in sorted({r["concurrency"] for r in rows}):
-        at_c = [r for r in rows if r["concurrency"] == c]
-        first = at_c[0]["arm"]
-        for rnd in sorted({r["round"] for r in at_c}):
-            base = next((r for r in at_c if r["round"] == rnd and r["arm"] == first), None)
-            for r in (r for r in at_c if r["round"] == rnd and r["arm"] != first):
-                if base is None or not probe_tpot(base) or not probe_tpot(r):
-                    continue
-                rates = r.get("server_tok_s"), base.get("server_tok_s")
-                engine = rates[0] / rates[1] if all(rates) else None
-                ratio = probe_tpot(r) / probe_tpot(base)
-                print(
-                    f"{r['arm']:14s} C={c:<4d} round {rnd}  {ratio:.3f}  "
-                    + (f"{engine:.3f}" if engine else "-")
-                )
+    for c, rnd, r, base in round_pairs(rows):
+        rates = r.get("server_tok_s"), base.get("server_tok_s")
+        engine = rates[0] / rates[1] if all(rates) else None
+        ratio = probe_tpot(r) / probe_tpot(base)
+        print(
+            f"{r['arm']:14s} C={c:<4d} round {rnd}  {ratio:.3f}  "
+            + (f"{engine:.3f}" if engine else "-")
+        )
 
 
 def print_summary(rows):

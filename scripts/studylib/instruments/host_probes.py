@@ -68,6 +68,21 @@ def probe_tpot(row: dict) -> float | None:
     return row.get("tpot_ms") or row.get("bench_tpot_steady_ms") or row.get("bench_tpot_ms")
 
 
+def round_pairs(rows: list[dict]):
+    """Each arm's row beside the same round's row of its level's first arm, both with a TPOT:
+    (C, round, row, first arm's row), by C, then round, then the order the arms ran."""
+    for c in sorted({r["concurrency"] for r in rows}):
+        at_c = [r for r in rows if r["concurrency"] == c]
+        first = at_c[0]["arm"]
+        for rnd in sorted({r["round"] for r in at_c}):
+            base = next((r for r in at_c if r["round"] == rnd and r["arm"] == first), None)
+            if base is None or not probe_tpot(base):
+                continue
+            for r in at_c:
+                if r["round"] == rnd and r["arm"] != first and probe_tpot(r):
+                    yield c, rnd, r, base
+
+
 def arm_contrast(rows: list[dict]) -> list[dict]:
     """Each arm at each C over its rounds, beside the level's first arm: the mean TPOT and its
     spread; how closely the client read the engine it ran with (its TPOT times the scheduler's
@@ -91,10 +106,8 @@ def arm_contrast(rows: list[dict]) -> list[dict]:
                 s["tpot_ratio_se"] = (var**0.5 / base["tpot_mean"]) if var else None
                 per_round = [
                     probe_tpot(r) / probe_tpot(b)
-                    for r in at_c
-                    if r["arm"] == arm and probe_tpot(r)
-                    for b in at_c
-                    if b["arm"] == first and b["round"] == r["round"] and probe_tpot(b)
+                    for _, _, r, b in round_pairs(at_c)
+                    if r["arm"] == arm
                 ]
                 s["round_ratio_min"] = min(per_round, default=None)
                 s["round_ratio_max"] = max(per_round, default=None)
