@@ -118,13 +118,10 @@ def arm_contrast(rows: list[dict]) -> list[dict]:
 
 
 def _arm_stats(rows: list[dict], c: int) -> dict:
-    tpots = [probe_tpot(r) for r in rows if probe_tpot(r)]
-    rates = [r["server_tok_s"] for r in rows if r.get("server_tok_s")]
-    reads = [
-        probe_tpot(r) * r["server_tok_s"] / c / 1000.0
-        for r in rows
-        if probe_tpot(r) and r.get("server_tok_s")
-    ]
+    pairs = [(probe_tpot(r), r.get("server_tok_s")) for r in rows]
+    tpots = [tpot for tpot, _ in pairs if tpot]
+    rates = [rate for _, rate in pairs if rate]
+    reads = [tpot * rate / c / 1000.0 for tpot, rate in pairs if tpot and rate]
 
     def sd(v):
         return statistics.stdev(v) if len(v) > 1 else 0.0
