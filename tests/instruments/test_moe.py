@@ -55,6 +55,7 @@ def test_reference_is_the_weighted_sum_of_each_chosen_expert():
     layer = moe.make_layer(geo, "cpu")
     ids, weights = moe.routing(point(5), "cpu")
     got = moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
+    assert torch.equal(moe.layer_reference(layer, ids, weights), got)
     x = layer.x.double()
     for t in range(5):
         want = sum(
@@ -102,6 +103,12 @@ def test_fp8_experts_read_back_one_at_a_time_give_the_whole_copys_reference():
     )
     got = moe.reference(layer.x, gate, up, moe.Dequantized(q2, s2), ids, weights)
     assert torch.equal(got, want)
+    assert torch.equal(moe.layer_reference(layer, ids, weights, (q13, s13, q2, s2)), want)
+    # FlashInfer's [up; gate] rows: the same layer checked with its halves swapped back
+    q31, s31 = moe.quantize_experts(torch.cat([layer.up, layer.gate], dim=1))
+    flashinfer = moe.layer_reference(layer, ids, weights, (q31, s31, q2, s2), up_first=True)
+    assert torch.equal(flashinfer, want)
+    assert not torch.equal(moe.layer_reference(layer, ids, weights, (q31, s31, q2, s2)), want)
     rows = torch.rand(16, 32) + 0.5  # per-row scales (torch's rowwise FP8)
     assert torch.equal(moe.Dequantized(q13, rows, slice(16, None))[3],
                        (q13[3, 16:].float() * rows[3, 16:, None]).to(torch.bfloat16))  # fmt: skip

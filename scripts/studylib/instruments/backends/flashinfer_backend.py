@@ -341,11 +341,9 @@ def _fused_moe(point: dict) -> Prepared:
 
     def reference():
         if not fp8:
-            return moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
-        _, q1, q2, (_, _, s1, s2) = args
-        gate = moe.Dequantized(q1, s1, slice(geo.inter, None))  # FlashInfer: [up; gate] rows
-        up = moe.Dequantized(q1, s1, slice(None, geo.inter))
-        return moe.reference(layer.x, gate, up, moe.Dequantized(q2, s2), ids, weights)
+            return moe.layer_reference(layer, ids, weights)
+        _, q1, q2, (_, _, s1, s2) = args  # FlashInfer: [up; gate] rows
+        return moe.layer_reference(layer, ids, weights, (q1, s1, q2, s2), up_first=True)
 
     return moe.prepared(point, ids, fp8, make, call, args, reference,
                         extra={"tactics": tactics})  # fmt: skip

@@ -164,6 +164,21 @@ def reference(x, gate, up, down, ids, weights):
     return out
 
 
+def layer_reference(layer: Layer, ids, weights, fp8_experts=None, up_first: bool = False):
+    """A fused-MoE point's check: :func:`reference` on ``layer``'s bf16 weights, or, with
+    ``fp8_experts`` = ``(q13, s13, q2, s2)``, on the FP8 experts the kernel read (``q13``'s
+    rows gate then up, as SGLang and torch lay them; ``up_first`` for FlashInfer's up then
+    gate), read back one expert at a time (:class:`Dequantized`)."""
+    if fp8_experts is None:
+        return reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
+    q13, s13, q2, s2 = fp8_experts
+    half = q13.shape[1] // 2
+    first, second = slice(None, half), slice(half, None)
+    gate_rows, up_rows = (second, first) if up_first else (first, second)
+    gate, up = Dequantized(q13, s13, gate_rows), Dequantized(q13, s13, up_rows)
+    return reference(layer.x, gate, up, Dequantized(q2, s2), ids, weights)
+
+
 def work(point: dict, ids, weight_bits: float, act_bits: float = 16) -> tuple[float, float]:
     """(flops, fewest bytes): three GEMMs per routed token, and every chosen expert's
     weights read once plus the hidden states in and out."""

@@ -518,12 +518,8 @@ def _fused_moe(point: dict, device: str = "cuda") -> Prepared:
     layer, args = make(0)
 
     def reference():
-        if not fp8:
-            return moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
         _, q13, q2, s13, s2 = args
-        gate = moe.Dequantized(q13, s13, slice(None, geo.inter))
-        up = moe.Dequantized(q13, s13, slice(geo.inter, None))
-        return moe.reference(layer.x, gate, up, moe.Dequantized(q2, s2), ids, weights)
+        return moe.layer_reference(layer, ids, weights, (q13, s13, q2, s2) if fp8 else None)
 
     return moe.prepared(point, ids, fp8, make, call, args, reference, {"provider": provider})
 

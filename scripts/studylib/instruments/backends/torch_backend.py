@@ -332,12 +332,7 @@ def _fused_moe(point: dict, device: str) -> Prepared:
     layer, args = make(0)
 
     def reference():
-        if not fp8:
-            return moe.reference(layer.x, layer.gate, layer.up, layer.down, ids, weights)
-        _, w13, s13, w2, s2 = args
-        gate = moe.Dequantized(w13, s13, slice(None, geo.inter))
-        up = moe.Dequantized(w13, s13, slice(geo.inter, None))
-        return moe.reference(layer.x, gate, up, moe.Dequantized(w2, s2), ids, weights)
+        return moe.layer_reference(layer, ids, weights, args[1:] if fp8 else None)
 
     return moe.prepared(point, ids, fp8, make, call, args, reference)
 
