@@ -5,6 +5,7 @@ the run-to-run noise of a comparison, MoE layers, failures, FP4 and a CPU run.""
 import math
 
 import pandas as pd
+import pytest
 from studylib.core.answer_records import ANSWERED, NOT_MEASURED, TIE, Answer
 from studylib.core.verdicts import Contender, rank
 from studylib.stages.sweep.sweep_answers import q1_answers
@@ -90,6 +91,19 @@ def test_an_answered_row_beats_its_noise_and_states_the_runner_up():
         pass
     else:
         raise AssertionError("an answer within its noise was accepted")
+
+
+def test_a_tie_at_some_sizes_names_where_its_margin_was_decided():
+    # a fastest at every size; b tied with it at M = 1 and 2 only, 10 % behind at M = 4;
+    # c 40 % behind throughout. The margin column's 10 % is b's at M = 4, and says so.
+    times = {1: (8.0, 8.02, 11.2), 2: (8.0, 8.02, 11.2), 4: (8.0, 8.8, 11.2)}
+    sweep = frame(*(pt(b, "x", m, cold=t) for m, ts in times.items()
+                    for b, t in zip("abc", ts, strict=True)))  # fmt: skip
+    cold = one(q1_answers(sweep), "M 1–4 · cold")
+    assert (cold.status, cold.runner_up) == (TIE, "b·x")
+    assert cold.margin == pytest.approx(0.1) and cold.margin > cold.noise
+    assert "a·x fastest or tied" in cold.sentence and "tied with b·x at M 1–2" in cold.sentence
+    assert "next at M = 4: b·x, 10 % slower" in cold.sentence
 
 
 def test_a_stretch_never_claims_a_size_it_skipped():

@@ -204,11 +204,15 @@ def _stretch_answer(row: StretchRow, ranked: SweepRanking, graphed: list[Stretch
         runner, margin, noise, noise_from = r.runner_up.who, r.margin, r.noise, closest.noise_from
     slower_leaders = _graphed_leaders_eager(row, graphed) if row.mode == "eager" else {}
     parts = [_leaders_text(row, value)]
-    # Where others tie at some sizes only, the runner-up differs by size: the row's margin
-    # column and evidence hold the closest one, the sentence does not.
-    if closest is not None and runner not in slower_leaders and not row.stretch.sometimes:
-        at = f" at M = {closest.m}" if len(row.sizes) > 1 else ""
-        parts.append(f"next {runner}, {slower(margin)}{at}")
+    # The margin column's decision in words: the closest runner-up of the stretch. Where
+    # others tie at some sizes only, the runner-up differs by size, so the clause names the
+    # size first: the margin is there, not over those tied elsewhere.
+    if closest is not None and runner not in slower_leaders:
+        if row.stretch.sometimes:
+            parts.append(f"next at M = {closest.m}: {runner}, {slower(margin)}")
+        else:
+            at = f" at M = {closest.m}" if len(row.sizes) > 1 else ""
+            parts.append(f"next {runner}, {slower(margin)}{at}")
     if slower_leaders:
         graphed_mode = graphed[0].mode
         parts.append(
