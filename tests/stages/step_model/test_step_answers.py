@@ -182,6 +182,22 @@ def test_the_step_model_examples_answers():
     assert rows["component · moe"].verdict == "within (16 of 16)"
 
 
+def test_the_lead_row_lists_its_missed_and_undecided_points_apart():
+    # The whole default on an H200 (2026-12-06): one point beyond ±20 % and three within
+    # their noise of it; the three are undecided, not misses, and the sentence says which.
+    folder = EXAMPLES / "h200-2026-12-06-default" / "tables"
+    answers = step_answers(
+        pd.read_csv(folder / "step_model.csv"), pd.read_csv(folder / "decode.csv")
+    )
+    lead = by_subject(answers)["step model · graphs on"]
+    assert lead.verdict == "explained at 4 of 8, not explained at 1 of 8, undecided at 3"
+    assert (
+        "at 4 of 8 points (not explained: sglang-fp8-graphs C = 512 (−24 %); undecided: "
+        "sglang-bf16-graphs C = 256 (−18 %), sglang-bf16-graphs C = 512 (−20 %), "
+        "sglang-fp8-graphs C = 256 (−21 %));"
+    ) in lead.sentence
+
+
 def test_tpot_past_the_profiled_step_is_said_with_the_model_against_that_step():
     """The H100's FP8 at C = 512 (2026-12-06): TPOT 22.91 ms, the profiled decode step 18.47
     ms, the model 17.64 ms. Undecided against TPOT, the answer says the 4.44 ms a token outside

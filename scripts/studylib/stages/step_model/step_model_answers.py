@@ -278,13 +278,17 @@ def _graphed_summary(answers: list[Answer], points: pd.DataFrame) -> Answer | No
     explained = verdicts.count("explained")
     sentence = (f"With CUDA graphs at C ≥ {STEP_MIN_C} the model explains TPOT within "
                 f"{_pm(TPOT_TOLERANCE)} at {explained} of {len(verdicts)} points")  # fmt: skip
-    missed = [f"{p['variant']} C = {p['concurrency']}, "
-              f"{_signed(p['predicted_us'] / p['tpot_us'] - 1)}"
-              + ("" if v == "not explained" else f" ({v})")
-              for (_, p), v in zip(graphed.iterrows(), verdicts, strict=True)
-              if v != "explained"]  # fmt: skip
+    # The points left out, under their own verdict: an undecided one is not a miss.
+    missed: dict[str, list[str]] = {}
+    for (_, p), v in zip(graphed.iterrows(), verdicts, strict=True):
+        if v != "explained":
+            missed.setdefault(v, []).append(
+                f"{p['variant']} C = {p['concurrency']} "
+                f"({_signed(p['predicted_us'] / p['tpot_us'] - 1)})"
+            )
     if missed:
-        sentence += f" (not: {'; '.join(missed)})"
+        sentence += " (" + "; ".join(f"{v}: {', '.join(items)}"
+                                     for v, items in sorted(missed.items())) + ")"  # fmt: skip
     shares = [p["measured"].get("moe", 0.0) / p["measured_us"]
               for _, p in graphed.iterrows() if p["measured"] and p["measured_us"]]  # fmt: skip
     if shares:
