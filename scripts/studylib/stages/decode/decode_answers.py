@@ -28,6 +28,7 @@ from ...core.finding_records import _ok, _span, num_of
 from ...core.verdicts import Contender, beyond, gap, rank
 from .decode_judgements import (
     DECODE_FIGURES,
+    NOT_STARTED,
     by_concurrency,
     figures_differ,
     graphs_flag,
@@ -290,8 +291,9 @@ def _where(engine, graphs, gpus: float, engines: int) -> str:
 
 def _weights_not_measured(rows: pd.DataFrame, measured: list[str], planned: list[str],
                           setting: tuple, engines: int) -> list[Answer]:  # fmt: skip
-    """Each weights pair of one setting that lacks a side: why (the server's reason where it
-    did not start, else no valid window)."""
+    """Each weights pair of one setting that lacks a side: why (its server did not start,
+    else no valid window). The server's own reason is the variant's row's (_variant_answers),
+    a sentence of its own: said once, not again here."""
     base = "bf16" if "bf16" in planned else planned[0]
     where = _where(*setting, engines)
     out = []
@@ -302,8 +304,9 @@ def _weights_not_measured(rows: pd.DataFrame, measured: list[str], planned: list
         why = []
         for weights in missing:
             for variant, g in rows[rows["weights"] == weights].groupby("variant", sort=True):
-                failure = start_failure(g)
-                why.append(f"{variant}: {failure or 'no valid window'}")
+                started = not start_failure(g)
+                why.append(f"{variant}: " + ("no valid window" if started
+                                             else f"{NOT_STARTED} (its row says why)"))  # fmt: skip
         name, base_name = weights_name(other), weights_name(base)
         subject = f"{name} against {base_name} ·{where.lstrip(',')}".rstrip(" ·")
         out.append(not_measured(5, subject, "; ".join(why)))
@@ -491,8 +494,13 @@ def decode_answers(decode: pd.DataFrame | None,
         heads.append(_headline(df, noise, "j_per_token", "least energy per token", "J/token",
                                "least energy per token", invert=False))  # fmt: skip
     variants = _variant_answers(df)
-    if len(variants) == 1:  # one variant: its own row leads, no contest to headline
-        variants, heads = [replace(variants[0], lead=True)], []
+    # One variant, or one measured validly (the others' servers did not start, or ran no
+    # valid window): its own row leads, no contest to headline.
+    answered = [a for a in variants if a.status == ANSWERED]
+    lone = variants if len(variants) == 1 else answered if len(answered) == 1 else []
+    if lone:
+        variants = [replace(a, lead=True) if a is lone[0] else a for a in variants]
+        heads = []
     out = [a for a in graphs if a.lead] + [h for h in heads if h is not None]
     if not powered:
         out.append(not_measured(5, "energy per token", "no power was measured here "
