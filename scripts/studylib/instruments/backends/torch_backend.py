@@ -332,7 +332,8 @@ def _fused_moe(point: dict, device: str) -> Prepared:
     layer, args = make(0)
 
     def reference():
-        return moe.layer_reference(layer, ids, weights, args[1:] if fp8 else None)
+        _, w13, s13, w2, s2 = args
+        return moe.layer_reference(layer, ids, weights, (w13, s13, w2, s2) if fp8 else None)
 
     return moe.prepared(point, ids, fp8, make, call, args, reference)
 
