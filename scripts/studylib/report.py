@@ -22,7 +22,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from . import figure_list
-from .core.answer_records import Answer, answers_from_frame, margin_text
+from .core.answer_records import NOT_MEASURED, Answer, answers_from_frame, margin_text
 from .core.charts import (
     BACKEND_COLORS,
     EMBED_OPTIONS,
@@ -386,11 +386,13 @@ def answer_row(answer: Answer) -> dict[str, Any]:
 def questions_context(answers: list[Answer]) -> list[dict[str, Any]]:
     """Per question, in the report's order: its title, navigation name, anchor, every answer
     row and the lead rows of the first screen (a question with no lead row leads with its
-    first row)."""
+    first row), what was measured before what was not: the default's "CUDA graphs: not
+    measured here" stood above question 5's answered throughput and J/token rows."""
     out = []
     for question, title in QUESTIONS.items():
         rows = [a for a in answers if a.question == question]
         lead = [a for a in rows if a.lead] or rows[:1]
+        lead.sort(key=lambda a: a.status == NOT_MEASURED)
         nav, anchor, short = QUESTION_NAV[question]
         out.append({
             "question": question, "title": title, "nav": nav, "anchor": anchor, "short": short,

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from helpers import ROOT, embedded_file, packed_payloads, packed_rows, report_paths
 from studylib.core import charts
-from studylib.core.answer_records import NOT_MEASURED, TIE, Answer, answers_frame
+from studylib.core.answer_records import ANSWERED, NOT_MEASURED, TIE, Answer, answers_frame
 from studylib.core.io import write_frame
 from studylib.core.report_cells import embedded_download, fmt_sig, fmt_sig_us, unpack
 from studylib.report import (
@@ -22,6 +22,7 @@ from studylib.report import (
     expected_gap,
     fmt_cell,
     machine_has_gpu,
+    questions_context,
     render_report,
     spec_data_note,
 )
@@ -297,6 +298,26 @@ def test_answers_render_as_rows_with_their_status(study, tmp_path):
     # no answers table: every question says it has none, nothing is computed in its place
     html, _ = render(study)
     assert report_section(html, "q1").count("No answer was computed for this question") == 1
+
+
+def test_a_first_screen_shows_what_was_measured_before_what_was_not():
+    # Question 5 of the default: its analysis leads with "CUDA graphs: not measured here" (no
+    # variant without graphs) beside the answered headlines; the first screen puts the
+    # answers first, the not-measured row after them, the section's full table as it came.
+    answers = [
+        Answer(5, "CUDA graphs", NOT_MEASURED, why="no variant ran without", lead=True),
+        Answer(5, "most throughput", ANSWERED, verdict="fp8", lead=True),
+        Answer(5, "least energy per token", TIE, verdict="a = b", lead=True),
+        Answer(5, "sg-fp8-graphs", ANSWERED, verdict="C = 512"),
+    ]
+    q5 = next(q for q in questions_context(answers) if q["question"] == 5)
+    assert [r["subject"] for r in q5["lead"]] == ["most throughput", "least energy per token",
+                                                  "CUDA graphs"]  # fmt: skip
+    assert [r["subject"] for r in q5["rows"]] == [a.subject for a in answers]
+    # A question with nothing measured still leads with its row.
+    alone = [Answer(4, "per-expert M", NOT_MEASURED, why="no recorder pass")]
+    q4 = next(q for q in questions_context(alone) if q["question"] == 4)
+    assert [r["subject"] for r in q4["lead"]] == ["per-expert M"]
 
 
 def test_fmt_sig():
